@@ -1,0 +1,8 @@
+// One init function per domain; module.cpp calls each on its submodule.
+#pragma once
+#include <pybind11/pybind11.h>
+
+namespace vaetransfer::bindings {
+void init_common(pybind11::module_& m);
+void init_data(pybind11::module_& m);
+}  // namespace vaetransfer::bindings

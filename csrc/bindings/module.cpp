@@ -1,0 +1,40 @@
+#include "bindings/bindings.h"
+
+#include <torch/python.h>
+
+#include "vaetransfer/common/check.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// ArgumentError → vaetransfer.ArgumentError (a ValueError), ArgumentTypeError →
+// vaetransfer.ArgumentTypeError (a TypeError); both carry `.argument`.
+void register_argument_errors(py::module_& m) {
+  static py::handle value_error = py::exception<vaetransfer::ArgumentError>(m, "ArgumentError", PyExc_ValueError).release();
+  static py::handle type_error = py::exception<vaetransfer::ArgumentTypeError>(m, "ArgumentTypeError", PyExc_TypeError).release();
+  py::register_exception_translator([](std::exception_ptr p) {
+    auto raise = [](py::handle type, const vaetransfer::ArgumentError& e) {
+      py::object exc = type(e.what());
+      exc.attr("argument") = e.argument();
+      PyErr_SetObject(type.ptr(), exc.ptr());
+    };
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const vaetransfer::ArgumentTypeError& e) {
+      raise(type_error, e);
+    } catch (const vaetransfer::ArgumentError& e) {
+      raise(value_error, e);
+    }
+  });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "vaetransfer compiled core (LibTorch); use the Python package, not this module.";
+  register_argument_errors(m);
+  vaetransfer::bindings::init_common(m);
+  auto data = m.def_submodule("data", "Procedural data sets");
+  vaetransfer::bindings::init_data(data);
+}

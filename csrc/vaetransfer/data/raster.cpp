@@ -1,0 +1,67 @@
+#include "vaetransfer/data/raster.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace vaetransfer::data {
+
+Polygon transform_polygon(const Polygon& canonical, const Eigen::Affine2f& transform) {
+  return (transform.linear() * canonical).colwise() + transform.translation();
+}
+
+Polygon normalize_polygon(const Polygon& poly, float radius) {
+  const Eigen::Vector2f centre = 0.5f * (poly.rowwise().minCoeff() + poly.rowwise().maxCoeff());
+  Polygon centred = poly.colwise() - centre;
+  const float max_distance = centred.colwise().norm().maxCoeff();
+  return centred * (radius / max_distance);
+}
+
+void rasterize_coverage(const Polygon& polygon, int height, int width, int subrows, float* coverage) {
+  const int k = static_cast<int>(polygon.cols());
+  if (k < 3) return;
+  const float ymin = std::max(0.0f, polygon.row(1).minCoeff());
+  const float ymax = std::min(static_cast<float>(height), polygon.row(1).maxCoeff());
+  const int row_begin = static_cast<int>(std::floor(ymin));
+  const int row_end = static_cast<int>(std::ceil(ymax));
+  const float weight = 1.0f / static_cast<float>(subrows);
+
+  // Crossings of one scanline; a simple polygon with K edges has at most K.
+  constexpr int kMaxStack = 256;
+  float stack_buffer[kMaxStack];
+  std::vector<float> heap_buffer;
+  float* xs = stack_buffer;
+  if (k > kMaxStack) {
+    heap_buffer.resize(k);
+    xs = heap_buffer.data();
+  }
+
+  for (int row = row_begin; row < row_end; ++row) {
+    float* out = coverage + static_cast<int64_t>(row) * width;
+    for (int s = 0; s < subrows; ++s) {
+      const float y = static_cast<float>(row) + (static_cast<float>(s) + 0.5f) * weight;
+      int n = 0;
+      for (int i = 0, j = k - 1; i < k; j = i++) {
+        const float yi = polygon(1, i), yj = polygon(1, j);
+        // Half-open in y so a vertex on the scanline is counted once.
+        if ((yi <= y) != (yj <= y)) {
+          const float xi = polygon(0, i), xj = polygon(0, j);
+          xs[n++] = xi + (y - yi) * (xj - xi) / (yj - yi);
+        }
+      }
+      std::sort(xs, xs + n);
+      for (int p = 0; p + 1 < n; p += 2) {
+        const float x0 = std::max(0.0f, xs[p]);
+        const float x1 = std::min(static_cast<float>(width), xs[p + 1]);
+        if (x1 <= x0) continue;
+        const int c0 = static_cast<int>(std::floor(x0));
+        const int c1 = std::min(width, static_cast<int>(std::ceil(x1)));
+        for (int c = c0; c < c1; ++c) {
+          const float overlap = std::min(x1, c + 1.0f) - std::max(x0, static_cast<float>(c));
+          out[c] += weight * overlap;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace vaetransfer::data

@@ -1,0 +1,28 @@
+"""vaetransfer: transfer learning in (variational) autoencoders.
+
+A C++/LibTorch core (``vaetransfer._C``) with a thin, typed Python API.
+"""
+from __future__ import annotations
+
+import torch  # noqa: F401  (loads libtorch before the compiled core)
+
+from . import _C
+from ._C import ArgumentError, ArgumentTypeError
+from . import data
+
+__version__ = "0.1.0"
+__all__ = ["ArgumentError", "ArgumentTypeError", "build_info", "data", "__version__"]
+
+
+def build_info() -> dict:
+    """What the compiled core was built with and runs with.
+
+    Keys: ``torch`` (runtime version), ``torch_compiled`` (headers compiled against),
+    ``cuda`` (CUDA sources compiled in), ``cuda_available`` (a CUDA device usable now),
+    ``compiler``, ``build_type``, ``cplusplus``, ``num_threads`` (ATen/OpenMP
+    intra-op threads), ``parallel_backend``, ``eigen``.
+    """
+    info = dict(_C.build_info())
+    info["torch"] = torch.__version__
+    info["cuda_available"] = bool(info["cuda"] and torch.cuda.is_available())
+    return info
