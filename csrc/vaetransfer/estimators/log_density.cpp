@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "vaetransfer/common/check.h"
+#include "vaetransfer/estimators/fused_lse_cpu.h"
 #if VT_WITH_CUDA
 #include "vaetransfer/estimators/cuda/log_density_lse_cuda.h"
 #endif
@@ -79,6 +80,9 @@ at::Tensor stream_joint(const Prepared& p, const at::Tensor& log_weights, const 
                         const DensityOptions& o) {
   auto [a, b] = joint_features(p, log_weights);
   auto bt = b.t().contiguous();  // [2D+1, M]
+  if (!tile_weights && o.fused_kernels && a.device().is_cpu() && a.scalar_type() == at::kFloat) {
+    return cpu::lse_expanded_square(a, bt);
+  }
   const int64_t n = a.size(0), m_total = bt.size(1);
   auto out = at::empty({n}, a.options());
   for (int64_t r0 = 0; r0 < n; r0 += o.row_chunk) {
@@ -108,6 +112,9 @@ at::Tensor stream_per_dim(const Prepared& p, const at::Tensor& log_weights, cons
   auto cd = p.cd;
   if (log_weights.defined()) cd = cd + log_weights.to(cd.scalar_type()).unsqueeze(1);
   auto cd_t = cd.t().contiguous();
+  if (!tile_weights && o.fused_kernels && p.z.device().is_cpu() && p.z.scalar_type() == at::kFloat) {
+    return cpu::lse_per_dim(p.z, mu_t, nhp_t, cd_t);
+  }
   const int64_t cn_max = std::min(o.col_chunk, m_total);
   const int64_t rows = std::max<int64_t>(1, (o.row_chunk * o.col_chunk) / std::max<int64_t>(1, d * cn_max));
   auto out = at::empty({n, d}, p.z.options());
@@ -187,7 +194,7 @@ at::Tensor logsumexp_log_density(const at::Tensor& z, const at::Tensor& mean, co
   at::NoGradGuard no_grad;
   const auto type = compute_type(z, mean, logvar, options.accumulate_float64);
 #if VT_WITH_CUDA
-  if (z.is_cuda() && options.use_cuda_kernel && type == at::kFloat) {
+  if (z.is_cuda() && options.fused_kernels && type == at::kFloat) {
     return cuda::logsumexp_log_density_cuda(z, mean, logvar, log_weights, /*per_dim=*/false);
   }
 #endif
@@ -202,7 +209,7 @@ at::Tensor logsumexp_log_density_per_dim(const at::Tensor& z, const at::Tensor& 
   at::NoGradGuard no_grad;
   const auto type = compute_type(z, mean, logvar, options.accumulate_float64);
 #if VT_WITH_CUDA
-  if (z.is_cuda() && options.use_cuda_kernel && type == at::kFloat) {
+  if (z.is_cuda() && options.fused_kernels && type == at::kFloat) {
     return cuda::logsumexp_log_density_cuda(z, mean, logvar, log_weights, /*per_dim=*/true);
   }
 #endif

@@ -18,7 +18,7 @@ struct DensityOptions {
   int64_t row_chunk = 512;          // query rows per tile
   int64_t col_chunk = 2048;         // components (k) per tile
   bool accumulate_float64 = false;  // compute tiles and accumulate in float64
-  bool use_cuda_kernel = true;      // fused CUDA kernel for CUDA float32 input (when compiled in)
+  bool fused_kernels = true;        // float32: fused CPU kernel (CPU tensors) / CUDA kernel (CUDA tensors, when compiled in)
 };
 
 // Validates z [N, D], mean [M, D], logvar [M, D]: 2-D, floating, finite, same device, same D.
