@@ -37,4 +37,6 @@ PYBIND11_MODULE(_C, m) {
   vaetransfer::bindings::init_common(m);
   auto data = m.def_submodule("data", "Procedural data sets");
   vaetransfer::bindings::init_data(data);
+  auto estimators = m.def_submodule("estimators", "Estimators: TC, MI, marginal KL, log p(x), active units, binned MI");
+  vaetransfer::bindings::init_estimators(estimators);
 }

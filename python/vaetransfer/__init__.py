@@ -8,10 +8,10 @@ import torch  # noqa: F401  (loads libtorch before the compiled core)
 
 from . import _C
 from ._C import ArgumentError, ArgumentTypeError
-from . import data, io, plots
+from . import data, estimators, io, plots
 
 __version__ = "0.1.0"
-__all__ = ["ArgumentError", "ArgumentTypeError", "build_info", "data", "__version__"]
+__all__ = ["ArgumentError", "ArgumentTypeError", "build_info", "data", "estimators", "__version__"]
 
 
 def build_info() -> dict:

@@ -1,0 +1,161 @@
+#include "vaetransfer/estimators/mutual_information.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+
+#include "vaetransfer/common/check.h"
+
+namespace vaetransfer::estimators {
+namespace {
+
+constexpr double kLog2Pi = 1.8378770664093454836;
+
+at::ScalarType work_type(const at::Tensor& mean, const DensityOptions& o) {
+  if (o.accumulate_float64 || mean.scalar_type() == at::kDouble) return at::kDouble;
+  return at::kFloat;
+}
+
+void check_posterior(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples) {
+  check_gaussian_arguments(mean, mean, logvar);
+  VT_CHECK_ARG(samples >= 1, "samples", "expected a positive number of samples, got ", samples);
+}
+
+// Batch boundaries of a partition of n items into batches of b; a trailing batch of one
+// item joins the previous batch (a single item has no other batch member).
+std::vector<std::pair<int64_t, int64_t>> batches(int64_t n, int64_t b) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (int64_t s = 0; s < n; s += b) out.emplace_back(s, std::min(b, n - s));
+  if (out.size() >= 2 && out.back().second == 1) {
+    out.pop_back();
+    out.back().second += 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+RateDecomposition rate_decomposition(const at::Tensor& mean, const at::Tensor& logvar, const RateOptions& options) {
+  check_posterior(mean, logvar, options.samples);
+  at::NoGradGuard no_grad;
+  const auto type = work_type(mean, options.density);
+  auto m = mean.to(type), lv = logvar.to(type);
+  const int64_t n = m.size(0);
+  const double log_n = std::log(static_cast<double>(n));
+  auto z = sample_gaussian(m, lv, options.samples, options.seed);  // [S, N, D]
+
+  RateDecomposition out;
+  out.num_encodings = n;
+  out.samples = options.samples;
+  out.log_n = log_n;
+  out.rate_analytic = ((m * m + lv.exp() - lv - 1.0).sum(1) * 0.5).mean().item<double>();
+  double sum_mi = 0, sum_kl = 0;
+
+  if (options.estimator == RateEstimator::WholeDataset) {
+    auto zf = z.reshape({-1, m.size(1)});
+    auto owner_m = m.repeat({options.samples, 1}), owner_lv = lv.repeat({options.samples, 1});
+    auto log_cond = gaussian_log_density_diagonal(zf, owner_m, owner_lv);
+    auto log_qz = logsumexp_log_density(zf, m, lv, {}, options.density) - log_n;
+    auto log_pz = standard_normal_log_density(zf);
+    sum_mi = (log_cond - log_qz).mean().item<double>();
+    sum_kl = (log_qz - log_pz).mean().item<double>();
+    out.batch_size = n;
+    out.estimator = "whole-dataset";
+  } else {
+    VT_CHECK_ARG(options.batch_size >= 2 || n == 1, "batch_size", "expected a batch size of at least 2, got ",
+                 options.batch_size);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(options.seed) ^ 0xD1B54A32D192ED03ULL);
+    auto perm = at::randperm(n, gen, at::TensorOptions().dtype(at::kLong)).to(m.device());
+    auto mp = m.index_select(0, perm), lvp = lv.index_select(0, perm);
+    auto zp = z.index_select(1, perm);
+    at::Tensor mi_acc = at::zeros({}, m.options()), kl_acc = at::zeros({}, m.options());
+    for (const auto& [start, size] : batches(n, options.batch_size)) {
+      auto mb = mp.narrow(0, start, size), lvb = lvp.narrow(0, start, size);
+      at::Tensor log_w;
+      if (size == 1) {
+        log_w = at::zeros({1, 1}, m.options());
+      } else {
+        const double nd = static_cast<double>(n), bd = static_cast<double>(size);
+        log_w = at::full({size, size}, std::log((nd - 1.0) / (nd * (bd - 1.0))), m.options());
+        log_w.diagonal().fill_(-log_n);
+      }
+      for (int64_t s = 0; s < options.samples; ++s) {
+        auto zb = zp[s].narrow(0, start, size);
+        auto dens = gaussian_log_density_matrix(zb, mb, lvb, options.density);
+        auto log_qz = at::logsumexp(dens + log_w, 1);
+        auto log_cond = dens.diagonal();  // the same numbers as inside the sum: I_q <= log N to rounding
+        mi_acc += (log_cond - log_qz).sum();
+        kl_acc += (log_qz - standard_normal_log_density(zb)).sum();
+      }
+    }
+    const double count = static_cast<double>(n * options.samples);
+    sum_mi = mi_acc.item<double>() / count;
+    sum_kl = kl_acc.item<double>() / count;
+    out.batch_size = std::min(options.batch_size, n);
+    out.estimator = "minibatch-monte-carlo(B=" + std::to_string(out.batch_size) + ")";
+  }
+  out.mutual_information = sum_mi;
+  out.marginal_kl = sum_kl;
+  out.rate = sum_mi + sum_kl;
+  return out;
+}
+
+MutualInformation mutual_information(const at::Tensor& mean, const at::Tensor& logvar, const MIOptions& options) {
+  check_posterior(mean, logvar, options.samples);
+  at::NoGradGuard no_grad;
+  const auto type = work_type(mean, options.density);
+  auto m = mean.to(type), lv = logvar.to(type);
+  const int64_t n = m.size(0), d = m.size(1);
+  auto z = sample_gaussian(m, lv, options.samples, options.seed);  // [S, N, D]
+
+  MutualInformation out;
+  out.num_encodings = n;
+  out.negative_entropy = ((1.0 + lv).sum(1) * -0.5 - 0.5 * kLog2Pi * static_cast<double>(d)).mean().item<double>();
+  if (options.estimator == MIEstimator::WholeDataset) {
+    auto zf = z.reshape({-1, d});
+    out.mean_log_qz =
+        (logsumexp_log_density(zf, m, lv, {}, options.density) - std::log(static_cast<double>(n))).mean().item<double>();
+    out.cap = std::log(static_cast<double>(n));
+    out.batch_size = n;
+    out.estimator = "whole-dataset";
+  } else {
+    VT_CHECK_ARG(options.batch_size >= 1, "batch_size", "expected a positive batch size for the minibatch estimator, got ",
+                 options.batch_size);
+    const int64_t b = std::min(options.batch_size, n);
+    at::Tensor acc = at::zeros({}, m.options());
+    for (int64_t start = 0; start < n; start += b) {
+      const int64_t size = std::min(b, n - start);
+      auto mb = m.narrow(0, start, size), lvb = lv.narrow(0, start, size);
+      for (int64_t s = 0; s < options.samples; ++s) {
+        auto zb = z[s].narrow(0, start, size);
+        auto lq = at::logsumexp(gaussian_log_density_matrix(zb, mb, lvb, options.density), 1) -
+                  std::log(static_cast<double>(size));
+        acc += lq.sum();
+      }
+    }
+    out.mean_log_qz = acc.item<double>() / static_cast<double>(n * options.samples);
+    out.cap = std::log(static_cast<double>(b));
+    out.batch_size = b;
+    out.estimator = "minibatch(B=" + std::to_string(b) + ")";
+  }
+  out.value = out.negative_entropy - out.mean_log_qz;
+  return out;
+}
+
+ActiveUnits active_units(const at::Tensor& mean, double threshold, bool unbiased) {
+  check_dim(mean, 2, "mean");
+  check_finite(mean, "mean");
+  VT_CHECK_ARG(mean.size(0) >= 2, "mean", "expected at least 2 rows to estimate a variance, got shape ", mean.sizes());
+  VT_CHECK_ARG(std::isfinite(threshold) && threshold >= 0, "threshold", "expected a finite threshold >= 0, got ",
+               threshold);
+  at::NoGradGuard no_grad;
+  ActiveUnits out;
+  out.variance = mean.to(at::kDouble).var(0, unbiased);
+  out.active = out.variance > threshold;
+  out.count = out.active.sum().item<int64_t>();
+  out.threshold = threshold;
+  return out;
+}
+
+}  // namespace vaetransfer::estimators

@@ -1,0 +1,323 @@
+"""Estimators for VAEs with diagonal Gaussian posteriors (C++ core, ``vaetransfer._C.estimators``).
+
+Notation: an encoder maps the N examples to posteriors ``q(z|x_n) = N(mean_n, diag exp(logvar_n))``
+(``mean``, ``logvar``: ``[N, D]``); the aggregate posterior is ``q(z) = 1/N sum_n q(z|x_n)``;
+the prior is ``p(z) = N(0, I)``. Every function that samples takes ``seed`` or a
+``torch.Generator`` (``generator`` wins; one 63-bit seed is drawn from it). Posterior
+arguments accept ``logvar=`` or, alternatively, ``var=`` (variances, checked to be > 0).
+
+Every estimate that depends on how ``q(z)`` is estimated says so in its ``estimator`` field:
+``"whole-dataset"`` (log q(z) summed over all N encodings), ``"minibatch-monte-carlo(B=...)"``,
+``"minibatch(B=...)"``, ``"minibatch-weighted"`` / ``"minibatch-stratified"``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Union
+
+import torch
+
+from . import _C
+
+_E = _C.estimators
+
+TCSampling = _E.TCSampling
+RateEstimator = _E.RateEstimator
+MIEstimator = _E.MIEstimator
+Likelihood = _E.Likelihood
+
+__all__ = [
+    "ActiveUnits", "BinnedMI", "DensityOptions", "IWEstimate", "KLDecomposition", "Likelihood",
+    "MIEstimator", "MutualInformation", "RateDecomposition", "RateEstimator", "TCSampling", "TotalCorrelation",
+    "active_units", "bin_activations", "binned_mutual_information", "gaussian_log_density_matrix",
+    "gaussian_log_density_per_dim", "importance_weighted_log_likelihood", "logsumexp_log_density",
+    "minibatch_total_correlation", "mutual_information", "rate_decomposition", "sample_gaussian",
+    "tc_log_weights", "whole_data_kl_decomposition",
+]
+
+
+@dataclass(frozen=True)
+class DensityOptions:
+    """Tiling of the streamed log-density / log-sum-exp.
+
+    ``row_chunk`` queries x ``col_chunk`` components per tile (memory ~ row_chunk * col_chunk
+    numbers); ``accumulate_float64`` computes tiles and sums in float64; ``fused_kernels`` takes,
+    for float32 input without per-entry weights, the fused CPU kernel (tile in registers/L1, one exp per
+    entry, runtime-dispatched AVX-512/AVX2/baseline) or, on CUDA tensors when the core was compiled
+    with CUDA, the fused CUDA kernel; otherwise tiles are composed from ATen ops.
+    """
+
+    row_chunk: int = 512
+    col_chunk: int = 2048
+    accumulate_float64: bool = False
+    fused_kernels: bool = True
+
+    def kwargs(self) -> dict:
+        return dict(row_chunk=self.row_chunk, col_chunk=self.col_chunk,
+                    accumulate_float64=self.accumulate_float64, fused_kernels=self.fused_kernels)
+
+
+def _error(kind, argument: str, message: str) -> Exception:
+    err = kind(f"argument '{argument}': {message}")
+    err.argument = argument
+    return err
+
+
+def _seed(seed: int, generator: Optional[torch.Generator]) -> int:
+    if generator is not None:
+        return int(torch.randint(0, 2**62, (1,), generator=generator).item())
+    return int(seed)
+
+
+def _logvar(logvar: Optional[torch.Tensor], var: Optional[torch.Tensor]) -> torch.Tensor:
+    if (logvar is None) == (var is None):
+        raise _error(_C.ArgumentError, "logvar", "pass exactly one of 'logvar' and 'var'")
+    if var is not None:
+        return _E.logvar_from_variance(var, "var")
+    return logvar
+
+
+def _sampling(sampling: Union[str, TCSampling]) -> TCSampling:
+    if isinstance(sampling, TCSampling):
+        return sampling
+    names = {"mws": TCSampling.MinibatchWeighted, "minibatch-weighted": TCSampling.MinibatchWeighted,
+             "mss": TCSampling.MinibatchStratified, "minibatch-stratified": TCSampling.MinibatchStratified}
+    if sampling not in names:
+        raise _error(_C.ArgumentError, "sampling", f"expected one of {sorted(names)}, got {sampling!r}")
+    return names[sampling]
+
+
+# ---------------------------------------------------------------- log-density matrices
+
+def gaussian_log_density_matrix(z: torch.Tensor, mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,
+                                var: Optional[torch.Tensor] = None, accumulate_float64: bool = False) -> torch.Tensor:
+    """``log q(z_i | x_k)``, ``[N, M]``, by one matrix product of expanded-square features.
+
+    z: ``[N, D]``; mean, logvar: ``[M, D]``. Differentiable.
+    """
+    return _E.gaussian_log_density_matrix(z, mean, _logvar(logvar, var), accumulate_float64)
+
+
+def gaussian_log_density_per_dim(z: torch.Tensor, mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,
+                                 var: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``log q(z_id | x_kd)``, the dense ``[N, M, D]`` tensor (small sizes; differentiable)."""
+    return _E.gaussian_log_density_per_dim(z, mean, _logvar(logvar, var))
+
+
+def logsumexp_log_density(z: torch.Tensor, mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,
+                          var: Optional[torch.Tensor] = None, log_weights: Optional[torch.Tensor] = None,
+                          per_dimension: bool = False, options: DensityOptions = DensityOptions()) -> torch.Tensor:
+    """Streaming ``log sum_k exp(log q(z_i|x_k) + log_weights_k)``: ``[N]``, or ``[N, D]`` per dimension.
+
+    Never materialises the ``[N, M]`` matrix: tiles of ``options.row_chunk x options.col_chunk``.
+    With ``log_weights = -log M`` this is ``log q(z_i)`` of the aggregate posterior. No autograd.
+    """
+    return _E.logsumexp_log_density(z, mean, _logvar(logvar, var), log_weights, per_dimension, **options.kwargs())
+
+
+def sample_gaussian(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *, var: Optional[torch.Tensor] = None,
+                    samples: int = 1, seed: int = 0, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """``z = mean + exp(logvar/2) * eps``, ``[samples, N, D]`` (eps drawn on the CPU, then moved)."""
+    return _E.sample_gaussian(mean, _logvar(logvar, var), samples, _seed(seed, generator))
+
+
+# ---------------------------------------------------------------- total correlation
+
+@dataclass
+class TotalCorrelation:
+    """Minibatch TC estimate (Chen et al. 2018, Eq. 12 / App. C.2), constants included."""
+
+    tc: torch.Tensor            # scalar, differentiable
+    log_qz: torch.Tensor        # [B]
+    log_prod_qzj: torch.Tensor  # [B]
+    estimator: str
+
+
+def minibatch_total_correlation(z: torch.Tensor, mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,
+                                var: Optional[torch.Tensor] = None, dataset_size: int,
+                                sampling: Union[str, TCSampling] = "mws") -> TotalCorrelation:
+    """TC = mean_i[log q(z_i) - sum_j log q(z_ij)] on a batch of B samples ``z_i ~ q(z|x_i)``.
+
+    ``"mws"`` (minibatch-weighted, Eq. 12): ``log q(z_i) ~ logsumexp_k log q(z_i|x_k) - log(N B)``.
+    ``"mss"`` (minibatch-stratified): weights 1/N on the diagonal, (N-M)/(N M) on (i, i+1 mod B),
+    1/M elsewhere (M = B-1). Differentiable w.r.t. z, mean and logvar.
+    """
+    s = _sampling(sampling)
+    tc, log_qz, log_prod = _E.minibatch_total_correlation(z, mean, _logvar(logvar, var), int(dataset_size), s)
+    return TotalCorrelation(tc, log_qz, log_prod, "minibatch-weighted" if s == TCSampling.MinibatchWeighted
+                            else "minibatch-stratified")
+
+
+def tc_log_weights(batch_size: int, dataset_size: int, sampling: Union[str, TCSampling] = "mss") -> torch.Tensor:
+    """The ``[B, B]`` float64 matrix ``log w_ik`` of a TC sampling scheme (rows of MSS sum to 1)."""
+    return _E.tc_log_weights(int(batch_size), int(dataset_size), _sampling(sampling))
+
+
+@dataclass
+class KLDecomposition:
+    """``E_x KL(q(z|x)||p(z)) = I_q + TC + dimension-wise KL`` (Chen et al. Eq. 2), whole data set."""
+
+    mutual_information: float
+    total_correlation: float
+    dimensionwise_kl: float
+    marginal_kl: float
+    rate: float
+    rate_analytic: float
+    num_encodings: int
+    num_queries: int
+    estimator: str
+
+
+def whole_data_kl_decomposition(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,
+                                var: Optional[torch.Tensor] = None, samples: int = 1,
+                                max_queries: Optional[int] = None, seed: int = 0,
+                                generator: Optional[torch.Generator] = None,
+                                options: DensityOptions = DensityOptions()) -> KLDecomposition:
+    """Reference TC, dimension-wise KL, I_q and marginal KL with ``q(z)`` over all N encodings.
+
+    Query points ``z ~ q(z|x_n)``, ``samples`` per encoding (a random subset of ``max_queries``
+    of them when given). Cost: O(queries * N * D).
+    """
+    d = _E.whole_data_kl_decomposition(mean, _logvar(logvar, var), samples, -1 if max_queries is None else max_queries,
+                                       _seed(seed, generator), **options.kwargs())
+    return KLDecomposition(**d)
+
+
+# ---------------------------------------------------------------- rate, MI, active units
+
+@dataclass
+class RateDecomposition:
+    """``R = I_q(x; z) + KL(q(z)||p(z))`` (Bozkurt et al. §4); ``estimator`` names how q(z) was estimated."""
+
+    rate: float
+    mutual_information: float
+    marginal_kl: float
+    rate_analytic: float
+    log_n: float
+    num_encodings: int
+    batch_size: int
+    samples: int
+    estimator: str
+
+
+def rate_decomposition(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,
+                       var: Optional[torch.Tensor] = None, estimator: str = "minibatch", batch_size: int = 512,
+                       samples: int = 1, seed: int = 0, generator: Optional[torch.Generator] = None,
+                       options: DensityOptions = DensityOptions()) -> RateDecomposition:
+    """Rate decomposition by ``estimator``:
+
+    - ``"minibatch"``: Monte Carlo over a random partition into batches of ``batch_size`` (paper: 512) with the
+      stratified estimator of Esmaeili et al. (2019), ``q(z_i) ~ q(z_i|x_i)/N + (N-1)/(N(B-1)) sum_{k!=i} q(z_i|x_k)``;
+    - ``"whole-dataset"``: ``log q(z_i) = logsumexp_n log q(z_i|x_n) - log N`` over all encodings.
+
+    Both keep ``I_q <= log N``.
+    """
+    kinds = {"minibatch": RateEstimator.MinibatchMonteCarlo, "whole-dataset": RateEstimator.WholeDataset}
+    if estimator not in kinds:
+        raise _error(_C.ArgumentError, "estimator", f"expected one of {sorted(kinds)}, got {estimator!r}")
+    d = _E.rate_decomposition(mean, _logvar(logvar, var), kinds[estimator], batch_size, samples,
+                              _seed(seed, generator), **options.kwargs())
+    return RateDecomposition(**d)
+
+
+@dataclass
+class MutualInformation:
+    """Hoffman & Johnson MI ``E[-H(q(z|x))] - E[log q(z)]``; at most ``cap`` (log N or log B)."""
+
+    value: float
+    cap: float
+    negative_entropy: float
+    mean_log_qz: float
+    num_encodings: int
+    batch_size: int
+    estimator: str
+
+
+def mutual_information(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,
+                       var: Optional[torch.Tensor] = None, batch_size: Optional[int] = None, samples: int = 1,
+                       seed: int = 0, generator: Optional[torch.Generator] = None,
+                       options: DensityOptions = DensityOptions()) -> MutualInformation:
+    """MI between x and z over the whole evaluation set (``batch_size=None``, cap log N) or, for
+    comparison with public text-VAE code, averaged over consecutive minibatches (cap log B)."""
+    est = MIEstimator.WholeDataset if batch_size is None else MIEstimator.Minibatch
+    d = _E.mutual_information(mean, _logvar(logvar, var), est, 0 if batch_size is None else int(batch_size), samples,
+                              _seed(seed, generator), **options.kwargs())
+    return MutualInformation(**d)
+
+
+@dataclass
+class ActiveUnits:
+    """Active units (Burda et al. 2016): ``Var_x(E[z_d|x]) > threshold``."""
+
+    count: int
+    variance: torch.Tensor  # [D] float64
+    active: torch.Tensor    # [D] bool
+    threshold: float
+
+
+def active_units(mean: torch.Tensor, threshold: float = 0.01, unbiased: bool = True) -> ActiveUnits:
+    """Counts latent dimensions whose posterior mean varies over the data (mean: ``[N, D]``)."""
+    return ActiveUnits(*_E.active_units(mean, threshold, unbiased))
+
+
+# ---------------------------------------------------------------- log p(x)
+
+@dataclass
+class IWEstimate:
+    """Per-example importance-weighted ``log p(x)`` and the Monte Carlo ELBO of the same samples."""
+
+    log_px: torch.Tensor  # [B]
+    elbo: torch.Tensor    # [B]
+
+
+def importance_weighted_log_likelihood(x: Optional[torch.Tensor], mean: torch.Tensor,
+                                       logvar: Optional[torch.Tensor] = None, *,
+                                       decoder: Callable[[torch.Tensor], torch.Tensor],
+                                       likelihood: str = "bernoulli", var: Optional[torch.Tensor] = None,
+                                       num_samples: int = 500, samples_per_chunk: int = 50,
+                                       mask: Optional[torch.Tensor] = None, seed: int = 0,
+                                       generator: Optional[torch.Generator] = None) -> IWEstimate:
+    """``log p(x) ~ logsumexp_k[log p(x|z_k) + log p(z_k) - log q(z_k|x)] - log K`` (Burda et al. 2016).
+
+    ``decoder`` receives ``z``: ``[B*C, D]``, example-major (row ``b*C + c`` is sample c of example b,
+    C <= ``samples_per_chunk``) and returns, by ``likelihood``:
+
+    - ``"bernoulli"``: logits ``[B*C, *x.shape[1:]]`` (x in [0, 1]);
+    - ``"categorical"``: logits ``[B*C, T, V]`` for int64 tokens x ``[B, T]`` (optional ``mask`` ``[B, T]``);
+    - ``"custom"``: ``log p(x|z)`` ``[B*C]`` directly (x unused, may be None), e.g. a Gaussian likelihood.
+
+    Runs without autograd. mean, logvar: ``[B, D]``.
+    """
+    kinds = {"bernoulli": Likelihood.Bernoulli, "categorical": Likelihood.Categorical, "custom": Likelihood.Custom}
+    if likelihood not in kinds:
+        raise _error(_C.ArgumentError, "likelihood", f"expected one of {sorted(kinds)}, got {likelihood!r}")
+    if not callable(decoder):
+        raise _error(_C.ArgumentTypeError, "decoder", f"expected a callable, got {type(decoder).__name__}")
+    log_px, elbo = _E.importance_weighted_log_likelihood(x, mean, _logvar(logvar, var), decoder, kinds[likelihood],
+                                                         num_samples, samples_per_chunk, _seed(seed, generator), mask)
+    return IWEstimate(log_px, elbo)
+
+
+# ---------------------------------------------------------------- binned MI
+
+@dataclass
+class BinnedMI:
+    """Information-plane coordinates in bits: ``I(X;T) = H(T)``, ``I(T;Y) = H(T) + H(Y) - H(T,Y)``."""
+
+    i_xt: float
+    i_ty: float
+    h_t: float
+    h_y: float
+    num_symbols: int
+    num_bins: int
+
+
+def binned_mutual_information(activations: torch.Tensor, labels: torch.Tensor, num_bins: int = 30) -> BinnedMI:
+    """Binned MI of a layer (Shwartz-Ziv & Tishby 2017): each neuron cut into ``num_bins`` equal bins over its
+    observed range, the binned layer vector is one symbol. activations: ``[N, ...]``; labels: ``[N]`` int."""
+    return BinnedMI(**_E.binned_mutual_information(activations, labels, num_bins))
+
+
+def bin_activations(activations: torch.Tensor, num_bins: int = 30) -> torch.Tensor:
+    """Per-neuron bin indices, int64 ``[N, P]`` in ``[0, num_bins)``."""
+    return _E.bin_activations(activations, num_bins)
