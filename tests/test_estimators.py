@@ -80,6 +80,23 @@ def test_streaming_logsumexp_matches_dense_with_tiny_tiles(per_dimension):
     torch.testing.assert_close(got32, ref, rtol=0, atol=1e-4)
 
 
+@pytest.mark.parametrize("per_dimension", [False, True])
+def test_fused_float32_kernel_matches_float64_oracle(per_dimension):
+    # sizes that are not multiples of the kernel's 4-row / 64-row / 16-lane / 512-column tiles
+    g = torch.Generator().manual_seed(30)
+    mean = torch.randn(1037, 5, generator=g, dtype=torch.float64)
+    logvar = 0.5 * torch.randn(1037, 5, generator=g, dtype=torch.float64) - 1.0
+    z = torch.randn(70, 5, generator=g, dtype=torch.float64)
+    log_w = torch.full((1037,), -math.log(1037), dtype=torch.float64)
+    dense = (normal_logpdf(z[:, None], mean[None], logvar[None]))  # [70, 1037, 5] oracle
+    ref = torch.logsumexp(dense + log_w[None, :, None], 1) if per_dimension else torch.logsumexp(dense.sum(2) + log_w, 1)
+    for fused in (True, False):
+        got = est.logsumexp_log_density(z.float(), mean.float(), logvar.float(), log_weights=log_w.float(),
+                                        per_dimension=per_dimension, options=est.DensityOptions(fused_kernels=fused))
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.double(), ref, rtol=0, atol=2e-4)
+
+
 # ----------------------------------------------------------------------------- total correlation
 
 def brute_tc(z, mean, logvar, log_w):
