@@ -233,7 +233,8 @@ def test_minibatch_tc_close_to_whole_data_within_bias():
         big.append(est.minibatch_total_correlation(z[idx], mean[idx], logvar[idx], dataset_size=n, sampling="mss").tc)
     assert abs(torch.stack(big).mean().item() - exact) < 0.08
     # MWS (Eq. 12, log(N B) constants): each of the 1 + D log-terms is low by between log B
-    # (separated posteriors) and log N (identical posteriors): TC is high by (D-1)log B .. D log N - log B.
+    # (separated posteriors) and log N (identical posteriors); the joint being at least as separated as
+    # each marginal, TC is high by (D-1) log B .. D log N - log B.
     offset = mws - exact
     assert (d - 1) * math.log(b) - 0.2 < offset < d * math.log(n) - math.log(b) + 0.2
 
@@ -568,6 +569,12 @@ def test_bad_input_raises_named_errors():
     with pytest.raises(ValueError) as e:
         est.rate_decomposition(mean, var=var)
     assert _arg(e) == "var"
+    with pytest.raises(ValueError) as e:
+        est.rate_decomposition(bad, logvar)
+    assert _arg(e) == "mean"
+    with pytest.raises(ValueError) as e:
+        est.mutual_information(mean, logvar * float("nan"))
+    assert _arg(e) == "logvar"
     with pytest.raises(TypeError) as e:
         est.gaussian_log_density_matrix(z.long(), mean, logvar)
     assert _arg(e) == "z"
