@@ -80,6 +80,23 @@ def test_streaming_logsumexp_matches_dense_with_tiny_tiles(per_dimension):
     torch.testing.assert_close(got32, ref, rtol=0, atol=1e-4)
 
 
+@pytest.mark.parametrize("per_dimension", [False, True])
+def test_fused_float32_kernel_matches_float64_oracle(per_dimension):
+    # sizes that are not multiples of the kernel's 4-row / 64-row / 16-lane / 512-column tiles
+    g = torch.Generator().manual_seed(30)
+    mean = torch.randn(1037, 5, generator=g, dtype=torch.float64)
+    logvar = 0.5 * torch.randn(1037, 5, generator=g, dtype=torch.float64) - 1.0
+    z = torch.randn(70, 5, generator=g, dtype=torch.float64)
+    log_w = torch.full((1037,), -math.log(1037), dtype=torch.float64)
+    dense = (normal_logpdf(z[:, None], mean[None], logvar[None]))  # [70, 1037, 5] oracle
+    ref = torch.logsumexp(dense + log_w[None, :, None], 1) if per_dimension else torch.logsumexp(dense.sum(2) + log_w, 1)
+    for fused in (True, False):
+        got = est.logsumexp_log_density(z.float(), mean.float(), logvar.float(), log_weights=log_w.float(),
+                                        per_dimension=per_dimension, options=est.DensityOptions(fused_kernels=fused))
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.double(), ref, rtol=0, atol=2e-4)
+
+
 # ----------------------------------------------------------------------------- total correlation
 
 def brute_tc(z, mean, logvar, log_w):
@@ -216,7 +233,8 @@ def test_minibatch_tc_close_to_whole_data_within_bias():
         big.append(est.minibatch_total_correlation(z[idx], mean[idx], logvar[idx], dataset_size=n, sampling="mss").tc)
     assert abs(torch.stack(big).mean().item() - exact) < 0.08
     # MWS (Eq. 12, log(N B) constants): each of the 1 + D log-terms is low by between log B
-    # (separated posteriors) and log N (identical posteriors): TC is high by (D-1)log B .. D log N - log B.
+    # (separated posteriors) and log N (identical posteriors); the joint being at least as separated as
+    # each marginal, TC is high by (D-1) log B .. D log N - log B.
     offset = mws - exact
     assert (d - 1) * math.log(b) - 0.2 < offset < d * math.log(n) - math.log(b) + 0.2
 
@@ -551,6 +569,12 @@ def test_bad_input_raises_named_errors():
     with pytest.raises(ValueError) as e:
         est.rate_decomposition(mean, var=var)
     assert _arg(e) == "var"
+    with pytest.raises(ValueError) as e:
+        est.rate_decomposition(bad, logvar)
+    assert _arg(e) == "mean"
+    with pytest.raises(ValueError) as e:
+        est.mutual_information(mean, logvar * float("nan"))
+    assert _arg(e) == "logvar"
     with pytest.raises(TypeError) as e:
         est.gaussian_log_density_matrix(z.long(), mean, logvar)
     assert _arg(e) == "z"

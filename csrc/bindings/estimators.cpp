@@ -113,7 +113,7 @@ void init_estimators(py::module_& m) {
   m.def(
       "sample_gaussian",
       [](const at::Tensor& mean, const at::Tensor& logvar, int64_t samples, int64_t seed) {
-        check_gaussian_arguments(mean, mean, logvar);
+        check_posterior_arguments(mean, logvar);
         py::gil_scoped_release no_gil;
         return sample_gaussian(mean, logvar, samples, seed);
       },

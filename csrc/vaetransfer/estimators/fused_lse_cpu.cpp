@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,17 +12,18 @@
 namespace vaetransfer::estimators::cpu {
 namespace {
 
-typedef float v8 __attribute__((vector_size(32)));
-typedef int v8i __attribute__((vector_size(32)));
+constexpr int W = 16;  // lanes: one zmm register on x86-64-v4, two ymm on v3, four xmm on baseline
+typedef float v8 __attribute__((vector_size(4 * W)));
+typedef int v8i __attribute__((vector_size(4 * W)));
 
 constexpr int kRows = 4;     // outputs per micro-tile (the micro-kernels are written for 4)
 constexpr int kOuter = 64;   // outputs sharing one pass over the components
-constexpr int kBlock = 512;  // components per block (multiple of 16)
+constexpr int kBlock = 512;  // components per block (multiple of 2W)
 constexpr float kNegLarge = -1e30f;
 
 #define VT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
-__attribute__((always_inline)) inline v8 splat(float x) { return v8{x, x, x, x, x, x, x, x}; }
+__attribute__((always_inline)) inline v8 splat(float x) { return v8{} + x; }
 
 __attribute__((always_inline)) inline v8 load8(const float* p) {
   v8 v;
@@ -53,22 +55,22 @@ __attribute__((always_inline)) inline v8 exp_nonpositive(v8 x) {
 
 __attribute__((always_inline)) inline float hmax(v8 v) {
   float m = v[0];
-  for (int i = 1; i < 8; ++i) m = std::max(m, v[i]);
+  for (int i = 1; i < W; ++i) m = std::max(m, v[i]);
   return m;
 }
 
 __attribute__((always_inline)) inline float hsum(v8 v) {
   float s = 0;
-  for (int i = 0; i < 8; ++i) s += v[i];
+  for (int i = 0; i < W; ++i) s += v[i];
   return s;
 }
 
-// Folds buffer rows (width `width`, padded with kNegLarge to a multiple of 8) into (m, s).
+// Folds buffer rows (width `width`, padded with kNegLarge to a multiple of W) into (m, s).
 __attribute__((always_inline)) inline void fold(const float* buf, int rows, int width, double* m, double* s) {
   for (int r = 0; r < rows; ++r) {
     const float* row = buf + r * kBlock;
     v8 vmax = splat(kNegLarge);
-    for (int k = 0; k < width; k += 8) {
+    for (int k = 0; k < width; k += W) {
       const v8 v = load8(row + k);
       vmax = v > vmax ? v : vmax;
     }
@@ -76,7 +78,7 @@ __attribute__((always_inline)) inline void fold(const float* buf, int rows, int 
     const double m_new = std::max(m[r], bmax);
     const v8 shift = splat(static_cast<float>(m_new));
     v8 acc = splat(0.0f);
-    for (int k = 0; k < width; k += 8) acc += exp_nonpositive(load8(row + k) - shift);
+    for (int k = 0; k < width; k += W) acc += exp_nonpositive(load8(row + k) - shift);
     s[r] = s[r] * std::exp(m[r] - m_new) + hsum(acc);
     m[r] = m_new;
   }
@@ -100,17 +102,17 @@ VT_CLONES void expanded_square_rows(const float* a, int64_t f_count, const float
   }
   for (int64_t k0 = 0; k0 < m_total; k0 += kBlock) {
     const int width = static_cast<int>(std::min<int64_t>(kBlock, m_total - k0));
-    const int full = width & ~15;
+    const int full = width & ~(2 * W - 1);
     for (int t = 0; t < tiles; ++t) {
       const float* att = at.data() + static_cast<size_t>(t) * f_count * kRows;
       const int rows_here = std::min(kRows, rows - t * kRows);
-      // register tile: 4 rows x 16 components, 2 loads + 4 broadcasts per 8 FMAs
-      for (int k = 0; k < full; k += 16) {
+      // register tile: 4 rows x 2W components, 2 loads + 4 broadcasts per 8 FMAs
+      for (int k = 0; k < full; k += 2 * W) {
         v8 a0 = splat(0.0f), a1 = splat(0.0f), a2 = splat(0.0f), a3 = splat(0.0f);
         v8 b0 = splat(0.0f), b1 = splat(0.0f), b2 = splat(0.0f), b3 = splat(0.0f);
         const float* bk = bt + k0 + k;
         for (int64_t f = 0; f < f_count; ++f) {
-          const v8 lo = load8(bk + f * m_total), hi = load8(bk + f * m_total + 8);
+          const v8 lo = load8(bk + f * m_total), hi = load8(bk + f * m_total + W);
           const float* af = att + f * kRows;
           const v8 x0 = splat(af[0]), x1 = splat(af[1]), x2 = splat(af[2]), x3 = splat(af[3]);
           a0 += x0 * lo;
@@ -123,18 +125,18 @@ VT_CLONES void expanded_square_rows(const float* a, int64_t f_count, const float
           b3 += x3 * hi;
         }
         store8(buf + 0 * kBlock + k, a0);
-        store8(buf + 0 * kBlock + k + 8, b0);
+        store8(buf + 0 * kBlock + k + W, b0);
         store8(buf + 1 * kBlock + k, a1);
-        store8(buf + 1 * kBlock + k + 8, b1);
+        store8(buf + 1 * kBlock + k + W, b1);
         store8(buf + 2 * kBlock + k, a2);
-        store8(buf + 2 * kBlock + k + 8, b2);
+        store8(buf + 2 * kBlock + k + W, b2);
         store8(buf + 3 * kBlock + k, a3);
-        store8(buf + 3 * kBlock + k + 8, b3);
+        store8(buf + 3 * kBlock + k + W, b3);
       }
       int padded = full;
-      if (full < width) {  // scalar tail, padded to 16 lanes
+      if (full < width) {  // scalar tail, padded to 2W lanes
         for (int r = 0; r < kRows; ++r) {
-          for (int k = full; k < full + 16; ++k) {
+          for (int k = full; k < full + 2 * W; ++k) {
             float v = kNegLarge;
             if (k < width) {
               v = 0;
@@ -143,7 +145,7 @@ VT_CLONES void expanded_square_rows(const float* a, int64_t f_count, const float
             buf[r * kBlock + k] = v;
           }
         }
-        padded = full + 16;
+        padded = full + 2 * W;
       }
       fold(buf, rows_here, padded, m + t * kRows, s + t * kRows);
     }
@@ -167,12 +169,12 @@ VT_CLONES void per_dim_rows(const float* z, int64_t d, const float* mu_t, const 
   const int tiles = (rows + kRows - 1) / kRows;
   for (int64_t k0 = 0; k0 < m_total; k0 += kBlock) {
     const int width = static_cast<int>(std::min<int64_t>(kBlock, m_total - k0));
-    const int full = width & ~7;
+    const int full = width & ~(W - 1);
     for (int t = 0; t < tiles; ++t) {
       const int rows_here = std::min(kRows, rows - t * kRows);
       const v8 z0 = splat(zr[t * kRows + 0]), z1 = splat(zr[t * kRows + 1]), z2 = splat(zr[t * kRows + 2]),
                z3 = splat(zr[t * kRows + 3]);
-      for (int k = 0; k < full; k += 8) {
+      for (int k = 0; k < full; k += W) {
         const v8 mk = load8(mu + k0 + k), hk = load8(hp + k0 + k), ck = load8(cd + k0 + k);
         v8 e;
         e = z0 - mk;
@@ -187,7 +189,7 @@ VT_CLONES void per_dim_rows(const float* z, int64_t d, const float* mu_t, const 
       int padded = full;
       if (full < width) {
         for (int r = 0; r < kRows; ++r) {
-          for (int k = full; k < full + 8; ++k) {
+          for (int k = full; k < full + W; ++k) {
             float v = kNegLarge;
             if (k < width) {
               const float diff = zr[t * kRows + r] - mu[k0 + k];
@@ -196,12 +198,23 @@ VT_CLONES void per_dim_rows(const float* z, int64_t d, const float* mu_t, const 
             buf[r * kBlock + k] = v;
           }
         }
-        padded = full + 8;
+        padded = full + W;
       }
       fold(buf, rows_here, padded, m + t * kRows, s + t * kRows);
     }
   }
   for (int r = 0; r < rows; ++r) out[(row0 + r) * d + j] = static_cast<float>(m[r] + std::log(s[r]));
+}
+
+// Work items handed out one at a time from a shared counter to ATen's intra-op threads, so a
+// thread slowed down by other processes on the machine does not hold the others up.
+template <typename F>
+void run_dynamic(int64_t items, const F& work) {
+  std::atomic<int64_t> next{0};
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), items));
+  at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
+    for (int64_t item = next.fetch_add(1); item < items; item = next.fetch_add(1)) work(item);
+  });
 }
 
 }  // namespace
@@ -214,11 +227,9 @@ at::Tensor lse_expanded_square(const at::Tensor& a_in, const at::Tensor& bt_in) 
   const float* pb = bt.data_ptr<float>();
   float* po = out.data_ptr<float>();
   const int64_t blocks = (n + kOuter - 1) / kOuter;
-  at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t blk = b0; blk < b1; ++blk) {
-      const int64_t row0 = blk * kOuter;
-      expanded_square_rows(pa, f, pb, m, row0, static_cast<int>(std::min<int64_t>(kOuter, n - row0)), po);
-    }
+  run_dynamic(blocks, [&](int64_t blk) {
+    const int64_t row0 = blk * kOuter;
+    expanded_square_rows(pa, f, pb, m, row0, static_cast<int>(std::min<int64_t>(kOuter, n - row0)), po);
   });
   return out;
 }
@@ -234,12 +245,10 @@ at::Tensor lse_per_dim(const at::Tensor& z_in, const at::Tensor& mu_t_in, const 
   const float* pc = cd_t.data_ptr<float>();
   float* po = out.data_ptr<float>();
   const int64_t blocks = (n + kOuter - 1) / kOuter;
-  at::parallel_for(0, blocks * d, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t t = b0; t < b1; ++t) {
-      const int64_t blk = t / d, j = t % d;
-      const int64_t row0 = blk * kOuter;
-      per_dim_rows(pz, d, pm, ph, pc, m, row0, static_cast<int>(std::min<int64_t>(kOuter, n - row0)), j, po);
-    }
+  run_dynamic(blocks * d, [&](int64_t t) {
+    const int64_t blk = t / d, j = t % d;
+    const int64_t row0 = blk * kOuter;
+    per_dim_rows(pz, d, pm, ph, pc, m, row0, static_cast<int>(std::min<int64_t>(kOuter, n - row0)), j, po);
   });
   return out;
 }

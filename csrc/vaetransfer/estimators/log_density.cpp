@@ -160,6 +160,20 @@ void check_gaussian_arguments(const at::Tensor& z, const at::Tensor& mean, const
   check_finite(logvar, "logvar");
 }
 
+void check_posterior_arguments(const at::Tensor& mean, const at::Tensor& logvar) {
+  check_dim(mean, 2, "mean");
+  check_dim(logvar, 2, "logvar");
+  check_floating(mean, "mean");
+  check_floating(logvar, "logvar");
+  check_same_device(mean, "mean", logvar, "logvar");
+  VT_CHECK_ARG(logvar.sizes() == mean.sizes(), "logvar", "expected the shape of 'mean' ", mean.sizes(), ", got ",
+               logvar.sizes());
+  VT_CHECK_ARG(mean.size(0) >= 1 && mean.size(1) >= 1, "mean", "expected a non-empty [N, D] tensor, got shape ",
+               mean.sizes());
+  check_finite(mean, "mean");
+  check_finite(logvar, "logvar");
+}
+
 at::Tensor logvar_from_variance(const at::Tensor& variance, const char* name) {
   check_floating(variance, name);
   VT_CHECK_ARG(variance.numel() == 0 || !at::isnan(variance).any().item<bool>(), name,

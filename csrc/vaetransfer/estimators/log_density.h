@@ -24,6 +24,9 @@ struct DensityOptions {
 // Validates z [N, D], mean [M, D], logvar [M, D]: 2-D, floating, finite, same device, same D.
 void check_gaussian_arguments(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar);
 
+// Validates posteriors mean [N, D], logvar [N, D] (no query points): errors name 'mean' / 'logvar'.
+void check_posterior_arguments(const at::Tensor& mean, const at::Tensor& logvar);
+
 // log-variance from a variance tensor; throws ArgumentError(name) unless all values are finite and > 0.
 at::Tensor logvar_from_variance(const at::Tensor& variance, const char* name = "variance");
 

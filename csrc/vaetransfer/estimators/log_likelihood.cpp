@@ -85,7 +85,7 @@ std::string to_string(Likelihood likelihood) {
 IWEstimate importance_weighted_log_likelihood(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& logvar,
                                               const Decoder& decoder, const IWOptions& options,
                                               const at::Tensor& mask) {
-  check_gaussian_arguments(mean, mean, logvar);
+  check_posterior_arguments(mean, logvar);
   VT_CHECK_TYPE(static_cast<bool>(decoder), "decoder", "expected a callable decoder");
   VT_CHECK_ARG(options.num_samples >= 1, "num_samples", "expected at least one sample, got ", options.num_samples);
   VT_CHECK_ARG(options.samples_per_chunk >= 1, "samples_per_chunk", "expected a positive chunk, got ",

@@ -18,7 +18,7 @@ at::ScalarType work_type(const at::Tensor& mean, const DensityOptions& o) {
 }
 
 void check_posterior(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples) {
-  check_gaussian_arguments(mean, mean, logvar);
+  check_posterior_arguments(mean, logvar);
   VT_CHECK_ARG(samples >= 1, "samples", "expected a positive number of samples, got ", samples);
 }
 

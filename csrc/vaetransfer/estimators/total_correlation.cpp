@@ -97,7 +97,7 @@ TotalCorrelation minibatch_total_correlation(const at::Tensor& z, const at::Tens
 
 KLDecomposition whole_data_kl_decomposition(const at::Tensor& mean, const at::Tensor& logvar,
                                             const WholeDataOptions& options) {
-  check_gaussian_arguments(mean, mean, logvar);
+  check_posterior_arguments(mean, logvar);
   VT_CHECK_ARG(options.samples >= 1, "samples", "expected a positive number of samples, got ", options.samples);
   at::NoGradGuard no_grad;
   const int64_t n = mean.size(0), d = mean.size(1);

@@ -30,6 +30,11 @@ struct TotalCorrelation {
 // MinibatchStratified (MSS, Chen et al. App. C.2, M = B - 1 other batch members):
 //   weights w_ii = 1/N, w_i,(i+1 mod B) = (N - M)/(N M), all other w_ik = 1/M (rows sum to 1);
 //   log q(z_i) ~ logsumexp_k [log w_ik + log q(z_i | x_k)], same weights for each marginal. Needs B >= 2.
+// Bias (Jensen aside): MSS is unbiased for q(z_i) itself. MWS, with its log(N B) constant, estimates each of
+// log q(z_i) and the D log q(z_ij) too low by between log B (posteriors separated: only k = i contributes)
+// and log N (identical posteriors); as the joint is at least as separated as each marginal, its TC is too
+// high by between (D-1) log B and D log N - log B. The constant does not change gradients. Both are
+// tested against the whole-data value (tests/test_estimators.py).
 // Differentiable w.r.t. z, mean and logvar (plain ATen ops). Throws ArgumentError naming
 // the argument on mismatched shapes, non-floating or non-finite input, N < B.
 TotalCorrelation minibatch_total_correlation(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
