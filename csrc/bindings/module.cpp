@@ -43,4 +43,6 @@ PYBIND11_MODULE(_C, m) {
   vaetransfer::bindings::init_objectives(objectives);
   auto train = m.def_submodule("train", "The training loop, optimisers and snapshots");
   vaetransfer::bindings::init_train(train);
+  auto estimators = m.def_submodule("estimators", "Estimators: TC, MI, marginal KL, log p(x), active units, binned MI");
+  vaetransfer::bindings::init_estimators(estimators);
 }
