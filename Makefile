@@ -14,7 +14,6 @@ setup: build
 $(STAMP): requirements.txt tools/system-deps.sh
 	bash tools/system-deps.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 

@@ -48,6 +48,18 @@ void init_data(py::module_& m) {
         return py::make_tuple(t.images.defined() ? py::cast(t.images) : py::none(), t.factors, t.bins, t.centres);
       },
       py::arg("indices") = py::none(), py::arg("seed") = 0, py::arg("with_images") = true);
+
+  m.def(
+      "render_tetrominoes",
+      [](const at::Tensor& factors, bool with_images) {
+        std::pair<at::Tensor, at::Tensor> r;
+        {
+          py::gil_scoped_release no_gil;
+          r = render_tetrominoes(factors, with_images);
+        }
+        return py::make_tuple(r.first.defined() ? py::cast(r.first) : py::none(), r.second);
+      },
+      py::arg("factors"), py::arg("with_images") = true);
 }
 
 }  // namespace vaetransfer::bindings

@@ -8,7 +8,7 @@ import torch  # noqa: F401  (loads libtorch before the compiled core)
 
 from . import _C
 from ._C import ArgumentError, ArgumentTypeError
-from . import data
+from . import data, io, plots
 
 __version__ = "0.1.0"
 __all__ = ["ArgumentError", "ArgumentTypeError", "build_info", "data", "__version__"]

@@ -27,4 +27,9 @@ struct Tetrominoes {
 // Rows `indices` of the set for `seed` (the whole set when undefined).
 Tetrominoes tetrominoes(const at::Tensor& indices, int64_t seed, bool with_images);
 
+// Renders J tetrominoes for arbitrary factor rows (float64 [N, 5], same meaning as
+// Tetrominoes::factors; rotation may be any finite angle). Returns the images and
+// the centres; used by the generator and for factor traversals.
+std::pair<at::Tensor, at::Tensor> render_tetrominoes(const at::Tensor& factors, bool with_images);
+
 }  // namespace vaetransfer::data

@@ -1,0 +1,35 @@
+"""Shared benchmark helpers: the machine header and the side-by-side table."""
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+import torch
+
+
+def header(title: str) -> None:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"== {title} ==")
+    print(f"torch {torch.__version__} | threads {torch.get_num_threads()} | cpus {os.cpu_count()} | "
+          f"{platform.processor() or platform.machine()} | load(1 min) {load:.2f}")
+
+
+def best_of(fn, repeat: int = 3) -> float:
+    """Best wall time of ``repeat`` calls (seconds): the least disturbed by other load."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def row(name: str, size: str, reference_s: float | None, ours_s: float, note: str = "") -> None:
+    ref = f"{reference_s:10.3f}" if reference_s is not None else f"{'—':>10}"
+    ratio = f"{reference_s / ours_s:8.1f}×" if reference_s is not None else f"{'':>9}"
+    print(f"{name:<34} {size:<22} {ref} {ours_s:10.3f} {ratio}  {note}")
+
+
+def table_header() -> None:
+    print(f"{'what':<34} {'size':<22} {'reference s':>10} {'ours s':>10} {'speed-up':>9}")

@@ -1,0 +1,41 @@
+"""Command line: ``vaetransfer <command> ...`` (one entry point for every job)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _quickstart(args) -> int:
+    from .experiments import quickstart
+
+    quickstart.run(args.out, seed=args.seed, progress=not args.quiet)
+    return 0
+
+
+def _info(args) -> int:
+    from . import build_info
+
+    print(json.dumps(build_info(), indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="vaetransfer", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("quickstart", help="generate the built-in data sets and write a first report")
+    p.add_argument("--out", default="runs/quickstart", help="output directory (default: runs/quickstart)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=_quickstart)
+
+    p = sub.add_parser("info", help="print how the compiled core was built")
+    p.set_defaults(func=_info)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

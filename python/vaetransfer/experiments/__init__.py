@@ -1,0 +1,1 @@
+"""Experiment drivers: each builds configs, calls the compiled core and writes a run directory."""

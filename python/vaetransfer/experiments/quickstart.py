@@ -1,0 +1,95 @@
+"""The main job: a first look at everything the package does, on built-in data.
+
+Writes under ``out_dir``: sample grids of both data sets, factor traversals, and
+``summary.json`` / ``index.md`` with sizes and timings.
+"""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from .. import build_info, data, plots
+from ..io import write_json, write_text
+
+
+def _timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, time.perf_counter() - start
+
+
+def _mean_pixel(images: torch.Tensor) -> float:
+    # Chunked: one reduction over the whole uint8 set would widen it to 8 bytes a pixel.
+    total = sum(int(chunk.sum()) for chunk in images.split(16_384))
+    return total / images.numel()
+
+
+def _data_section(out: Path, seed: int) -> dict:
+    gen = torch.Generator().manual_seed(seed)
+    sprites, t_sprites = _timed(data.dsprites)
+    tetro, t_tetro = _timed(data.tetrominoes, seed=seed)
+
+    pick = torch.randperm(len(sprites), generator=gen)[:64]
+    names = [data.DSPRITES_SHAPES[int(c) - 1] for c in sprites.latents_values[pick, 1]]
+    plots.save_figure(plots.image_grid(sprites.imgs[pick], 8, titles=names, suptitle="dSprites: random samples"),
+                      out / "dsprites_samples.png")
+    pick = torch.randperm(len(tetro), generator=gen)[:64]
+    plots.save_figure(plots.image_grid(tetro.images[pick], 8, suptitle="Tetrominoes: random samples"),
+                      out / "tetrominoes_samples.png")
+
+    # One row per factor, the others held at mid-range: shows each factor's effect.
+    steps = 8
+    lows = torch.tensor([lo for lo, _ in data.TETROMINOES_RANGES], dtype=torch.float64)
+    highs = torch.tensor([hi for _, hi in data.TETROMINOES_RANGES], dtype=torch.float64)
+    base = torch.tensor([30.0, 0.55, 4.0, 0.5, 0.5], dtype=torch.float64)
+    rows = []
+    for f in range(len(data.TETROMINOES_FACTORS)):
+        sweep = base.repeat(steps, 1)
+        sweep[:, f] = torch.linspace(float(lows[f]), float(highs[f]), steps + (f == 0))[:steps]
+        rows.append(sweep)
+    traversal = data.render_tetrominoes(torch.cat(rows))
+    plots.save_figure(plots.image_grid(traversal, steps, row_labels=list(data.TETROMINOES_FACTORS),
+                                       suptitle="Tetrominoes: one factor at a time"),
+                      out / "tetrominoes_factors.png")
+
+    classes = torch.tensor([[0, s, 5, o, 16, 16] for s in range(3) for o in range(0, 40, 5)])
+    plots.save_figure(plots.image_grid(data.render_dsprites(classes), 8, row_labels=list(data.DSPRITES_SHAPES),
+                                       suptitle="dSprites: shapes × orientation"),
+                      out / "dsprites_shapes.png")
+    return {
+        "dsprites": {"count": len(sprites), "image_shape": list(sprites.imgs.shape[1:]),
+                     "bytes": sprites.imgs.numel(), "seconds": round(t_sprites, 3),
+                     "mean_pixel": round(_mean_pixel(sprites.imgs), 5)},
+        "tetrominoes": {"count": len(tetro), "image_shape": list(tetro.images.shape[1:]),
+                        "bytes": tetro.images.numel(), "seconds": round(t_tetro, 3), "seed": seed,
+                        "bin_counts_per_factor": [torch.bincount(tetro.bins[:, f]).tolist()
+                                                  for f in range(tetro.bins.shape[1])]},
+    }
+
+
+def run(out_dir: str | Path = "runs/quickstart", *, seed: int = 0, progress: bool = True) -> dict:
+    """Runs the quickstart into ``out_dir`` and returns its summary."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    say = print if progress else (lambda *a, **k: None)
+    start = time.perf_counter()
+    say(f"[quickstart] generating data sets into {out} ...")
+    summary = {"build_info": build_info(), "data": _data_section(out, seed)}
+    for name, d in summary["data"].items():
+        say(f"[quickstart]   {name}: {d['count']:,} images of {d['image_shape']} in {d['seconds']:.2f} s")
+    summary["seconds"] = round(time.perf_counter() - start, 2)
+    write_json(out / "summary.json", summary)
+    figures = sorted(p.name for p in out.glob("*.png"))
+    lines = ["# vaetransfer quickstart", "",
+             f"Total time: {summary['seconds']} s (torch {summary['build_info']['torch']}, "
+             f"{summary['build_info']['num_threads']} threads).", "", "## Data sets", ""]
+    for name, d in summary["data"].items():
+        lines.append(f"- **{name}**: {d['count']:,} × {d['image_shape']} uint8 "
+                     f"({d['bytes'] / 2**20:,.0f} MiB), generated in {d['seconds']:.2f} s")
+    lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+    write_text(out / "index.md", "\n".join(lines) + "\n")
+    say(f"[quickstart] done in {summary['seconds']:.1f} s; see {out / 'index.md'}")
+    return summary

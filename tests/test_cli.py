@@ -1,0 +1,33 @@
+"""The command line and its main job."""
+import json
+import subprocess
+import sys
+
+from vaetransfer import cli, data
+
+
+def test_quickstart_writes_figures_and_summary(tmp_path):
+    out = tmp_path / "qs"
+    assert cli.main(["quickstart", "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["data"]["dsprites"]["count"] == data.DSPRITES_COUNT
+    assert summary["data"]["tetrominoes"]["count"] == data.TETROMINOES_COUNT
+    assert summary["data"]["tetrominoes"]["bin_counts_per_factor"] == [[data.TETROMINOES_COUNT // 8] * 8] * 5
+    assert 0 < summary["data"]["dsprites"]["mean_pixel"] < 0.2
+    for name in ("dsprites_samples", "dsprites_shapes", "tetrominoes_samples", "tetrominoes_factors"):
+        png = (out / f"{name}.png").read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5_000, name
+    index = (out / "index.md").read_text()
+    assert "tetrominoes_factors.png" in index
+    assert not list(out.glob(".*.tmp"))  # atomic writes leave no temporaries
+
+
+def test_info_command_runs_as_module():
+    proc = subprocess.run([sys.executable, "-m", "vaetransfer", "info"], capture_output=True, text=True, check=True)
+    info = json.loads(proc.stdout)
+    assert {"torch", "cuda", "compiler", "num_threads", "eigen"} <= set(info)
+
+
+def test_unknown_command_is_refused():
+    proc = subprocess.run([sys.executable, "-m", "vaetransfer", "frobnicate"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr
