@@ -49,7 +49,8 @@ void Optimizer::step() {
       steps.push_back(s.step);
     }
     if (params.empty()) return;
-    // The fused kernels increment state_steps themselves.
+    // The fused kernels read state_steps as the new step count (torch.optim increments them first).
+    at::_foreach_add_(steps, at::Scalar(1.0));
     if (spec_.name == "adam")
       at::_fused_adam_(params, grads, m, v, {}, steps, spec_.lr, spec_.beta1, spec_.beta2, spec_.weight_decay,
                        spec_.eps, /*amsgrad=*/false, /*maximize=*/false);

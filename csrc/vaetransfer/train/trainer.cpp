@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "vaetransfer/common/check.h"
+#include "vaetransfer/estimators/total_correlation.h"
 
 namespace vaetransfer::train {
 
@@ -88,6 +89,14 @@ StepReport Trainer::train_step() {
   auto f = model_->forward(x, noise_gen_);
   objectives::Batch batch{x, f.logits, f.mean, f.logvar, f.z, step_};
   auto t = (*objective_)(batch);
+  if (spec_.report_tc && !t.tc.defined()) {
+    // Monitoring only: the minibatch-weighted TC of the estimators, outside the graph.
+    at::NoGradGuard no_grad;
+    t.tc = estimators::minibatch_total_correlation(f.z.detach(), f.mean.detach(), f.logvar.detach(),
+                                                   std::max(data_.size(0), spec_.batch_size),
+                                                   estimators::TCSampling::MinibatchWeighted)
+               .tc;
+  }
 
   // One device→host copy for the whole report.
   auto nan = at::full({}, NAN, t.loss.options());
