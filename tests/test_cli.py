@@ -8,13 +8,18 @@ from vaetransfer import cli, data
 
 def test_quickstart_writes_figures_and_summary(tmp_path):
     out = tmp_path / "qs"
-    assert cli.main(["quickstart", "--out", str(out), "--quiet"]) == 0
+    # A short version of the main job: full data sets, two tiny training runs.
+    assert cli.main(["quickstart", "--out", str(out), "--steps", "30", "--n", "512", "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["data"]["dsprites"]["count"] == data.DSPRITES_COUNT
     assert summary["data"]["tetrominoes"]["count"] == data.TETROMINOES_COUNT
     assert summary["data"]["tetrominoes"]["bin_counts_per_factor"] == [[data.TETROMINOES_COUNT // 8] * 8] * 5
     assert 0 < summary["data"]["dsprites"]["mean_pixel"] < 0.2
-    for name in ("dsprites_samples", "dsprites_shapes", "tetrominoes_samples", "tetrominoes_factors"):
+    runs = summary["training"]["runs"]
+    assert set(runs) == {"β=1", "β=8"} and all(r["steps"] == 30 for r in runs.values())
+    assert all(r["loss_last"] < r["loss_first"] for r in runs.values())
+    for name in ("dsprites_samples", "dsprites_shapes", "tetrominoes_samples", "tetrominoes_factors",
+                 "loss_curves", "reconstructions", "traversal_beta_1", "traversal_beta_8"):
         png = (out / f"{name}.png").read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5_000, name
     index = (out / "index.md").read_text()
@@ -26,6 +31,15 @@ def test_info_command_runs_as_module():
     proc = subprocess.run([sys.executable, "-m", "vaetransfer", "info"], capture_output=True, text=True, check=True)
     info = json.loads(proc.stdout)
     assert {"torch", "cuda", "compiler", "num_threads", "eigen"} <= set(info)
+
+
+def test_train_command_is_wired(tmp_path):
+    out = tmp_path / "run"
+    argv = ["train", "--dataset", "tetrominoes", "--n", "256", "--objective", "beta-tc", "--beta", "4",
+            "--steps", "6", "--batch-size", "32", "--out", str(out), "--quiet"]
+    assert cli.main(argv) == 0
+    assert json.loads((out / "config.json").read_text())["steps"] == 6
+    assert cli.main(argv) == 0  # a finished run is not retrained
 
 
 def test_unknown_command_is_refused():

@@ -9,8 +9,14 @@ import sys
 def _quickstart(args) -> int:
     from .experiments import quickstart
 
-    quickstart.run(args.out, seed=args.seed, progress=not args.quiet)
+    quickstart.run(args.out, seed=args.seed, steps=args.steps, n=args.n, progress=not args.quiet)
     return 0
+
+
+def _train(args) -> int:
+    from .train import train_main
+
+    return train_main(args.rest)
 
 
 def _info(args) -> int:
@@ -27,13 +33,22 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("quickstart", help="generate the built-in data sets and write a first report")
     p.add_argument("--out", default="runs/quickstart", help="output directory (default: runs/quickstart)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=1500, help="training steps of each quickstart model (default 1500)")
+    p.add_argument("--n", type=int, default=16384, help="dSprites images the models train on (0: all)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=_quickstart)
+
+    # Options are parsed by vaetransfer.train.train_main (`vaetransfer train --help`).
+    p = sub.add_parser("train", help="train a VAE; a half-finished run resumes", add_help=False)
+    p.set_defaults(func=_train, forwards=True)
 
     p = sub.add_parser("info", help="print how the compiled core was built")
     p.set_defaults(func=_info)
 
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if rest and not getattr(args, "forwards", False):
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args.rest = rest
     return args.func(args)
 
 

@@ -1,7 +1,9 @@
 """The main job: a first look at everything the package does, on built-in data.
 
-Writes under ``out_dir``: sample grids of both data sets, factor traversals, and
-``summary.json`` / ``index.md`` with sizes and timings.
+Writes under ``out_dir``: sample grids of both data sets and factor traversals; a
+β = 1 and a β = 8 β-VAE trained on dSprites (``beta_1/``, ``beta_8/`` run directories,
+loss curves, reconstructions, latent traversals); ``summary.json`` / ``index.md``
+with sizes, losses and timings. Finished runs are reused, so a re-run is quick.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import torch
 
 from .. import build_info, data, plots
 from ..io import write_json, write_text
+from . import beta_vae_pair
 
 
 def _timed(fn, *args, **kwargs):
@@ -70,8 +73,26 @@ def _data_section(out: Path, seed: int) -> dict:
     }
 
 
-def run(out_dir: str | Path = "runs/quickstart", *, seed: int = 0, progress: bool = True) -> dict:
-    """Runs the quickstart into ``out_dir`` and returns its summary."""
+def _training_section(out: Path, seed: int, steps: int, n: int, progress: bool) -> dict:
+    start = time.perf_counter()
+    pair = beta_vae_pair.run(out, betas=(1.0, 8.0), steps=steps, n=n, seed=seed, progress=progress)
+    runs = {}
+    for label, run in pair["runs"].items():
+        history = run.history  # parsed once: the property reads history.csv
+        loss = history["loss"]
+        window = max(1, min(50, len(loss) // 5))  # first and last windows never overlap
+        first, last = float(loss[:window].mean()), float(loss[-window:].mean())
+        runs[label] = {"dir": run.out_dir.name,
+                       "steps": run.step, "loss_first": round(first, 2),
+                       "loss_last": round(last, 2), "kl_last": round(float(history["kl"][-window:].mean()), 3),
+                       "window": window}
+    return {"steps": steps, "n": n, "runs": runs, "seconds": round(time.perf_counter() - start, 1)}
+
+
+def run(out_dir: str | Path = "runs/quickstart", *, seed: int = 0, steps: int = 1500, n: int = 16384,
+        progress: bool = True) -> dict:
+    """Runs the quickstart into ``out_dir`` and returns its summary. ``steps``: training
+    steps of each of the two β-VAEs; ``n``: dSprites images they train on (0: all)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     say = print if progress else (lambda *a, **k: None)
@@ -80,6 +101,10 @@ def run(out_dir: str | Path = "runs/quickstart", *, seed: int = 0, progress: boo
     summary = {"build_info": build_info(), "data": _data_section(out, seed)}
     for name, d in summary["data"].items():
         say(f"[quickstart]   {name}: {d['count']:,} images of {d['image_shape']} in {d['seconds']:.2f} s")
+    say(f"[quickstart] training β-VAEs (β = 1, 8) on {n or data.DSPRITES_COUNT:,} dSprites images, {steps} steps each ...")
+    summary["training"] = _training_section(out, seed, steps, n, progress)
+    for label, r in summary["training"]["runs"].items():
+        say(f"[quickstart]   {label}: loss {r['loss_first']:.1f} → {r['loss_last']:.1f}, KL {r['kl_last']:.2f}")
     summary["seconds"] = round(time.perf_counter() - start, 2)
     write_json(out / "summary.json", summary)
     figures = sorted(p.name for p in out.glob("*.png"))
@@ -89,6 +114,13 @@ def run(out_dir: str | Path = "runs/quickstart", *, seed: int = 0, progress: boo
     for name, d in summary["data"].items():
         lines.append(f"- **{name}**: {d['count']:,} × {d['image_shape']} uint8 "
                      f"({d['bytes'] / 2**20:,.0f} MiB), generated in {d['seconds']:.2f} s")
+    t = summary["training"]
+    lines += ["", "## β-VAEs on dSprites", "",
+              f"Locatello conv architecture, {t['steps']} steps each on {t['n'] or data.DSPRITES_COUNT:,} images "
+              f"({t['seconds']} s for both).", ""]
+    for label, r in t["runs"].items():
+        lines.append(f"- **{label}** (`{r['dir']}`): loss {r['loss_first']} → {r['loss_last']} "
+                     f"(mean of the first/last {r['window']} steps), KL {r['kl_last']}")
     lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
     write_text(out / "index.md", "\n".join(lines) + "\n")
     say(f"[quickstart] done in {summary['seconds']:.1f} s; see {out / 'index.md'}")
