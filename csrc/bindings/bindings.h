@@ -5,4 +5,5 @@
 namespace vaetransfer::bindings {
 void init_common(pybind11::module_& m);
 void init_data(pybind11::module_& m);
+void init_similarity(pybind11::module_& m);
 }  // namespace vaetransfer::bindings

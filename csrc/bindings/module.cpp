@@ -37,4 +37,6 @@ PYBIND11_MODULE(_C, m) {
   vaetransfer::bindings::init_common(m);
   auto data = m.def_submodule("data", "Procedural data sets");
   vaetransfer::bindings::init_data(data);
+  auto similarity = m.def_submodule("similarity", "CKA, Procrustes and the all-pairs engine");
+  vaetransfer::bindings::init_similarity(similarity);
 }
