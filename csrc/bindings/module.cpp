@@ -37,6 +37,14 @@ PYBIND11_MODULE(_C, m) {
   vaetransfer::bindings::init_common(m);
   auto data = m.def_submodule("data", "Procedural data sets");
   vaetransfer::bindings::init_data(data);
+  auto nn = m.def_submodule("nn", "VAE models with named layers");
+  vaetransfer::bindings::init_nn(nn);
+  auto objectives = m.def_submodule("objectives", "VAE objectives");
+  vaetransfer::bindings::init_objectives(objectives);
+  auto train = m.def_submodule("train", "The training loop, optimisers and snapshots");
+  vaetransfer::bindings::init_train(train);
+  auto estimators = m.def_submodule("estimators", "Estimators: TC, MI, marginal KL, log p(x), active units, binned MI");
+  vaetransfer::bindings::init_estimators(estimators);
   auto similarity = m.def_submodule("similarity", "CKA, Procrustes and the all-pairs engine");
   vaetransfer::bindings::init_similarity(similarity);
 }

@@ -9,9 +9,10 @@ import torch  # noqa: F401  (loads libtorch before the compiled core)
 from . import _C
 from ._C import ArgumentError, ArgumentTypeError
 from . import data
+from . import similarity
 
 __version__ = "0.1.0"
-__all__ = ["ArgumentError", "ArgumentTypeError", "build_info", "data", "__version__"]
+__all__ = ["ArgumentError", "ArgumentTypeError", "build_info", "data", "similarity", "__version__"]
 
 
 def build_info() -> dict:

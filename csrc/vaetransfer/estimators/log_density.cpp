@@ -1,0 +1,249 @@
+#include "vaetransfer/estimators/log_density.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+#include <limits>
+
+#include "vaetransfer/common/check.h"
+#if VT_WITH_CUDA
+#include "vaetransfer/estimators/cuda/log_density_lse_cuda.h"
+#endif
+
+namespace vaetransfer::estimators {
+namespace {
+
+constexpr double kLog2Pi = 1.8378770664093454836;
+
+at::ScalarType compute_type(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar, bool f64) {
+  if (f64) return at::kDouble;
+  auto t = at::promote_types(at::promote_types(z.scalar_type(), mean.scalar_type()), logvar.scalar_type());
+  if (t == at::kHalf || t == at::kBFloat16) t = at::kFloat;
+  return t;
+}
+
+void check_options(const DensityOptions& o) {
+  VT_CHECK_ARG(o.row_chunk >= 1, "row_chunk", "expected a positive chunk size, got ", o.row_chunk);
+  VT_CHECK_ARG(o.col_chunk >= 1, "col_chunk", "expected a positive chunk size, got ", o.col_chunk);
+}
+
+void check_log_weights(const at::Tensor& w, int64_t m, const at::Tensor& like) {
+  if (!w.defined()) return;
+  check_dim(w, 1, "log_weights");
+  check_finite(w, "log_weights");
+  check_same_device(like, "mean", w, "log_weights");
+  VT_CHECK_ARG(w.size(0) == m, "log_weights", "expected one weight per row of 'mean' (", m, "), got ", w.size(0));
+}
+
+// Shifted, typed copies of the inputs and the per-component constants.
+struct Prepared {
+  at::Tensor z;     // [N, D] z - shift
+  at::Tensor mean;  // [M, D] mean - shift
+  at::Tensor nhp;   // [M, D] -prec / 2
+  at::Tensor cd;    // [M, D] -(logvar + log 2 pi) / 2
+};
+
+Prepared prepare(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar, at::ScalarType type) {
+  Prepared p;
+  auto m = mean.to(type);
+  auto lv = logvar.to(type);
+  auto shift = m.mean(0, /*keepdim=*/true).detach();
+  p.z = z.to(type) - shift;
+  p.mean = m - shift;
+  p.nhp = at::exp(-lv) * -0.5;
+  p.cd = (lv + kLog2Pi) * -0.5;
+  return p;
+}
+
+// Expanded-square features: A [N, 2D+1] = [z^2, z, 1], B [M, 2D+1] = [-prec/2, mean prec, c].
+std::pair<at::Tensor, at::Tensor> joint_features(const Prepared& p, const at::Tensor& log_weights) {
+  auto a = at::cat({p.z * p.z, p.z, at::ones({p.z.size(0), 1}, p.z.options())}, 1);
+  auto c = (p.mean * p.mean * p.nhp + p.cd).sum(1, /*keepdim=*/true);
+  if (log_weights.defined()) c = c + log_weights.to(c.scalar_type()).unsqueeze(1);
+  auto b = at::cat({p.nhp, p.mean * p.nhp * -2.0, c}, 1);
+  return {a, b};
+}
+
+// One streaming log-sum-exp step over the last dimension of `tile` (consumed in place).
+void lse_update(at::Tensor& m, at::Tensor& s, at::Tensor& tile) {
+  auto tmax = tile.amax(-1);
+  auto m_new = at::maximum(m, tmax);
+  s.mul_((m - m_new).exp_());
+  tile.sub_(m_new.unsqueeze(-1)).exp_();
+  s.add_(tile.sum(-1));
+  m = m_new;
+}
+
+at::Tensor stream_joint(const Prepared& p, const at::Tensor& log_weights, const TileLogWeights* tile_weights,
+                        const DensityOptions& o) {
+  auto [a, b] = joint_features(p, log_weights);
+  auto bt = b.t().contiguous();  // [2D+1, M]
+  const int64_t n = a.size(0), m_total = bt.size(1);
+  auto out = at::empty({n}, a.options());
+  for (int64_t r0 = 0; r0 < n; r0 += o.row_chunk) {
+    const int64_t rn = std::min(o.row_chunk, n - r0);
+    auto ar = a.narrow(0, r0, rn);
+    auto m = at::full({rn}, -std::numeric_limits<double>::infinity(), a.options());
+    auto s = at::zeros({rn}, a.options());
+    for (int64_t c0 = 0; c0 < m_total; c0 += o.col_chunk) {
+      const int64_t cn = std::min(o.col_chunk, m_total - c0);
+      auto tile = at::mm(ar, bt.narrow(1, c0, cn));
+      if (tile_weights) {
+        auto w = (*tile_weights)(r0, r0 + rn, c0, c0 + cn);
+        if (w.defined()) tile.add_(w);
+      }
+      lse_update(m, s, tile);
+    }
+    out.narrow(0, r0, rn).copy_(m + s.log());
+  }
+  return out;
+}
+
+at::Tensor stream_per_dim(const Prepared& p, const at::Tensor& log_weights, const TileLogWeights* tile_weights,
+                          const DensityOptions& o) {
+  const int64_t n = p.z.size(0), m_total = p.mean.size(0), d = p.z.size(1);
+  auto mu_t = p.mean.t().contiguous();  // [D, M]
+  auto nhp_t = p.nhp.t().contiguous();
+  auto cd = p.cd;
+  if (log_weights.defined()) cd = cd + log_weights.to(cd.scalar_type()).unsqueeze(1);
+  auto cd_t = cd.t().contiguous();
+  const int64_t cn_max = std::min(o.col_chunk, m_total);
+  const int64_t rows = std::max<int64_t>(1, (o.row_chunk * o.col_chunk) / std::max<int64_t>(1, d * cn_max));
+  auto out = at::empty({n, d}, p.z.options());
+  for (int64_t r0 = 0; r0 < n; r0 += rows) {
+    const int64_t rn = std::min(rows, n - r0);
+    auto zr = p.z.narrow(0, r0, rn).unsqueeze(2);  // [rn, D, 1]
+    auto m = at::full({rn, d}, -std::numeric_limits<double>::infinity(), p.z.options());
+    auto s = at::zeros({rn, d}, p.z.options());
+    for (int64_t c0 = 0; c0 < m_total; c0 += o.col_chunk) {
+      const int64_t cn = std::min(o.col_chunk, m_total - c0);
+      auto tile = zr - mu_t.narrow(1, c0, cn).unsqueeze(0);  // [rn, D, cn]
+      tile.square_().mul_(nhp_t.narrow(1, c0, cn).unsqueeze(0)).add_(cd_t.narrow(1, c0, cn).unsqueeze(0));
+      if (tile_weights) {
+        auto w = (*tile_weights)(r0, r0 + rn, c0, c0 + cn);
+        if (w.defined()) tile.add_(w.unsqueeze(1));
+      }
+      lse_update(m, s, tile);
+    }
+    out.narrow(0, r0, rn).copy_(m + s.log());
+  }
+  return out;
+}
+
+}  // namespace
+
+void check_gaussian_arguments(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar) {
+  check_dim(z, 2, "z");
+  check_dim(mean, 2, "mean");
+  check_dim(logvar, 2, "logvar");
+  check_floating(z, "z");
+  check_floating(mean, "mean");
+  check_floating(logvar, "logvar");
+  check_same_device(mean, "mean", z, "z");
+  check_same_device(mean, "mean", logvar, "logvar");
+  VT_CHECK_ARG(logvar.sizes() == mean.sizes(), "logvar", "expected the shape of 'mean' ", mean.sizes(), ", got ",
+               logvar.sizes());
+  VT_CHECK_ARG(mean.size(0) >= 1, "mean", "expected at least one component, got shape ", mean.sizes());
+  VT_CHECK_ARG(mean.size(1) >= 1, "mean", "expected at least one latent dimension, got shape ", mean.sizes());
+  VT_CHECK_ARG(z.size(1) == mean.size(1), "z", "expected ", mean.size(1), " latent dimensions like 'mean', got shape ",
+               z.sizes());
+  check_finite(z, "z");
+  check_finite(mean, "mean");
+  check_finite(logvar, "logvar");
+}
+
+at::Tensor logvar_from_variance(const at::Tensor& variance, const char* name) {
+  check_floating(variance, name);
+  VT_CHECK_ARG(variance.numel() == 0 || !at::isnan(variance).any().item<bool>(), name,
+               "expected variances, found NaN");
+  VT_CHECK_ARG(variance.numel() == 0 || (variance > 0).all().item<bool>(), name,
+               "expected strictly positive variances, got minimum ", variance.min().item<double>());
+  check_finite(variance, name);
+  return at::log(variance);
+}
+
+at::Tensor gaussian_log_density_matrix(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
+                                       const DensityOptions& options) {
+  check_gaussian_arguments(z, mean, logvar);
+  auto p = prepare(z, mean, logvar, compute_type(z, mean, logvar, options.accumulate_float64));
+  auto [a, b] = joint_features(p, {});
+  return at::mm(a, b.t());
+}
+
+at::Tensor gaussian_log_density_per_dim(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar) {
+  check_gaussian_arguments(z, mean, logvar);
+  const auto type = compute_type(z, mean, logvar, false);
+  auto lv = logvar.to(type).unsqueeze(0);
+  auto diff = z.to(type).unsqueeze(1) - mean.to(type).unsqueeze(0);
+  return (diff * diff * at::exp(-lv) + lv + kLog2Pi) * -0.5;
+}
+
+at::Tensor logsumexp_log_density(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
+                                 const at::Tensor& log_weights, const DensityOptions& options) {
+  check_gaussian_arguments(z, mean, logvar);
+  check_options(options);
+  check_log_weights(log_weights, mean.size(0), mean);
+  at::NoGradGuard no_grad;
+  const auto type = compute_type(z, mean, logvar, options.accumulate_float64);
+#if VT_WITH_CUDA
+  if (z.is_cuda() && options.use_cuda_kernel && type == at::kFloat) {
+    return cuda::logsumexp_log_density_cuda(z, mean, logvar, log_weights, /*per_dim=*/false);
+  }
+#endif
+  return stream_joint(prepare(z, mean, logvar, type), log_weights, nullptr, options);
+}
+
+at::Tensor logsumexp_log_density_per_dim(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
+                                         const at::Tensor& log_weights, const DensityOptions& options) {
+  check_gaussian_arguments(z, mean, logvar);
+  check_options(options);
+  check_log_weights(log_weights, mean.size(0), mean);
+  at::NoGradGuard no_grad;
+  const auto type = compute_type(z, mean, logvar, options.accumulate_float64);
+#if VT_WITH_CUDA
+  if (z.is_cuda() && options.use_cuda_kernel && type == at::kFloat) {
+    return cuda::logsumexp_log_density_cuda(z, mean, logvar, log_weights, /*per_dim=*/true);
+  }
+#endif
+  return stream_per_dim(prepare(z, mean, logvar, type), log_weights, nullptr, options);
+}
+
+at::Tensor logsumexp_log_density_tiled(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
+                                       const TileLogWeights& weights, const DensityOptions& options) {
+  check_gaussian_arguments(z, mean, logvar);
+  check_options(options);
+  at::NoGradGuard no_grad;
+  const auto type = compute_type(z, mean, logvar, options.accumulate_float64);
+  return stream_joint(prepare(z, mean, logvar, type), {}, &weights, options);
+}
+
+at::Tensor logsumexp_log_density_per_dim_tiled(const at::Tensor& z, const at::Tensor& mean,
+                                               const at::Tensor& logvar, const TileLogWeights& weights,
+                                               const DensityOptions& options) {
+  check_gaussian_arguments(z, mean, logvar);
+  check_options(options);
+  at::NoGradGuard no_grad;
+  const auto type = compute_type(z, mean, logvar, options.accumulate_float64);
+  return stream_per_dim(prepare(z, mean, logvar, type), {}, &weights, options);
+}
+
+at::Tensor standard_normal_log_density_per_dim(const at::Tensor& z) { return (z * z + kLog2Pi) * -0.5; }
+
+at::Tensor standard_normal_log_density(const at::Tensor& z) { return standard_normal_log_density_per_dim(z).sum(-1); }
+
+at::Tensor gaussian_log_density_diagonal(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar) {
+  auto diff = z - mean;
+  return (diff * diff * at::exp(-logvar) + logvar + kLog2Pi).sum(-1) * -0.5;
+}
+
+at::Tensor sample_gaussian(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples, int64_t seed) {
+  VT_CHECK_ARG(samples >= 1, "samples", "expected a positive number of samples, got ", samples);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed));
+  const auto type = mean.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  auto eps = at::randn({samples, mean.size(0), mean.size(1)}, gen, at::TensorOptions().dtype(type));
+  eps = eps.to(mean.device());
+  return mean.to(type).unsqueeze(0) + at::exp(logvar.to(type) * 0.5).unsqueeze(0) * eps;
+}
+
+}  // namespace vaetransfer::estimators

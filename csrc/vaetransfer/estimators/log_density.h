@@ -1,0 +1,69 @@
+// Log-density matrices of diagonal Gaussians, log q(z_i | x_k) = log N(z_i; mean_k, diag exp(logvar_k)),
+// without materialising the broadcast [N, M, D] tensor: the joint density is one matrix
+// product of expanded-square features,
+//   log q(z_i|x_k) = [z_i^2, z_i, 1] . [-prec_k / 2, mean_k prec_k, c_k],
+//   c_k = -1/2 sum_d (mean_kd^2 prec_kd + logvar_kd + log 2 pi),  prec = exp(-logvar),
+// computed tile by tile with a streaming log-sum-exp over k so memory stays bounded.
+// Both z and mean are shifted by the column mean of `mean` first (the density is
+// shift-invariant; this limits cancellation in the expanded square).
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <functional>
+
+namespace vaetransfer::estimators {
+
+struct DensityOptions {
+  int64_t row_chunk = 512;          // query rows per tile
+  int64_t col_chunk = 2048;         // components (k) per tile
+  bool accumulate_float64 = false;  // compute tiles and accumulate in float64
+  bool use_cuda_kernel = true;      // fused CUDA kernel for CUDA float32 input (when compiled in)
+};
+
+// Validates z [N, D], mean [M, D], logvar [M, D]: 2-D, floating, finite, same device, same D.
+void check_gaussian_arguments(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar);
+
+// log-variance from a variance tensor; throws ArgumentError(name) unless all values are finite and > 0.
+at::Tensor logvar_from_variance(const at::Tensor& variance, const char* name = "variance");
+
+// Dense [N, M] matrix log q(z_i | x_k) by the expanded-square matrix product (chunked over rows).
+// Differentiable when autograd is on.
+at::Tensor gaussian_log_density_matrix(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
+                                       const DensityOptions& options = {});
+
+// Dense per-dimension tensor log q(z_id | x_kd), [N, M, D] (small sizes only; differentiable).
+at::Tensor gaussian_log_density_per_dim(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar);
+
+// Weight of entry (i, k) of the log-sum-exp, given as a tile: rows [r0, r1), cols [c0, c1).
+// Returns an undefined tensor for "no extra weight" or a tensor broadcastable to [r1-r0, c1-c0].
+using TileLogWeights = std::function<at::Tensor(int64_t r0, int64_t r1, int64_t c0, int64_t c1)>;
+
+// Streaming log-sum-exp over k: out_i = log sum_k exp(log q(z_i|x_k) + log_weights_k), [N].
+// `log_weights` is an optional [M] tensor (undefined: 0). Evaluation only (no autograd).
+at::Tensor logsumexp_log_density(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
+                                 const at::Tensor& log_weights = {}, const DensityOptions& options = {});
+
+// Per-dimension variant for the marginals: out_id = log sum_k exp(log q(z_id|x_kd) + log_weights_k), [N, D].
+at::Tensor logsumexp_log_density_per_dim(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
+                                         const at::Tensor& log_weights = {}, const DensityOptions& options = {});
+
+// Same two reductions with per-entry weights given by a tile callback (used by MSS).
+at::Tensor logsumexp_log_density_tiled(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
+                                       const TileLogWeights& weights, const DensityOptions& options);
+at::Tensor logsumexp_log_density_per_dim_tiled(const at::Tensor& z, const at::Tensor& mean,
+                                               const at::Tensor& logvar, const TileLogWeights& weights,
+                                               const DensityOptions& options);
+
+// log N(z; 0, I) per row, [N] (and per dimension, [N, D]).
+at::Tensor standard_normal_log_density(const at::Tensor& z);
+at::Tensor standard_normal_log_density_per_dim(const at::Tensor& z);
+
+// log q(z_i | x_i) row by row (the diagonal), [N].
+at::Tensor gaussian_log_density_diagonal(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar);
+
+// z = mean + exp(logvar / 2) * eps, eps ~ N(0, I) drawn on the CPU from `seed` (device-independent
+// streams), `samples` draws per row: [samples, N, D].
+at::Tensor sample_gaussian(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples, int64_t seed);
+
+}  // namespace vaetransfer::estimators

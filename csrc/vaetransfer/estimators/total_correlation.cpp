@@ -1,0 +1,139 @@
+#include "vaetransfer/estimators/total_correlation.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+
+#include "vaetransfer/common/check.h"
+
+namespace vaetransfer::estimators {
+namespace {
+
+// Dense [B, B, D] evaluation is used when autograd needs it or when it is small;
+// larger no-grad batches stream through the tiled log-sum-exp.
+constexpr int64_t kDenseLimit = int64_t{1} << 22;
+
+struct MSSWeights {
+  double log_diag, log_strat, log_other;
+};
+
+MSSWeights mss_weights(int64_t batch_size, int64_t dataset_size) {
+  const double n = static_cast<double>(dataset_size);
+  const double m = static_cast<double>(batch_size - 1);
+  return {-std::log(n), std::log((n - m) / (n * m)), -std::log(m)};
+}
+
+}  // namespace
+
+std::string to_string(TCSampling sampling) {
+  return sampling == TCSampling::MinibatchWeighted ? "minibatch-weighted" : "minibatch-stratified";
+}
+
+at::Tensor tc_log_weights(int64_t batch_size, int64_t dataset_size, TCSampling sampling,
+                          const at::TensorOptions& options) {
+  VT_CHECK_ARG(batch_size >= 1, "batch_size", "expected a positive batch size, got ", batch_size);
+  VT_CHECK_ARG(dataset_size >= batch_size, "dataset_size", "expected a data set size >= the batch size ", batch_size,
+               ", got ", dataset_size);
+  if (sampling == TCSampling::MinibatchWeighted) {
+    return at::full({batch_size, batch_size},
+                    -std::log(static_cast<double>(dataset_size) * static_cast<double>(batch_size)), options);
+  }
+  VT_CHECK_ARG(batch_size >= 2, "batch_size", "minibatch-stratified sampling needs a batch of at least 2, got ",
+               batch_size);
+  const auto w = mss_weights(batch_size, dataset_size);
+  auto idx = at::arange(batch_size, options.dtype(at::kLong));
+  auto weights = at::full({batch_size, batch_size}, w.log_other, options);
+  weights.index_put_({idx, idx}, w.log_diag);
+  weights.index_put_({idx, (idx + 1).remainder(batch_size)}, w.log_strat);
+  return weights;
+}
+
+TotalCorrelation minibatch_total_correlation(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
+                                             int64_t dataset_size, TCSampling sampling) {
+  check_gaussian_arguments(z, mean, logvar);
+  VT_CHECK_ARG(z.sizes() == mean.sizes(), "z", "expected the shape of 'mean' ", mean.sizes(), " (one sample per row), got ",
+               z.sizes());
+  const int64_t b = z.size(0), d = z.size(1);
+  VT_CHECK_ARG(dataset_size >= b, "dataset_size", "expected a data set size >= the batch size ", b, ", got ",
+               dataset_size);
+  VT_CHECK_ARG(sampling == TCSampling::MinibatchWeighted || b >= 2, "z",
+               "minibatch-stratified sampling needs a batch of at least 2 rows, got ", b);
+
+  const bool needs_grad =
+      at::GradMode::is_enabled() && (z.requires_grad() || mean.requires_grad() || logvar.requires_grad());
+  TotalCorrelation out;
+  if (needs_grad || b * b * d <= kDenseLimit) {
+    auto per_dim = gaussian_log_density_per_dim(z, mean, logvar);  // [B, B, D]
+    auto log_w = tc_log_weights(b, dataset_size, sampling, per_dim.options());
+    out.log_qz = at::logsumexp(per_dim.sum(2) + log_w, 1);
+    out.log_prod_qzj = at::logsumexp(per_dim + log_w.unsqueeze(2), 1).sum(1);
+  } else {
+    DensityOptions options;
+    if (sampling == TCSampling::MinibatchWeighted) {
+      const double c = -std::log(static_cast<double>(dataset_size) * static_cast<double>(b));
+      auto log_w = at::full({b}, c, mean.options().dtype(at::kDouble));
+      out.log_qz = logsumexp_log_density(z, mean, logvar, log_w, options);
+      out.log_prod_qzj = logsumexp_log_density_per_dim(z, mean, logvar, log_w, options).sum(1);
+    } else {
+      const auto w = mss_weights(b, dataset_size);
+      const auto device = z.device();
+      TileLogWeights tile = [w, b, device](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+        auto opts = at::TensorOptions().dtype(at::kLong).device(device);
+        auto i = at::arange(r0, r1, opts).unsqueeze(1);
+        auto k = at::arange(c0, c1, opts).unsqueeze(0);
+        auto weights = at::full({r1 - r0, c1 - c0}, w.log_other, at::TensorOptions().dtype(at::kDouble).device(device));
+        weights.masked_fill_(k == (i + 1).remainder(b), w.log_strat);
+        weights.masked_fill_(k == i, w.log_diag);
+        return weights;
+      };
+      out.log_qz = logsumexp_log_density_tiled(z, mean, logvar, tile, options);
+      out.log_prod_qzj = logsumexp_log_density_per_dim_tiled(z, mean, logvar, tile, options).sum(1);
+    }
+  }
+  out.tc = (out.log_qz - out.log_prod_qzj).mean();
+  return out;
+}
+
+KLDecomposition whole_data_kl_decomposition(const at::Tensor& mean, const at::Tensor& logvar,
+                                            const WholeDataOptions& options) {
+  check_gaussian_arguments(mean, mean, logvar);
+  VT_CHECK_ARG(options.samples >= 1, "samples", "expected a positive number of samples, got ", options.samples);
+  at::NoGradGuard no_grad;
+  const int64_t n = mean.size(0), d = mean.size(1);
+  auto z = sample_gaussian(mean, logvar, options.samples, options.seed).reshape({-1, d});
+  auto owner = at::arange(n, at::TensorOptions().dtype(at::kLong).device(mean.device())).repeat({options.samples});
+  const int64_t total = z.size(0);
+  if (options.max_queries >= 0 && options.max_queries < total) {
+    VT_CHECK_ARG(options.max_queries >= 1, "max_queries", "expected at least one query point, got ",
+                 options.max_queries);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(options.seed) ^ 0x9E3779B97F4A7C15ULL);
+    auto pick = at::randperm(total, gen, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, options.max_queries);
+    pick = pick.to(mean.device());
+    z = z.index_select(0, pick);
+    owner = owner.index_select(0, pick);
+  }
+  const auto type = options.density.accumulate_float64 ? at::kDouble : z.scalar_type();
+  z = z.to(type);
+  auto m = mean.to(type), lv = logvar.to(type);
+  const double log_n = std::log(static_cast<double>(n));
+  auto log_q_cond = gaussian_log_density_diagonal(z, m.index_select(0, owner), lv.index_select(0, owner));
+  auto log_qz = logsumexp_log_density(z, m, lv, {}, options.density) - log_n;
+  auto log_qzj = logsumexp_log_density_per_dim(z, m, lv, {}, options.density) - log_n;
+  auto log_pzj = standard_normal_log_density_per_dim(z);
+  auto log_pz = log_pzj.sum(1);
+
+  KLDecomposition out;
+  out.mutual_information = (log_q_cond - log_qz).mean().item<double>();
+  out.total_correlation = (log_qz - log_qzj.sum(1)).mean().item<double>();
+  out.dimensionwise_kl = (log_qzj - log_pzj).sum(1).mean().item<double>();
+  out.marginal_kl = (log_qz - log_pz).mean().item<double>();
+  out.rate = (log_q_cond - log_pz).mean().item<double>();
+  out.rate_analytic = ((m * m + lv.exp() - lv - 1.0).sum(1) * 0.5).mean().item<double>();
+  out.num_encodings = n;
+  out.num_queries = z.size(0);
+  out.estimator = "whole-dataset";
+  return out;
+}
+
+}  // namespace vaetransfer::estimators

@@ -1,0 +1,129 @@
+// Snapshot files: torch's pickle format (torch::pickle_save), readable by torch.load in Python.
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <unistd.h>
+
+#include "vaetransfer/common/check.h"
+#include "vaetransfer/train/trainer.h"
+
+namespace vaetransfer::train {
+
+namespace fs = std::filesystem;
+using c10::IValue;
+
+namespace {
+
+constexpr const char* kFormat = "vaetransfer-snapshot-1";
+
+c10::impl::GenericDict tensor_dict(const std::vector<std::pair<std::string, at::Tensor>>& items) {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [k, t] : items) d.insert(k, t);
+  return d;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> tensors_of(const IValue& v, const std::string& path, const char* key) {
+  VT_CHECK_ARG(v.isGenericDict(), "path", path, ": entry '", key, "' is not a dict");
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& kv : v.toGenericDict()) out.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
+  return out;
+}
+
+c10::impl::GenericDict load_dict(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  VT_CHECK_ARG(in.good(), "path", "cannot read snapshot ", path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  IValue v;
+  try {
+    v = torch::jit::pickle_load(bytes);
+  } catch (const std::exception& e) {
+    VT_CHECK_ARG(false, "path", path, " is not a readable snapshot: ", e.what());
+  }
+  VT_CHECK_ARG(v.isGenericDict(), "path", path, " is not a vaetransfer snapshot");
+  auto d = v.toGenericDict();
+  VT_CHECK_ARG(d.contains("format") && d.at("format").isString() && d.at("format").toStringRef() == kFormat, "path",
+               path, " is not a vaetransfer snapshot (format ", kFormat, ")");
+  return d;
+}
+
+}  // namespace
+
+void write_snapshot(const Snapshot& s, const std::string& path) {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("format", std::string(kFormat));
+  d.insert("step", s.step);
+  d.insert("model", tensor_dict(s.model));
+  d.insert("optimizer", tensor_dict(s.optimizer));
+  d.insert("optimizer_name", s.optimizer_name);
+  d.insert("objective_name", s.objective_name);
+  c10::impl::GenericDict obj(c10::StringType::get(), c10::FloatType::get());
+  for (const auto& [k, v] : s.objective) obj.insert(k, v);
+  d.insert("objective", obj);
+  c10::impl::GenericDict data(c10::StringType::get(), c10::AnyType::get());
+  data.insert("permutation", s.permutation);
+  data.insert("position", s.position);
+  data.insert("epoch", s.epoch);
+  d.insert("data", data);
+  c10::impl::GenericDict rng(c10::StringType::get(), c10::TensorType::get());
+  rng.insert("noise", s.noise_rng);
+  rng.insert("shuffle", s.shuffle_rng);
+  d.insert("rng", rng);
+  c10::List<std::string> frozen;
+  for (const auto& f : s.frozen) frozen.push_back(f);
+  d.insert("frozen", frozen);
+
+  const auto bytes = torch::jit::pickle_save(IValue(d));
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  VT_CHECK_ARG(f != nullptr, "out_dir", "cannot write ", tmp);
+  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0 &&
+                  ::fsync(fileno(f)) == 0;
+  std::fclose(f);
+  VT_CHECK_ARG(ok, "out_dir", "failed writing ", tmp);
+  fs::rename(tmp, path);  // atomic on POSIX: readers see the old file or the complete new one
+}
+
+Snapshot read_snapshot(const std::string& path) {
+  auto d = load_dict(path);
+  Snapshot s;
+  s.step = d.at("step").toInt();
+  s.model = tensors_of(d.at("model"), path, "model");
+  s.optimizer = tensors_of(d.at("optimizer"), path, "optimizer");
+  s.optimizer_name = d.at("optimizer_name").toStringRef();
+  s.objective_name = d.at("objective_name").toStringRef();
+  for (const auto& kv : d.at("objective").toGenericDict())
+    s.objective.emplace_back(kv.key().toStringRef(), kv.value().toDouble());
+  auto data = d.at("data").toGenericDict();
+  s.permutation = data.at("permutation").toTensor();
+  s.position = data.at("position").toInt();
+  s.epoch = data.at("epoch").toInt();
+  auto rng = d.at("rng").toGenericDict();
+  s.noise_rng = rng.at("noise").toTensor();
+  s.shuffle_rng = rng.at("shuffle").toTensor();
+  for (const auto& f : d.at("frozen").toListRef()) s.frozen.push_back(f.toStringRef());
+  return s;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> read_snapshot_model(const std::string& path) {
+  auto d = load_dict(path);
+  return tensors_of(d.at("model"), path, "model");
+}
+
+std::vector<std::pair<int64_t, std::string>> list_snapshots(const std::string& out_dir) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  const auto dir = fs::path(out_dir) / "snapshots";
+  if (!fs::is_directory(dir)) return out;
+  static const std::regex name(R"(step_(\d+)\.pt)");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const auto file = e.path().filename().string();
+    if (std::regex_match(file, m, name)) out.emplace_back(std::stoll(m[1].str()), e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace vaetransfer::train
