@@ -24,7 +24,7 @@ the other similarities in [0, 1]. The same layer object on both sides scores exa
 """
 from __future__ import annotations
 
-import math
+import inspect
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Mapping, Sequence
@@ -236,7 +236,7 @@ def _hooked_forward(model: torch.nn.Module, layers: Sequence[str] | None) -> tup
         if name != "input" and name not in modules:
             raise _error(ArgumentError, "layers", f"no submodule named {name!r} (known: {[n for n in modules if n]})")
 
-    def forward(xb: torch.Tensor) -> "OrderedDict[str, torch.Tensor]":
+    def forward(xb: torch.Tensor, **kwargs) -> "OrderedDict[str, torch.Tensor]":
         captured: dict[str, torch.Tensor] = {}
         handles = []
         try:
@@ -250,7 +250,7 @@ def _hooked_forward(model: torch.nn.Module, layers: Sequence[str] | None) -> tup
                         captured[_name] = t
 
                 handles.append(modules[name].register_forward_hook(hook))
-            model(xb)
+            model(xb, **kwargs)
         finally:
             for h in handles:
                 h.remove()
@@ -268,7 +268,8 @@ def _hooked_forward(model: torch.nn.Module, layers: Sequence[str] | None) -> tup
 
 
 def activations(model, x: torch.Tensor, layers: Sequence[str] | None = None, *, batch_size: int = 256,
-                dtype: torch.dtype = torch.float32, device: torch.device | str | None = "cpu") -> "OrderedDict[str, torch.Tensor]":
+                dtype: torch.dtype = torch.float32, device: torch.device | str | None = "cpu",
+                **model_kwargs) -> "OrderedDict[str, torch.Tensor]":
     """Activations of ``model`` on the ``n`` examples ``x: (n, ...)``, in chunks of ``batch_size``.
 
     ``model``: an object with ``activations(x, layers=None) -> OrderedDict[name, Tensor]`` (the
@@ -277,6 +278,11 @@ def activations(model, x: torch.Tensor, layers: Sequence[str] | None = None, *, 
     always removed afterwards, even when forward raises. Runs under ``torch.no_grad()`` in the
     model's current train/eval mode. Returns ``OrderedDict[name, (n, p)]`` flattened after the
     example axis, stored as ``dtype`` (float32 default; float16/bfloat16 halve the memory) on ``device``.
+
+    ``model_kwargs`` go to ``model.activations`` / ``model``; a tensor whose first dimension is ``n``
+    is treated as per-example (e.g. the noise ``eps`` of a VAE's sampled layer) and sliced per chunk.
+    When ``model.activations`` takes no ``layers`` argument, the requested layers are selected from
+    its output.
     """
     if not isinstance(x, torch.Tensor):
         raise _error(ArgumentTypeError, "x", f"expected a tensor of examples, got {type(x).__name__}")
@@ -286,18 +292,31 @@ def activations(model, x: torch.Tensor, layers: Sequence[str] | None = None, *, 
         raise _error(ArgumentTypeError, "dtype", f"expected one of {_STORAGE_DTYPES}, got {dtype}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise _error(ArgumentError, "batch_size", f"expected a positive int, got {batch_size!r}")
+    n = x.shape[0]
     custom = getattr(model, "activations", None)
     if callable(custom):
         names = None if layers is None else list(layers)
+        try:
+            takes_layers = "layers" in inspect.signature(custom).parameters
+        except (TypeError, ValueError):
+            takes_layers = True
 
-        def forward(xb):
-            return custom(xb, layers=names)
+        def forward(xb, **kw):
+            acts = custom(xb, layers=names, **kw) if takes_layers else custom(xb, **kw)
+            if names is None or takes_layers:
+                return acts
+            missing = [k for k in names if k not in acts]
+            if missing:
+                raise _error(ArgumentError, "layers", f"unknown layers {missing} (known: {list(acts)})")
+            return OrderedDict((k, acts[k]) for k in names)
     elif isinstance(model, torch.nn.Module):
-        _, forward = _hooked_forward(model, layers)
+        _, hooked = _hooked_forward(model, layers)
+
+        def forward(xb, **kw):
+            return hooked(xb, **kw)
     else:
         raise _error(ArgumentTypeError, "model", "expected a torch.nn.Module or an object with activations(x, layers)")
 
-    n = x.shape[0]
     try:
         model_device = next(model.parameters()).device if isinstance(model, torch.nn.Module) else x.device
     except StopIteration:
@@ -306,7 +325,10 @@ def activations(model, x: torch.Tensor, layers: Sequence[str] | None = None, *, 
     with torch.no_grad():
         for start in range(0, n, batch_size):
             xb = x[start:start + batch_size].to(model_device)
-            acts = forward(xb)
+            kw = {k: (v[start:start + batch_size].to(model_device)
+                      if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == n else v)
+                  for k, v in model_kwargs.items()}
+            acts = forward(xb, **kw)
             for name, a in acts.items():
                 a = a.reshape(a.shape[0], -1)
                 if name not in out:
