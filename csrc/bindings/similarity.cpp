@@ -45,7 +45,7 @@ void init_similarity(py::module_& m) {
         return similarity_matrices(models_a, models_b, o);
       },
       py::arg("models_a"), py::arg("models_b"), py::arg("measure") = "cka", py::arg("form") = "nu",
-      py::arg("constant_as_zero") = false, py::arg("memory_bytes") = int64_t{256} << 20, py::arg("cka_form") = 0);
+      py::arg("constant_as_zero") = false, py::arg("memory_bytes") = int64_t{1} << 30, py::arg("cka_form") = 0);
 
   m.def(
       "cka",

@@ -161,7 +161,7 @@ def _names(models: Sequence[Mapping[str, torch.Tensor]], argument: str) -> list[
 
 def similarity_matrices(models_a: Sequence[Mapping[str, torch.Tensor]], models_b: Sequence[Mapping[str, torch.Tensor]],
                         measure: Measure = "cka", *, form: ProcrustesForm = "nu", constant: str = "raise",
-                        memory_bytes: int = 256 << 20, cka_form: str = "auto") -> torch.Tensor:
+                        memory_bytes: int = 1 << 30, cka_form: str = "auto") -> torch.Tensor:
     """Every model of A against every model of B in one pass: ``(M_a, M_b, L_a, L_b)`` float64.
 
     Each distinct layer is fitted once and its Gram rows / Procrustes factor serve all its pairs.
@@ -178,7 +178,7 @@ def similarity_matrices(models_a: Sequence[Mapping[str, torch.Tensor]], models_b
 
 def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, torch.Tensor],
                       measure: Measure = "cka", *, form: ProcrustesForm = "nu", constant: str = "raise",
-                      memory_bytes: int = 256 << 20, cka_form: str = "auto") -> SimilarityMatrix:
+                      memory_bytes: int = 1 << 30, cka_form: str = "auto") -> SimilarityMatrix:
     """The full layer × layer heatmap of two models in one call.
 
     ``acts_a``/``acts_b``: ``OrderedDict[name, (n, ...) tensor]`` (e.g. from :func:`activations`),
@@ -198,7 +198,7 @@ def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, t
 
 def cka_avg(models_a: Sequence[Mapping[str, torch.Tensor]], models_b: Sequence[Mapping[str, torch.Tensor]],
             measure: Measure = "cka", *, form: ProcrustesForm = "nu", constant: str = "raise",
-            memory_bytes: int = 256 << 20) -> SimilarityMatrix:
+            memory_bytes: int = 1 << 30) -> SimilarityMatrix:
     """Eq. 6: ``CKA_avg(M_j^A, M_k^B) = 1/(M_a M_b) Σ_i Σ_l CKA(M_j^{A_i}, M_k^{B_l})`` over all seed
     pairs (5 × 5 = 25 in the paper), computed in one pass with every layer fitted once. Any measure."""
     per_pair = similarity_matrices(models_a, models_b, measure, form=form, constant=constant,

@@ -17,7 +17,7 @@ namespace vaetransfer::similarity {
 
 struct StreamOptions {
   // Bytes for the Gram row blocks of all streamed layers together (sets the block height).
-  int64_t memory_bytes = int64_t{256} << 20;
+  int64_t memory_bytes = int64_t{1} << 30;
   // Force a form for every pair: 0 choose by cost, 1 feature form, 2 Gram form.
   int form = 0;
 };

@@ -26,7 +26,8 @@ LayerFit::LayerFit(const at::Tensor& x, const FitOptions& options, std::string a
   chunk_ = options.chunk_features > 0 ? options.chunk_features
                                       : std::max<int64_t>(1, kChunkBytes / (8 * n_));
 
-  // One float64 pass over feature chunks: column means, centred row norms, max |value|.
+  // One pass over feature chunks in the compute dtype: column sums accumulated in float64 (the
+  // means), centred squared row norms accumulated in float64, max |value| from the raw chunk.
   // NaN/inf anywhere makes a column sum non-finite, so finiteness is read off the means.
   auto f64 = x_.options().dtype(at::kDouble);
   mean_ = at::empty({p_}, f64);
@@ -34,12 +35,14 @@ LayerFit::LayerFit(const at::Tensor& x, const FitOptions& options, std::string a
   double absmax = 0.0;
   for (int64_t c0 = 0; c0 < p_; c0 += chunk_) {
     const int64_t c1 = std::min(p_, c0 + chunk_);
-    auto xc = x_.slice(1, c0, c1).to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);
-    auto m = xc.mean(0);
+    auto raw = x_.slice(1, c0, c1);
+    auto m = raw.sum(0, /*keepdim=*/false, at::kDouble).div_(static_cast<double>(n_));
     mean_.slice(0, c0, c1).copy_(m);
-    xc.sub_(m);
-    row_sq_.add_(xc.square().sum(1));
-    absmax = std::max(absmax, m.abs().max().item<double>() + xc.abs().max().item<double>());
+    auto [lo, hi] = at::aminmax(raw);
+    absmax = std::max({absmax, std::abs(lo.item<double>()), std::abs(hi.item<double>())});
+    auto xc = at::sub(raw.to(compute_dtype_), m.to(compute_dtype_));
+    xc.mul_(xc);
+    row_sq_.add_(xc.sum(1, /*keepdim=*/false, at::kDouble));
   }
   const bool finite = at::isfinite(mean_).all().item<bool>() && std::isfinite(absmax);
   VT_CHECK_ARG(finite, arg_, "expected finite activations, found NaN or inf");

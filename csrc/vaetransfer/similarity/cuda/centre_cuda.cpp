@@ -1,6 +1,7 @@
 #include "vaetransfer/similarity/cuda/centre_cuda.h"
 
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include "vaetransfer/similarity/cuda/centre.h"
@@ -21,7 +22,7 @@ at::Tensor centre_columns_cuda(const at::Tensor& block, const at::Tensor& mean) 
     default: return x.to(at::kFloat).sub_(m);
   }
   cuda::launch_centre_columns(x.data_ptr(), type, x.size(0), x.size(1), x.stride(0), m.data_ptr<float>(),
-                              out.data_ptr<float>(), at::cuda::getCurrentCUDAStream());
+                              out.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }
