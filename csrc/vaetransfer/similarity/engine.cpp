@@ -73,18 +73,13 @@ at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& mode
     for (int64_t v : ib)
       if (u != v && !layers[u]->constant() && !layers[v]->constant()) distinct.emplace(std::min(u, v), std::max(u, v));
   if (!options.constant_as_zero) {
-    for (int64_t u : ia)
-      for (int64_t v : ib) {
-        for (int64_t w : {u, v})
-          VT_CHECK_ARG(!layers[w]->constant(), layers[w]->arg(),
-                       "is constant (zero variance after centring): similarity is undefined; drop the layer or "
-                       "pass constant='zero'");
-      }
+    for (const LayerFit* f : layers)
+      VT_CHECK_ARG(!f->constant(), f->arg(),
+                   "is constant (zero variance after centring): similarity is undefined; drop the layer or "
+                   "pass constant='zero'");
   }
 
-  const int64_t L = static_cast<int64_t>(layers.size());
   at::Tensor inner;
-  std::vector<double> self(L, 0.0);
   at::Tensor diag_dot;
   if (need_cka) {
     std::vector<std::pair<int64_t, int64_t>> pairs(distinct.begin(), distinct.end());
