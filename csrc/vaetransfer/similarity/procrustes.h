@@ -3,6 +3,9 @@
 // ‖ẎᵀẊ‖_* depends on X and Y only through their Grams: with per-layer factors F F ᵀ = Ẋ Ẋᵀ
 // (LayerFit::procrustes_factor, computed once per layer), ‖ẎᵀẊ‖_* = ‖F_yᵀ F_x‖_*, an
 // r_y × r_x problem per pair (r ≤ min(n − 1, p)), solved in float64.
+// Accuracy: exact to rounding for layers with p ≤ n (F = Ẋ). For p > n, F comes from the Gram's
+// eigendecomposition; a direction with a tiny eigenvalue λ enters through √λ, so near-null
+// directions of a rank-deficient layer limit the absolute accuracy to about 1e-8 (√ε).
 #pragma once
 #include <ATen/ATen.h>
 
