@@ -9,4 +9,5 @@ void init_nn(pybind11::module_& m);
 void init_objectives(pybind11::module_& m);
 void init_train(pybind11::module_& m);
 void init_estimators(pybind11::module_& m);
+void init_similarity(pybind11::module_& m);
 }  // namespace vaetransfer::bindings

@@ -45,4 +45,6 @@ PYBIND11_MODULE(_C, m) {
   vaetransfer::bindings::init_train(train);
   auto estimators = m.def_submodule("estimators", "Estimators: TC, MI, marginal KL, log p(x), active units, binned MI");
   vaetransfer::bindings::init_estimators(estimators);
+  auto similarity = m.def_submodule("similarity", "CKA, Procrustes and the all-pairs engine");
+  vaetransfer::bindings::init_similarity(similarity);
 }

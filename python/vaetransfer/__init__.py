@@ -8,7 +8,7 @@ import torch  # noqa: F401  (loads libtorch before the compiled core)
 
 from . import _C
 from ._C import ArgumentError, ArgumentTypeError
-from . import data, estimators, io, plots
+from . import data, estimators, io, plots, similarity
 from . import nn, objectives
 from .nn import VAE, ModelConfig
 from .objectives import ObjectiveConfig
@@ -17,9 +17,9 @@ from .objectives import ObjectiveConfig
 from .train import OptimizerConfig, Run, TrainConfig, TrainingDivergedError, load_run, train
 
 __version__ = "0.1.0"
-__all__ = ["ArgumentError", "ArgumentTypeError", "build_info", "data", "estimators", "nn", "objectives", "VAE",
-           "ModelConfig", "ObjectiveConfig", "OptimizerConfig", "TrainConfig", "Run", "TrainingDivergedError", "train",
-           "load_run", "__version__"]
+__all__ = ["ArgumentError", "ArgumentTypeError", "build_info", "data", "estimators", "nn", "objectives", "similarity",
+           "VAE", "ModelConfig", "ObjectiveConfig", "OptimizerConfig", "TrainConfig", "Run", "TrainingDivergedError",
+           "train", "load_run", "__version__"]
 
 
 def build_info() -> dict:

@@ -1,0 +1,158 @@
+"""Similarity engine vs the per-pair formulations of the public libraries.
+
+Two Locatello conv VAEs (plain-PyTorch twins from ``vaetransfer.torch_reference``, random
+weights with seeds 0 and 1 — timings do not depend on training), n dSprites images (64×64×1),
+their named layers (``input, enc1..enc5, mean, logvar, sampled, dec1..dec6``).
+
+* Reference CKA: the feature form per pair, ``‖YᵀX‖_F² / (‖XᵀX‖_F ‖YᵀY‖_F)`` on centred float32
+  activations, each pair from scratch (as the public CKA notebooks/libraries do).
+* Reference Procrustes: per pair centre, normalise, singular values of ``YᵀX`` (float32, as the
+  public Procrustes implementations do), ν = their sum.
+* Ours: ``vaetransfer.similarity.similarity_matrix`` on the same block of layers (fits included).
+
+The reference is run on the block of layers it can finish on this machine (``--ref-max-a`` /
+``--ref-max-b`` features per layer); ours also runs alone on the full heatmaps.
+
+    python benchmarks/bench_similarity.py [--n 5000] [--procrustes-full]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import time
+from collections import OrderedDict
+
+import torch
+
+import vaetransfer
+from vaetransfer import similarity as sim
+from vaetransfer.torch_reference import ReferenceVAE
+
+PAPER_CKA_CPU_S = 0.05  # ≈ 7,000 CPU-hours / 470 M scores (paper §"ethics": Xeon Gold 6136)
+PAPER_PROCRUSTES_A100_H = 30_000
+
+
+def ref_cka(x: torch.Tensor, y: torch.Tensor) -> float:
+    x = x - x.mean(0, keepdim=True)
+    y = y - y.mean(0, keepdim=True)
+    num = torch.linalg.matrix_norm(y.T @ x) ** 2
+    return float(num / (torch.linalg.matrix_norm(x.T @ x) * torch.linalg.matrix_norm(y.T @ y)))
+
+
+def ref_procrustes(x: torch.Tensor, y: torch.Tensor) -> float:
+    x = x - x.mean(0, keepdim=True)
+    y = y - y.mean(0, keepdim=True)
+    x = x / torch.linalg.matrix_norm(x)
+    y = y / torch.linalg.matrix_norm(y)
+    return float(torch.linalg.svdvals(y.T @ x).sum())
+
+
+def model_acts(seed: int, x: torch.Tensor, eps: torch.Tensor) -> "OrderedDict[str, torch.Tensor]":
+    torch.manual_seed(seed)
+    model = ReferenceVAE("conv", input_shape=(1, 64, 64)).eval()
+    return sim.activations(model, x, batch_size=250, eps=eps)
+
+
+def block(acts, max_features):
+    return OrderedDict((k, v) for k, v in acts.items() if v.shape[1] <= max_features)
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def run_reference(fn, a, b):
+    values = torch.empty(len(a), len(b), dtype=torch.float64)
+    t = time.perf_counter()
+    for i, xa in enumerate(a.values()):
+        for j, xb in enumerate(b.values()):
+            values[i, j] = fn(xa, xb)
+    return values, time.perf_counter() - t
+
+
+def worst_pair_check(label, ours, ref, a, b, fn) -> float:
+    """Largest ours/reference gap, and which side is right: both against float64 at that pair."""
+    d = (ours.values - ref).abs()
+    i, j = divmod(int(d.argmax()), d.shape[1])
+    ka, kb = list(a)[i], list(b)[j]
+    truth = fn(a[ka].double(), b[kb].double())
+    print(f"{label}: largest gap at ({ka}, {kb}): ours {ours.values[i, j].item():.7f}, reference "
+          f"{ref[i, j].item():.7f}, float64 {truth:.7f} -> |ours - f64| = {abs(ours.values[i, j].item() - truth):.1e}, "
+          f"|reference - f64| = {abs(ref[i, j].item() - truth):.1e}")
+    return d.max().item()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=5000)
+    ap.add_argument("--ref-max-a", type=int, default=8192, help="CKA reference block: A layers with ≤ this many features")
+    ap.add_argument("--ref-max-b", type=int, default=8192, help="CKA reference block: B layers with ≤ this many features")
+    ap.add_argument("--procrustes-max", type=int, default=1024, help="Procrustes block: layers with ≤ this many features")
+    ap.add_argument("--procrustes-full", action="store_true", help="also run ours on the full Procrustes heatmap")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    load = os.getloadavg()
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, vaetransfer {vaetransfer.__version__}, "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
+    print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+
+    g = torch.Generator().manual_seed(args.seed)
+    idx = torch.randperm(int(vaetransfer._C.data.DSPRITES_COUNT), generator=g)[: args.n].sort().values
+    imgs = vaetransfer._C.data.dsprites(idx, True)[0]
+    x = imgs.reshape(args.n, 1, 64, 64).float()
+    eps = torch.randn(args.n, 10, generator=g)
+
+    (acts_a, t_a) = timed(lambda: model_acts(0, x, eps))
+    (acts_b, t_b) = timed(lambda: model_acts(1, x, eps))
+    acts_b["input"] = acts_a["input"]  # the same n examples: one tensor, fitted once
+    total_mb = sum(v.numel() * v.element_size() for v in list(acts_a.values()) + list(acts_b.values())[1:]) / 2**20
+    print(f"n = {args.n}, layers = {len(acts_a)} per model: "
+          + ", ".join(f"{k} {v.shape[1]}" for k, v in acts_a.items()))
+    print(f"activations (forward hooks-free protocol, float32): {t_a + t_b:.1f} s for both models, {total_mb:.0f} MiB")
+
+    rows = []
+
+    # ---- CKA on the block the reference can finish
+    a_blk, b_blk = block(acts_a, args.ref_max_a), block(acts_b, args.ref_max_b)
+    ref_v, ref_t = run_reference(ref_cka, a_blk, b_blk)
+    ours, our_t = timed(lambda: sim.similarity_matrix(a_blk, b_blk, "cka"))
+    err = worst_pair_check("CKA", ours, ref_v, a_blk, b_blk, ref_cka)
+    rows.append(("CKA", f"{len(a_blk)}x{len(b_blk)} (A p<={args.ref_max_a}, B p<={args.ref_max_b})",
+                 ref_t, our_t, err))
+
+    # ---- Procrustes on the block the reference can finish
+    pa, pb = block(acts_a, args.procrustes_max), block(acts_b, args.procrustes_max)
+    ref_p, ref_pt = run_reference(ref_procrustes, pa, pb)
+    ours_p, our_pt = timed(lambda: sim.similarity_matrix(pa, pb, "procrustes"))
+    errp = worst_pair_check("Procrustes", ours_p, ref_p, pa, pb, ref_procrustes)
+    rows.append(("Procrustes", f"{len(pa)}x{len(pb)} (p<={args.procrustes_max})", ref_pt, our_pt, errp))
+
+    print()
+    print(f"{'measure':<11} {'pairs (block)':<36} {'reference s':>12} {'ours s':>9} {'ratio':>8} {'max |diff|':>11}")
+    for m, blk, rt, ot, e in rows:
+        print(f"{m:<11} {blk:<36} {rt:12.2f} {ot:9.2f} {rt / ot:7.1f}x {e:11.2e}")
+
+    # ---- ours alone, full heatmaps
+    full, full_t = timed(lambda: sim.similarity_matrix(acts_a, acts_b, "cka"))
+    npairs = full.values.numel()
+    print()
+    print(f"ours, full {len(acts_a)}x{len(acts_b)} CKA heatmap: {full_t:.1f} s "
+          f"({full_t / npairs:.3f} s per score; paper ≈ {PAPER_CKA_CPU_S} CPU-s per score, "
+          f"{PAPER_CKA_CPU_S * npairs:.1f} CPU-s for this heatmap on their Xeon)")
+    if args.procrustes_full:
+        fullp, fullp_t = timed(lambda: sim.similarity_matrix(acts_a, acts_b, "procrustes"))
+        print(f"ours, full {len(acts_a)}x{len(acts_b)} Procrustes heatmap: {fullp_t:.1f} s")
+    else:
+        print("ours, full Procrustes heatmap: not run (pass --procrustes-full; needs one n×n float64 "
+              "eigendecomposition per layer with p > n and an r×r eigenproblem, r ≤ n, per pair)")
+    print(f"paper's cost for scale: Procrustes estimated at {PAPER_PROCRUSTES_A100_H:,} A100-hours for their study")
+    print("diagonal blocks check: min/max of full CKA heatmap "
+          f"{full.values.min().item():.3f}/{full.values.max().item():.3f}, input-input = {full['input', 'input']}")
+
+
+if __name__ == "__main__":
+    main()

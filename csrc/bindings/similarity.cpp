@@ -1,0 +1,78 @@
+#include <torch/python.h>
+#include <pybind11/stl.h>
+
+#include "bindings/bindings.h"
+#include "vaetransfer/similarity/engine.h"
+
+namespace py = pybind11;
+
+namespace vaetransfer::bindings {
+
+void init_similarity(py::module_& m) {
+  using namespace vaetransfer::similarity;
+  py::class_<LayerFit, LayerFitPtr>(m, "LayerFit", "Per-layer precomputation shared by every pair (C++ LayerFit).")
+      .def(py::init([](const at::Tensor& x, int64_t chunk_features, const std::string& name) {
+             py::gil_scoped_release no_gil;
+             return std::make_shared<LayerFit>(x, FitOptions{chunk_features}, name);
+           }),
+           py::arg("x"), py::arg("chunk_features") = 0, py::arg("name") = "x")
+      .def_property_readonly("x", &LayerFit::x)
+      .def_property_readonly("name", &LayerFit::arg)
+      .def_property_readonly("n", &LayerFit::n)
+      .def_property_readonly("p", &LayerFit::p)
+      .def_property_readonly("mean", &LayerFit::mean)
+      .def_property_readonly("row_sq", &LayerFit::row_sq)
+      .def_property_readonly("trace", &LayerFit::trace)
+      .def_property_readonly("constant", &LayerFit::constant)
+      .def_property_readonly("has_procrustes_factor", &LayerFit::has_procrustes_factor)
+      .def("procrustes_factor", [](const LayerFit& f) {
+        py::gil_scoped_release no_gil;
+        return f.procrustes_factor();
+      });
+
+  m.def(
+      "similarity_matrices",
+      [](const std::vector<std::vector<LayerFitPtr>>& models_a, const std::vector<std::vector<LayerFitPtr>>& models_b,
+         const std::string& measure, const std::string& form, bool constant_as_zero, int64_t memory_bytes,
+         int cka_form) {
+        EngineOptions o;
+        o.measure = measure_from_name(measure);
+        o.form = procrustes_form_from_name(form);
+        o.constant_as_zero = constant_as_zero;
+        o.stream.memory_bytes = memory_bytes;
+        o.stream.form = cka_form;
+        py::gil_scoped_release no_gil;
+        return similarity_matrices(models_a, models_b, o);
+      },
+      py::arg("models_a"), py::arg("models_b"), py::arg("measure") = "cka", py::arg("form") = "nu",
+      py::arg("constant_as_zero") = false, py::arg("memory_bytes") = int64_t{1} << 30, py::arg("cka_form") = 0);
+
+  m.def(
+      "cka",
+      [](const at::Tensor& x, const at::Tensor& y, bool debiased, int cka_form) {
+        StreamOptions o;
+        o.form = cka_form;
+        py::gil_scoped_release no_gil;
+        return cka(x, y, debiased, o);
+      },
+      py::arg("x"), py::arg("y"), py::arg("debiased") = false, py::arg("cka_form") = 0);
+
+  m.def(
+      "procrustes",
+      [](const at::Tensor& x, const at::Tensor& y, const std::string& form) {
+        auto f = procrustes_form_from_name(form);
+        py::gil_scoped_release no_gil;
+        return procrustes(x, y, f);
+      },
+      py::arg("x"), py::arg("y"), py::arg("form") = "nu");
+
+  m.def(
+      "nuclear_norm_of_product",
+      [](const at::Tensor& fy, const at::Tensor& fx) {
+        py::gil_scoped_release no_gil;
+        return nuclear_norm_of_product(fy, fx);
+      },
+      py::arg("fy"), py::arg("fx"));
+}
+
+}  // namespace vaetransfer::bindings

@@ -1,0 +1,94 @@
+#include "vaetransfer/similarity/layer_fit.h"
+
+#include <limits>
+
+#include "vaetransfer/common/check.h"
+#if VT_WITH_CUDA
+#include "vaetransfer/similarity/cuda/centre_cuda.h"
+#endif
+
+namespace vaetransfer::similarity {
+
+namespace {
+constexpr int64_t kChunkBytes = int64_t{64} << 20;
+}
+
+LayerFit::LayerFit(const at::Tensor& x, const FitOptions& options, std::string arg) : arg_(std::move(arg)) {
+  check_floating(x, arg_.c_str());
+  VT_CHECK_ARG(x.dim() >= 2, arg_, "expected activations of shape (n, p) or (n, ...), got shape ", x.sizes());
+  x_ = x.dim() == 2 ? x : x.reshape({x.size(0), -1});
+  n_ = x_.size(0);
+  p_ = x_.size(1);
+  VT_CHECK_ARG(n_ >= 2, arg_, "expected at least 2 examples (rows), got ", n_);
+  VT_CHECK_ARG(p_ >= 1, arg_, "expected at least 1 feature (column), got shape ", x.sizes());
+  VT_CHECK_ARG(options.chunk_features >= 0, "chunk_features", "expected >= 0, got ", options.chunk_features);
+  compute_dtype_ = x_.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  chunk_ = options.chunk_features > 0 ? options.chunk_features
+                                      : std::max<int64_t>(1, kChunkBytes / (8 * n_));
+
+  // One pass over feature chunks in the compute dtype: column sums accumulated in float64 (the
+  // means), centred squared row norms accumulated in float64, max |value| from the raw chunk.
+  // NaN/inf anywhere makes a column sum non-finite, so finiteness is read off the means.
+  auto f64 = x_.options().dtype(at::kDouble);
+  mean_ = at::empty({p_}, f64);
+  row_sq_ = at::zeros({n_}, f64);
+  double absmax = 0.0;
+  for (int64_t c0 = 0; c0 < p_; c0 += chunk_) {
+    const int64_t c1 = std::min(p_, c0 + chunk_);
+    auto raw = x_.slice(1, c0, c1);
+    auto m = raw.sum(0, /*keepdim=*/false, at::kDouble).div_(static_cast<double>(n_));
+    mean_.slice(0, c0, c1).copy_(m);
+    auto [lo, hi] = at::aminmax(raw);
+    absmax = std::max({absmax, std::abs(lo.item<double>()), std::abs(hi.item<double>())});
+    auto xc = at::sub(raw.to(compute_dtype_), m.to(compute_dtype_));
+    xc.mul_(xc);
+    row_sq_.add_(xc.sum(1, /*keepdim=*/false, at::kDouble));
+  }
+  const bool finite = at::isfinite(mean_).all().item<bool>() && std::isfinite(absmax);
+  VT_CHECK_ARG(finite, arg_, "expected finite activations, found NaN or inf");
+  trace_ = row_sq_.sum().item<double>();
+  // Centred values below the input's own rounding level count as zero variance.
+  const double eps = x_.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
+                     : x_.scalar_type() == at::kFloat ? std::numeric_limits<float>::epsilon()
+                     : x_.scalar_type() == at::kHalf  ? 9.77e-4
+                                                      : 7.82e-3;  // bfloat16
+  constant_ = trace_ <= static_cast<double>(n_) * static_cast<double>(p_) * (eps * absmax) * (eps * absmax);
+}
+
+at::Tensor LayerFit::centred(int64_t r0, int64_t r1, int64_t c0, int64_t c1, at::ScalarType dtype) const {
+  auto block = x_.slice(0, r0, r1).slice(1, c0, c1);
+  auto m = mean_.slice(0, c0, c1);
+#if VT_WITH_CUDA
+  if (block.is_cuda() && dtype == at::kFloat) return centre_columns_cuda(block, m);
+#endif
+  auto out = block.to(dtype, /*non_blocking=*/false, /*copy=*/true);
+  out.sub_(m.to(dtype));
+  return out.contiguous();
+}
+
+const at::Tensor& LayerFit::procrustes_factor() const {
+  if (factor_.defined()) return factor_;
+  VT_CHECK_ARG(!constant_, arg_, "Procrustes is undefined for a constant layer (zero variance after centring)");
+  const double inv_norm = 1.0 / std::sqrt(trace_);
+  if (p_ <= n_) {
+    factor_ = centred(0, n_, 0, p_, at::kDouble).mul_(inv_norm);
+    return factor_;
+  }
+  // Ẋ Ẋᵀ streamed over feature chunks, then its eigendecomposition (once per layer).
+  auto gram = at::zeros({n_, n_}, x_.options().dtype(at::kDouble));
+  const int64_t chunk = std::max<int64_t>(1, chunk_ / 2);
+  for (int64_t c0 = 0; c0 < p_; c0 += chunk) {
+    const int64_t c1 = std::min(p_, c0 + chunk);
+    auto xc = centred(0, n_, c0, c1, at::kDouble);
+    gram.addmm_(xc, xc.t());
+  }
+  gram.mul_(inv_norm * inv_norm);
+  auto [evals, evecs] = at::linalg_eigh(gram);
+  const double lmax = std::max(0.0, evals[-1].item<double>());
+  const double tol = static_cast<double>(n_) * std::numeric_limits<double>::epsilon() * lmax;
+  auto keep = at::nonzero(evals > tol).squeeze(1);
+  factor_ = evecs.index_select(1, keep).mul_(evals.index_select(0, keep).sqrt().unsqueeze(0)).contiguous();
+  return factor_;
+}
+
+}  // namespace vaetransfer::similarity

@@ -1,0 +1,63 @@
+// Per-layer precomputation for representational similarity (paper §2.2, App. C).
+//
+// A LayerFit is built once per layer of activations X (n examples × p features) and
+// reused by every pair that layer takes part in: column means (centring), the diagonal
+// and trace of the centred Gram K = Xc Xcᵀ (debiased CKA, constant-layer detection),
+// and, on first use by Procrustes, a factor F (n × r) with F Fᵀ = Ẋ Ẋᵀ where
+// Ẋ = Xc / ‖Xc‖_F (Eq. 7) and r ≤ min(n − 1, p) is the numerical rank.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace vaetransfer::similarity {
+
+struct FitOptions {
+  // Feature columns converted at a time when streaming a layer (0: about 64 MB per chunk).
+  int64_t chunk_features = 0;
+};
+
+class LayerFit {
+ public:
+  // x: (n, p) floating tensor, any device; also accepts (n, ...) and flattens the trailing dims.
+  // Stores a reference to x (no copy); x may use float16/bfloat16 storage.
+  // `arg` names the activations in error messages (e.g. "acts_b['enc1']").
+  explicit LayerFit(const at::Tensor& x, const FitOptions& options = {}, std::string arg = "x");
+
+  const at::Tensor& x() const { return x_; }
+  const std::string& arg() const { return arg_; }
+  int64_t n() const { return n_; }
+  int64_t p() const { return p_; }
+  // Dtype used for Gram arithmetic: float64 when x is float64, float32 otherwise.
+  at::ScalarType compute_dtype() const { return compute_dtype_; }
+  const at::Tensor& mean() const { return mean_; }      // (p,) column means, float64
+  const at::Tensor& row_sq() const { return row_sq_; }  // (n,) diag of centred Gram, float64
+  double trace() const { return trace_; }               // ‖Xc‖_F² = tr K
+  bool constant() const { return constant_; }           // every column constant (zero variance)
+  int64_t chunk_features() const { return chunk_; }
+
+  // Centred columns [c0, c1) of rows [r0, r1), in `dtype`, contiguous.
+  at::Tensor centred(int64_t r0, int64_t r1, int64_t c0, int64_t c1, at::ScalarType dtype) const;
+
+  // Procrustes factor F (n × r), float64, F Fᵀ = Ẋ Ẋᵀ. Computed on first call, then cached.
+  // p ≤ n: F = Ẋ itself; p > n: F = U Λ^{1/2} from the eigendecomposition of Ẋ Ẋᵀ,
+  // eigenvalues ≤ n·ε·λ_max dropped (they are rounding noise of a PSD matrix).
+  const at::Tensor& procrustes_factor() const;
+  bool has_procrustes_factor() const { return factor_.defined(); }
+
+ private:
+  at::Tensor x_;
+  std::string arg_;
+  int64_t n_ = 0, p_ = 0, chunk_ = 0;
+  at::ScalarType compute_dtype_ = at::kFloat;
+  at::Tensor mean_, row_sq_;
+  double trace_ = 0.0;
+  bool constant_ = false;
+  mutable at::Tensor factor_;
+};
+
+using LayerFitPtr = std::shared_ptr<LayerFit>;
+
+}  // namespace vaetransfer::similarity

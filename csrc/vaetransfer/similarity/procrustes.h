@@ -1,0 +1,37 @@
+// Procrustes similarity (paper Eq. 4, 5, 7): P_s(X, Y) = ‖ẎᵀẊ‖_* with Ẋ = Xc / ‖Xc‖_F.
+//
+// ‖ẎᵀẊ‖_* depends on X and Y only through their Grams: with per-layer factors F F ᵀ = Ẋ Ẋᵀ
+// (LayerFit::procrustes_factor, computed once per layer), ‖ẎᵀẊ‖_* = ‖F_yᵀ F_x‖_*, an
+// r_y × r_x problem per pair (r ≤ min(n − 1, p)), solved in float64.
+// Accuracy: exact to rounding for layers with p ≤ n (F = Ẋ). For p > n, F comes from the Gram's
+// eigendecomposition; a direction with a tiny eigenvalue λ enters through √λ, so near-null
+// directions of a rank-deficient layer limit the absolute accuracy to about 1e-8 (√ε).
+#pragma once
+#include <ATen/ATen.h>
+
+#include <string>
+
+#include "vaetransfer/similarity/layer_fit.h"
+
+namespace vaetransfer::similarity {
+
+// How a Procrustes result is reported. ν = ‖ẎᵀẊ‖_* ∈ [0, 1] is the paper's similarity (Eq. 5);
+// the distance forms used by other libraries are 2 − 2ν (Eq. 4 on normalised inputs), 1 − ν,
+// arccos ν (angular) and √(2 − 2ν).
+enum class ProcrustesForm { kSimilarity, kTwoMinusTwoNu, kOneMinusNu, kArccos, kSqrtTwoMinusTwoNu };
+
+// Names: "nu" (or "similarity"), "2-2nu", "1-nu", "arccos", "sqrt(2-2nu)".
+ProcrustesForm procrustes_form_from_name(const std::string& name, const char* arg = "form");
+double apply_procrustes_form(double nu, ProcrustesForm form);
+
+// ‖F_yᵀ F_x‖_* in float64: singular values when min(r_x, r_y) ≤ 512, otherwise
+// Σ √λ of the eigenvalues of the smaller of MᵀM / MMᵀ (M = F_yᵀF_x; about half the flops).
+double nuclear_norm_of_product(const at::Tensor& fy, const at::Tensor& fx);
+
+// ν for two fitted layers, clamped to [0, 1]; 1 exactly when both are the same fit.
+double procrustes_similarity(const LayerFit& x, const LayerFit& y);
+
+// One pair from activations X: (n, p_x), Y: (n, p_y), reported in `form`.
+double procrustes(const at::Tensor& x, const at::Tensor& y, ProcrustesForm form = ProcrustesForm::kSimilarity);
+
+}  // namespace vaetransfer::similarity

@@ -1,0 +1,395 @@
+"""Representational similarity: linear CKA, Procrustes, all-pairs heatmaps (paper §2.2–2.3, §4).
+
+Activations are ``(n, p)`` matrices over the same ``n`` examples (higher-rank tensors are
+flattened after the example axis). The numerics live in C++ (``vaetransfer._C.similarity``):
+
+* **Linear CKA** (Eq. 2) on column-centred ``X, Y``: ``‖YᵀX‖_F² / (‖XᵀX‖_F ‖YᵀY‖_F)``, equal to
+  ``⟨K, L⟩_F / (‖K‖_F ‖L‖_F)`` with centred Grams ``K = XXᵀ``; the feature or the Gram form is
+  chosen by cost. ``debiased=True`` replaces HSIC by its unbiased estimator (Song et al. 2012).
+* **Procrustes similarity** (Eq. 5, 7): ``ν = ‖ẎᵀẊ‖_*`` with ``Ẋ = (X − X̄) / ‖X − X̄‖_F``; the
+  distance forms of other libraries by name: ``"2-2nu"`` (Eq. 4 on normalised inputs), ``"1-nu"``,
+  ``"arccos"``, ``"sqrt(2-2nu)"``.
+* ``"min"``: ``min(CKA, ν)``, the paper's rule when the two disagree (§2.3).
+
+All-pairs work fits every layer once (:class:`LayerFit`: centring statistics, and for Procrustes a
+factor ``F Fᵀ = ẊẊᵀ`` from one eigendecomposition per layer) and reuses it across every pair:
+:func:`similarity_matrix` gives a whole layer × layer heatmap, :func:`cka_avg` the seed-averaged
+heatmap of Eq. 6. CKA never holds an ``n × n`` Gram per layer: Gram row blocks of all layers are
+streamed once (upper block triangle only) within ``memory_bytes``.
+
+Conventions for degenerate input: different ``n``, fewer than 2 examples, NaN/inf, or (by default)
+a constant layer raise :class:`vaetransfer.ArgumentError` (a ``ValueError``) naming the activations;
+with ``constant="zero"`` a pair involving a constant layer scores 0. Debiased CKA lies in [−1, 1];
+the other similarities in [0, 1]. The same layer object on both sides scores exactly 1.
+"""
+from __future__ import annotations
+
+import inspect
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable, Literal, Mapping, Sequence
+
+import torch
+
+from . import _C
+from ._C import ArgumentError, ArgumentTypeError
+
+_S = _C.similarity
+
+Measure = Literal["cka", "cka_debiased", "procrustes", "min"]
+ProcrustesForm = Literal["nu", "2-2nu", "1-nu", "arccos", "sqrt(2-2nu)"]
+MEASURES: tuple[str, ...] = ("cka", "cka_debiased", "procrustes", "min")
+PROCRUSTES_FORMS: tuple[str, ...] = ("nu", "2-2nu", "1-nu", "arccos", "sqrt(2-2nu)")
+_CKA_FORMS = {"auto": 0, "feature": 1, "gram": 2}
+_STORAGE_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+#: Per-layer precomputation (C++): ``LayerFit(x, chunk_features=0, name="x")`` with read-only
+#: ``n, p, mean, row_sq, trace, constant`` and ``procrustes_factor()`` (computed once, cached).
+LayerFit = _S.LayerFit
+
+__all__ = [
+    "LayerFit", "MEASURES", "PROCRUSTES_FORMS", "SimilarityMatrix", "SanityStudy", "activations",
+    "cka", "cka_avg", "fit_layers", "procrustes", "sanity_matrices", "sanity_study", "similarity",
+    "similarity_matrices", "similarity_matrix",
+]
+
+
+def _error(cls, argument: str, message: str):
+    exc = cls(f"argument '{argument}': {message}")
+    exc.argument = argument
+    return exc
+
+
+def _cka_form(form: str) -> int:
+    if form not in _CKA_FORMS:
+        raise _error(ArgumentError, "cka_form", f"expected one of {sorted(_CKA_FORMS)}, got {form!r}")
+    return _CKA_FORMS[form]
+
+
+def _constant_flag(constant: str) -> bool:
+    if constant not in ("raise", "zero"):
+        raise _error(ArgumentError, "constant", f"expected 'raise' or 'zero', got {constant!r}")
+    return constant == "zero"
+
+
+# --------------------------------------------------------------------------------------------
+# One pair
+# --------------------------------------------------------------------------------------------
+def cka(X: torch.Tensor, Y: torch.Tensor, *, debiased: bool = False, cka_form: str = "auto") -> float:
+    """Linear CKA (Eq. 2) of ``X: (n, p_x)`` and ``Y: (n, p_y)``.
+
+    ``cka_form``: ``"auto"`` picks the feature form (``‖YcᵀXc‖_F²``, cost ``n·p_x·p_y``) or the Gram
+    form (``⟨K, L⟩``, cost ``n²(p_x + p_y)/2``) by cost; ``"feature"``/``"gram"`` force one.
+    ``debiased``: unbiased HSIC (needs n ≥ 4); the result then lies in [−1, 1].
+    """
+    return float(_S.cka(X, Y, bool(debiased), _cka_form(cka_form)))
+
+
+def procrustes(X: torch.Tensor, Y: torch.Tensor, *, form: ProcrustesForm = "nu") -> float:
+    """Procrustes similarity ``ν = ‖ẎᵀẊ‖_*`` (Eq. 5, 7) of ``X: (n, p_x)``, ``Y: (n, p_y)``, or a
+    distance form of it (``"2-2nu"``, ``"1-nu"``, ``"arccos"``, ``"sqrt(2-2nu)"``)."""
+    return float(_S.procrustes(X, Y, form))
+
+
+def similarity(X: torch.Tensor, Y: torch.Tensor, measure: Measure = "cka", *, form: ProcrustesForm = "nu") -> float:
+    """One pair under any measure of :data:`MEASURES` (``"min"`` = ``min(CKA, ν)``)."""
+    fx, fy = LayerFit(X, name="X"), LayerFit(Y, name="Y")
+    return float(_S.similarity_matrices([[fx]], [[fy]], measure, form).item())
+
+
+# --------------------------------------------------------------------------------------------
+# All pairs
+# --------------------------------------------------------------------------------------------
+@dataclass
+class SimilarityMatrix:
+    """A layer × layer heatmap: ``values[k, l] = measure(A layer k, B layer l)``.
+
+    ``values``: ``(L_a, L_b)`` float64; ``rows``/``cols``: layer names of A / B; ``n_pairs``: how
+    many model pairs were averaged (Eq. 6: 25 for 5 × 5 seeds); ``n``: examples per layer.
+    """
+
+    values: torch.Tensor
+    rows: list[str]
+    cols: list[str]
+    measure: str
+    form: str = "nu"
+    n_pairs: int = 1
+    n: int = 0
+    per_pair: torch.Tensor | None = field(default=None, repr=False)  # (M_a, M_b, L_a, L_b) when averaged
+
+    def __getitem__(self, key: tuple[str, str]) -> float:
+        r, c = key
+        return float(self.values[self.rows.index(r), self.cols.index(c)])
+
+
+def fit_layers(acts: Mapping[str, torch.Tensor], *, argument: str = "acts", chunk_features: int = 0,
+               cache: dict | None = None) -> list:
+    """Fit every layer of an ``OrderedDict[name, (n, ...) tensor]`` once.
+
+    ``cache`` (a dict) shares fits between calls: the same tensor (same storage, shape, strides,
+    dtype) is fitted once, so a model compared with itself or with several others reuses its fits.
+    """
+    if not isinstance(acts, Mapping) or len(acts) == 0:
+        raise _error(ArgumentTypeError if not isinstance(acts, Mapping) else ArgumentError, argument,
+                     "expected a non-empty mapping of layer name to activations")
+    fits = []
+    for name, x in acts.items():
+        label = f"{argument}[{name!r}]"
+        if isinstance(x, LayerFit):
+            fits.append(x)
+            continue
+        if not isinstance(x, torch.Tensor):
+            raise _error(ArgumentTypeError, label, f"expected a tensor, got {type(x).__name__}")
+        key = (x.data_ptr(), tuple(x.shape), tuple(x.stride()), x.dtype, str(x.device))
+        if cache is not None and key in cache:
+            fits.append(cache[key])
+            continue
+        f = LayerFit(x, chunk_features, label)
+        if cache is not None:
+            cache[key] = f
+        fits.append(f)
+    return fits
+
+
+def _names(models: Sequence[Mapping[str, torch.Tensor]], argument: str) -> list[str]:
+    names = list(models[0].keys())
+    for i, m in enumerate(models):
+        if list(m.keys()) != names:
+            raise _error(ArgumentError, argument, f"model {i} has layers {list(m.keys())}, expected {names}")
+    return names
+
+
+def similarity_matrices(models_a: Sequence[Mapping[str, torch.Tensor]], models_b: Sequence[Mapping[str, torch.Tensor]],
+                        measure: Measure = "cka", *, form: ProcrustesForm = "nu", constant: str = "raise",
+                        memory_bytes: int = 1 << 30, cka_form: str = "auto") -> torch.Tensor:
+    """Every model of A against every model of B in one pass: ``(M_a, M_b, L_a, L_b)`` float64.
+
+    Each distinct layer is fitted once and its Gram rows / Procrustes factor serve all its pairs.
+    """
+    for arg, models in (("models_a", models_a), ("models_b", models_b)):
+        if isinstance(models, Mapping) or not isinstance(models, Sequence) or len(models) == 0:
+            raise _error(ArgumentTypeError, arg, "expected a non-empty sequence of activation mappings")
+    cache: dict = {}
+    fa = [fit_layers(m, argument=f"models_a[{i}]", cache=cache) for i, m in enumerate(models_a)]
+    fb = [fit_layers(m, argument=f"models_b[{j}]", cache=cache) for j, m in enumerate(models_b)]
+    return _S.similarity_matrices(fa, fb, measure, form, _constant_flag(constant), int(memory_bytes),
+                                  _cka_form(cka_form))
+
+
+def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, torch.Tensor],
+                      measure: Measure = "cka", *, form: ProcrustesForm = "nu", constant: str = "raise",
+                      memory_bytes: int = 1 << 30, cka_form: str = "auto") -> SimilarityMatrix:
+    """The full layer × layer heatmap of two models in one call.
+
+    ``acts_a``/``acts_b``: ``OrderedDict[name, (n, ...) tensor]`` (e.g. from :func:`activations`),
+    same ``n`` examples. ``measure``: ``"cka"`` (Eq. 2), ``"cka_debiased"``, ``"procrustes"`` (Eq. 5,
+    reported in ``form``) or ``"min"``. ``memory_bytes`` bounds the streamed CKA Gram blocks.
+    """
+    for arg, acts in (("acts_a", acts_a), ("acts_b", acts_b)):
+        if not isinstance(acts, Mapping):
+            raise _error(ArgumentTypeError, arg, f"expected a mapping of layer name to activations, got {type(acts).__name__}")
+    cache: dict = {}
+    fa = fit_layers(acts_a, argument="acts_a", cache=cache)
+    fb = fit_layers(acts_b, argument="acts_b", cache=cache)
+    values = _S.similarity_matrices([fa], [fb], measure, form, _constant_flag(constant), int(memory_bytes),
+                                    _cka_form(cka_form))[0, 0]
+    return SimilarityMatrix(values, list(acts_a.keys()), list(acts_b.keys()), measure, form, 1, fa[0].n)
+
+
+def cka_avg(models_a: Sequence[Mapping[str, torch.Tensor]], models_b: Sequence[Mapping[str, torch.Tensor]],
+            measure: Measure = "cka", *, form: ProcrustesForm = "nu", constant: str = "raise",
+            memory_bytes: int = 1 << 30) -> SimilarityMatrix:
+    """Eq. 6: ``CKA_avg(M_j^A, M_k^B) = 1/(M_a M_b) Σ_i Σ_l CKA(M_j^{A_i}, M_k^{B_l})`` over all seed
+    pairs (5 × 5 = 25 in the paper), computed in one pass with every layer fitted once. Any measure."""
+    per_pair = similarity_matrices(models_a, models_b, measure, form=form, constant=constant,
+                                   memory_bytes=memory_bytes)
+    rows, cols = _names(models_a, "models_a"), _names(models_b, "models_b")
+    n = next(iter(models_a[0].values())).shape[0]
+    return SimilarityMatrix(per_pair.mean(dim=(0, 1)), rows, cols, measure, form,
+                            per_pair.shape[0] * per_pair.shape[1], n, per_pair)
+
+
+# --------------------------------------------------------------------------------------------
+# Activations
+# --------------------------------------------------------------------------------------------
+def _first_tensor(out):
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            t = _first_tensor(o)
+            if t is not None:
+                return t
+    if isinstance(out, Mapping):
+        for o in out.values():
+            t = _first_tensor(o)
+            if t is not None:
+                return t
+    return None
+
+
+def _hooked_forward(model: torch.nn.Module, layers: Sequence[str] | None) -> tuple[list[str], Callable]:
+    modules = dict(model.named_modules())
+    if layers is None:
+        layers = ["input"] + [n for n, m in model.named_modules() if n and not any(True for _ in m.children())]
+    for name in layers:
+        if name != "input" and name not in modules:
+            raise _error(ArgumentError, "layers", f"no submodule named {name!r} (known: {[n for n in modules if n]})")
+
+    def forward(xb: torch.Tensor, **kwargs) -> "OrderedDict[str, torch.Tensor]":
+        captured: dict[str, torch.Tensor] = {}
+        handles = []
+        try:
+            for name in layers:
+                if name == "input":
+                    continue
+
+                def hook(_m, _inp, out, _name=name):
+                    t = _first_tensor(out)
+                    if t is not None:
+                        captured[_name] = t
+
+                handles.append(modules[name].register_forward_hook(hook))
+            model(xb, **kwargs)
+        finally:
+            for h in handles:
+                h.remove()
+        result = OrderedDict()
+        for name in layers:
+            if name == "input":
+                result[name] = xb
+            elif name not in captured:
+                raise _error(ArgumentError, "layers", f"submodule {name!r} produced no tensor output in forward()")
+            else:
+                result[name] = captured[name]
+        return result
+
+    return list(layers), forward
+
+
+def activations(model, x: torch.Tensor, layers: Sequence[str] | None = None, *, batch_size: int = 256,
+                dtype: torch.dtype = torch.float32, device: torch.device | str | None = "cpu",
+                **model_kwargs) -> "OrderedDict[str, torch.Tensor]":
+    """Activations of ``model`` on the ``n`` examples ``x: (n, ...)``, in chunks of ``batch_size``.
+
+    ``model``: an object with ``activations(x, layers=None) -> OrderedDict[name, Tensor]`` (the
+    vaetransfer models), else any ``torch.nn.Module``: forward hooks on the named submodules
+    ``layers`` (``"input"`` is the input itself; default: ``"input"`` and every leaf submodule),
+    always removed afterwards, even when forward raises. Runs under ``torch.no_grad()`` in the
+    model's current train/eval mode. Returns ``OrderedDict[name, (n, p)]`` flattened after the
+    example axis, stored as ``dtype`` (float32 default; float16/bfloat16 halve the memory) on ``device``.
+
+    ``model_kwargs`` go to ``model.activations`` / ``model``; a tensor whose first dimension is ``n``
+    is treated as per-example (e.g. the noise ``eps`` of a VAE's sampled layer) and sliced per chunk.
+    When ``model.activations`` takes no ``layers`` argument, the requested layers are selected from
+    its output.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise _error(ArgumentTypeError, "x", f"expected a tensor of examples, got {type(x).__name__}")
+    if x.dim() < 1 or x.shape[0] < 1:
+        raise _error(ArgumentError, "x", f"expected at least one example, got shape {tuple(x.shape)}")
+    if dtype not in _STORAGE_DTYPES:
+        raise _error(ArgumentTypeError, "dtype", f"expected one of {_STORAGE_DTYPES}, got {dtype}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise _error(ArgumentError, "batch_size", f"expected a positive int, got {batch_size!r}")
+    n = x.shape[0]
+    custom = getattr(model, "activations", None)
+    if callable(custom):
+        names = None if layers is None else list(layers)
+        try:
+            takes_layers = "layers" in inspect.signature(custom).parameters
+        except (TypeError, ValueError):
+            takes_layers = True
+
+        def forward(xb, **kw):
+            acts = custom(xb, layers=names, **kw) if takes_layers else custom(xb, **kw)
+            if names is None or takes_layers:
+                return acts
+            missing = [k for k in names if k not in acts]
+            if missing:
+                raise _error(ArgumentError, "layers", f"unknown layers {missing} (known: {list(acts)})")
+            return OrderedDict((k, acts[k]) for k in names)
+    elif isinstance(model, torch.nn.Module):
+        _, hooked = _hooked_forward(model, layers)
+
+        def forward(xb, **kw):
+            return hooked(xb, **kw)
+    else:
+        raise _error(ArgumentTypeError, "model", "expected a torch.nn.Module or an object with activations(x, layers)")
+
+    try:
+        model_device = next(model.parameters()).device if isinstance(model, torch.nn.Module) else x.device
+    except StopIteration:
+        model_device = x.device
+    out: "OrderedDict[str, torch.Tensor]" = OrderedDict()
+    with torch.no_grad():
+        for start in range(0, n, batch_size):
+            xb = x[start:start + batch_size].to(model_device)
+            kw = {k: (v[start:start + batch_size].to(model_device)
+                      if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == n else v)
+                  for k, v in model_kwargs.items()}
+            acts = forward(xb, **kw)
+            for name, a in acts.items():
+                a = a.reshape(a.shape[0], -1)
+                if name not in out:
+                    out[name] = torch.empty((n, a.shape[1]), dtype=dtype, device=device or a.device)
+                out[name][start:start + a.shape[0]].copy_(a)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Sanity study (paper Fig. 1)
+# --------------------------------------------------------------------------------------------
+def sanity_matrices(n: int, *, features: int = 50, shared: Sequence[float] = (0.8, 0.5, 0.0),
+                    seed: int = 0, dtype: torch.dtype = torch.float64) -> "OrderedDict[str, torch.Tensor]":
+    """A and matrices sharing a fraction of A's features (paper §2.3, Fig. 1).
+
+    ``A``: ``(n, features)`` i.i.d. standard normal; for each fraction ``s`` in ``shared`` a matrix
+    keeping ``round(s·features)`` of A's columns, the rest replaced by independent standard normal
+    noise. Default names ``B`` (80 %), ``C`` (50 %), ``D`` (0 %), as in the paper.
+    """
+    if n < 2:
+        raise _error(ArgumentError, "n", f"expected at least 2 examples, got {n}")
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(n, features, generator=g, dtype=dtype)
+    out = OrderedDict(A=a)
+    for i, s in enumerate(shared):
+        if not 0.0 <= s <= 1.0:
+            raise _error(ArgumentError, "shared", f"expected fractions in [0, 1], got {s}")
+        k = int(round(s * features))
+        m = torch.randn(n, features, generator=g, dtype=dtype)
+        m[:, :k] = a[:, :k]
+        out[chr(ord("B") + i)] = m
+    return out
+
+
+@dataclass
+class SanityStudy:
+    """Fig. 1 data: ``cka[i, j]`` / ``procrustes[i, j]`` = similarity of A with the i-th matrix
+    (sharing ``shared[i]``) at ``ns[j]`` examples, averaged over ``repeats`` draws."""
+
+    ns: list[int]
+    shared: list[float]
+    names: list[str]
+    cka: torch.Tensor
+    procrustes: torch.Tensor
+
+
+def sanity_study(ns: Sequence[int] = (50, 100, 200, 500, 1000, 2000, 5000), *, features: int = 50,
+                 shared: Sequence[float] = (0.8, 0.5, 0.0), seed: int = 0, repeats: int = 1) -> SanityStudy:
+    """Both measures vs the number of examples ``n`` for A against B, C, D (paper Fig. 1).
+
+    Expected: CKA and Procrustes ≈ the shared fraction for B and C at large n; for D (nothing
+    shared) Procrustes overestimates at small n while CKA drops towards 0.
+    """
+    names = [chr(ord("B") + i) for i in range(len(shared))]
+    c = torch.zeros(len(shared), len(ns), dtype=torch.float64)
+    p = torch.zeros_like(c)
+    for r in range(repeats):
+        for j, n in enumerate(ns):
+            mats = sanity_matrices(int(n), features=features, shared=shared, seed=seed + 1000 * r + j)
+            a = {"A": mats["A"]}
+            others = OrderedDict((k, mats[k]) for k in names)
+            c[:, j] += similarity_matrix(others, a, "cka").values[:, 0]
+            p[:, j] += similarity_matrix(others, a, "procrustes").values[:, 0]
+    return SanityStudy(list(map(int, ns)), list(shared), names, c / repeats, p / repeats)

@@ -1,0 +1,336 @@
+"""Similarity engine: CKA, Procrustes, all-pairs matrices, activations, sanity study, plots.
+
+Oracles: Kornblith et al.'s published demo values, float64 NumPy definitions written here from
+the formulas (Eq. 2, Eq. 5/7, U-centred HSIC), closed-form invariances, brute-force averages.
+"""
+from collections import OrderedDict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np
+import pytest
+import torch
+
+import vaetransfer
+from vaetransfer import similarity as sim
+from vaetransfer import plots
+
+
+# ----------------------------------------------------------------------------- NumPy oracles
+def np_cka(x, y):
+    x = x - x.mean(0)
+    y = y - y.mean(0)
+    return np.linalg.norm(y.T @ x) ** 2 / (np.linalg.norm(x.T @ x) * np.linalg.norm(y.T @ y))
+
+
+def np_ucentre(k):
+    n = k.shape[0]
+    k = k.copy()
+    np.fill_diagonal(k, 0.0)
+    r = k.sum(1) / (n - 2)
+    t = k.sum() / ((n - 1) * (n - 2))
+    u = k - r[:, None] - r[None, :] + t
+    np.fill_diagonal(u, 0.0)
+    return u
+
+
+def np_cka_debiased(x, y):
+    kx, ky = np_ucentre(x @ x.T), np_ucentre(y @ y.T)
+    return (kx * ky).sum() / np.sqrt((kx * kx).sum() * (ky * ky).sum())
+
+
+def np_procrustes(x, y):
+    x = x - x.mean(0)
+    y = y - y.mean(0)
+    x = x / np.linalg.norm(x)
+    y = y / np.linalg.norm(y)
+    return np.linalg.svd(y.T @ x, compute_uv=False).sum()
+
+
+def t64(a):
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def kornblith_demo():
+    np.random.seed(1337)
+    x = np.random.randn(100, 10)
+    y = np.random.randn(100, 10) + x
+    return x, y
+
+
+# ----------------------------------------------------------------------------- single pairs
+def test_published_oracle():
+    x, y = kornblith_demo()
+    assert sim.cka(t64(x), t64(y)) == pytest.approx(0.55761, abs=5e-6)
+    assert sim.cka(t64(x), t64(y), debiased=True) == pytest.approx(0.51346, abs=5e-6)
+    # float32 storage stays within float32 accuracy of the same value
+    assert sim.cka(t64(x).float(), t64(y).float()) == pytest.approx(0.5576133, abs=2e-6)
+
+
+@pytest.mark.parametrize("n,px,py", [(40, 600, 500), (300, 8, 12), (60, 60, 7)])
+def test_agrees_with_float64_numpy(n, px, py):
+    rng = np.random.default_rng(n + px)
+    x = rng.standard_normal((n, px)) * rng.uniform(0.1, 3, px) + rng.standard_normal(px)
+    y = x[:, :min(px, py)] @ rng.standard_normal((min(px, py), py)) + 2.0 * rng.standard_normal((n, py))
+    for form in ("auto", "feature", "gram"):
+        assert sim.cka(t64(x), t64(y), cka_form=form) == pytest.approx(np_cka(x, y), rel=1e-10)
+        assert sim.cka(t64(x), t64(y), debiased=True, cka_form=form) == pytest.approx(np_cka_debiased(x, y), rel=1e-9)
+    assert sim.procrustes(t64(x), t64(y)) == pytest.approx(np_procrustes(x, y), rel=1e-9)
+    assert sim.procrustes(t64(y), t64(x)) == pytest.approx(np_procrustes(x, y), rel=1e-9)
+
+
+def test_feature_and_gram_forms_agree_float32():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(200, 300, generator=g)
+    y = x[:, :50] @ torch.randn(50, 40, generator=g) + torch.randn(200, 40, generator=g)
+    a, b = sim.cka(x, y, cka_form="feature"), sim.cka(x, y, cka_form="gram")
+    assert a == pytest.approx(b, rel=1e-5)
+    assert a == pytest.approx(np_cka(x.double().numpy(), y.double().numpy()), rel=1e-5)
+
+
+def test_invariances():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((80, 20))
+    q, _ = np.linalg.qr(rng.standard_normal((20, 20)))
+    y = 3.7 * x @ q
+    assert sim.cka(t64(x), t64(y)) == pytest.approx(1.0, abs=1e-12)
+    assert sim.procrustes(t64(x), t64(y + rng.standard_normal(20))) == pytest.approx(1.0, abs=1e-12)
+    # Q with more columns (isometric embedding into a wider space) keeps both at 1.
+    q2, _ = np.linalg.qr(rng.standard_normal((30, 20)))
+    assert sim.cka(t64(x), t64(0.5 * x @ q2.T)) == pytest.approx(1.0, abs=1e-12)
+    # A general invertible, non-orthogonal map changes both.
+    a = rng.standard_normal((20, 20)) @ np.diag(np.logspace(0, 2, 20))
+    assert np.linalg.matrix_rank(a) == 20
+    assert sim.cka(t64(x), t64(x @ a)) < 0.95
+    assert sim.procrustes(t64(x), t64(x @ a)) < 0.95
+
+
+def test_procrustes_distance_forms():
+    x, y = kornblith_demo()
+    nu = np_procrustes(x, y)
+    expect = {"nu": nu, "2-2nu": 2 - 2 * nu, "1-nu": 1 - nu, "arccos": np.arccos(nu), "sqrt(2-2nu)": np.sqrt(2 - 2 * nu)}
+    for form, value in expect.items():
+        assert sim.procrustes(t64(x), t64(y), form=form) == pytest.approx(value, rel=1e-10)
+    # Eq. 4 on normalised inputs: ‖Ẋ‖² + ‖Ẏ‖² − 2‖ẎᵀẊ‖_* = 2 − 2ν = min_Q ‖Ẋ − ẎQ‖_F² (brute force).
+    xc, yc = x - x.mean(0), y - y.mean(0)
+    xd, yd = xc / np.linalg.norm(xc), yc / np.linalg.norm(yc)
+    u, _, vt = np.linalg.svd(yd.T @ xd)
+    assert np.linalg.norm(xd - yd @ (u @ vt)) ** 2 == pytest.approx(sim.procrustes(t64(x), t64(y), form="2-2nu"), rel=1e-9)
+
+
+def test_min_measure_and_factor():
+    x, y = kornblith_demo()
+    m = sim.similarity(t64(x), t64(y), "min")
+    assert m == pytest.approx(min(np_cka(x, y), np_procrustes(x, y)), rel=1e-10)
+    # p > n: the per-layer factor reproduces ẊẊᵀ (one eigendecomposition per layer).
+    z = torch.randn(30, 200, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
+    f = sim.LayerFit(z)
+    zc = z - z.mean(0)
+    zc = zc / zc.norm()
+    fac = f.procrustes_factor()
+    assert fac.shape[1] <= 29  # centred rank ≤ n − 1
+    assert torch.allclose(fac @ fac.T, zc @ zc.T, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- all pairs
+def make_model_acts(seed, n=60, widths=(5, 40, 120, 3), base=None, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    h = base if base is not None else torch.randn(n, 16, generator=g, dtype=dtype)
+    acts = OrderedDict(input=h)
+    for i, w in enumerate(widths):
+        h = torch.relu(h @ torch.randn(h.shape[1], w, generator=g, dtype=dtype) + 0.1)
+        acts[f"enc{i + 1}" if i < 2 else f"dec{i - 1}"] = h
+    return acts
+
+
+def test_matrix_properties_and_pairs():
+    base = torch.randn(60, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(117))
+    a = make_model_acts(1, base=base)
+    b = make_model_acts(2, base=base)
+    for measure in ("cka", "procrustes", "min"):
+        self_m = sim.similarity_matrix(a, a, measure).values
+        assert torch.equal(torch.diagonal(self_m), torch.ones(len(a), dtype=torch.float64))
+        assert torch.allclose(self_m, self_m.T, atol=1e-12)
+        ab = sim.similarity_matrix(a, b, measure)
+        ba = sim.similarity_matrix(b, a, measure)
+        assert torch.allclose(ab.values, ba.values.T, atol=1e-12)
+        assert ab.values.min() >= 0 and ab.values.max() <= 1
+        assert ab.rows == list(a) and ab.cols == list(b)
+        for k, (na, xa) in enumerate(a.items()):
+            for l, (nb, xb) in enumerate(b.items()):
+                ref = {"cka": np_cka, "procrustes": np_procrustes,
+                       "min": lambda u, v: min(np_cka(u, v), np_procrustes(u, v))}[measure](xa.numpy(), xb.numpy())
+                # Procrustes via per-layer Gram eigendecompositions: near-null directions of a
+                # rank-deficient layer enter through √λ, so the documented accuracy is ~1e-8 absolute.
+                tol = 1e-12 if measure == "cka" else 1e-8
+                assert ab[na, nb] == pytest.approx(ref, rel=1e-9, abs=tol)
+    # the input layer is literally shared: one fit, exactly 1
+    assert sim.similarity_matrix(a, b)["input", "input"] == 1.0
+
+
+def test_streaming_block_size_does_not_change_values():
+    a = make_model_acts(3, n=90, widths=(200, 150), dtype=torch.float32)
+    b = make_model_acts(4, n=90, widths=(300, 10), dtype=torch.float32)
+    big = sim.similarity_matrix(a, b, memory_bytes=1 << 30, cka_form="gram").values
+    tiny = sim.similarity_matrix(a, b, memory_bytes=4096, cka_form="gram").values
+    feat = sim.similarity_matrix(a, b, cka_form="feature").values
+    assert torch.allclose(big, tiny, atol=2e-6)
+    assert torch.allclose(big, feat, atol=2e-5)
+    deb = sim.similarity_matrix(a, b, "cka_debiased").values
+    assert deb[1, 2] == pytest.approx(np_cka_debiased(a["enc1"].double().numpy(), b["enc2"].double().numpy()), abs=1e-5)
+
+
+def test_cka_avg_is_mean_over_seed_pairs():
+    base = torch.randn(50, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    ma = [make_model_acts(s, n=50, base=base) for s in range(3)]
+    mb = [make_model_acts(10 + s, n=50, base=base) for s in range(2)]
+    avg = sim.cka_avg(ma, mb)
+    brute = torch.stack([sim.similarity_matrix(x, y).values for x in ma for y in mb]).mean(0)
+    assert avg.n_pairs == 6
+    assert torch.allclose(avg.values, brute, atol=1e-12)
+    p = sim.cka_avg(ma, mb, "procrustes")
+    brute_p = torch.stack([sim.similarity_matrix(x, y, "procrustes").values for x in ma for y in mb]).mean(0)
+    assert torch.allclose(p.values, brute_p, atol=1e-12)
+
+
+def test_low_precision_storage():
+    a = make_model_acts(5, n=80, dtype=torch.float32)
+    b = make_model_acts(6, n=80, dtype=torch.float32)
+    ref = sim.similarity_matrix(a, b).values
+    for dt in (torch.float16, torch.bfloat16):
+        low = sim.similarity_matrix({k: v.to(dt) for k, v in a.items()}, {k: v.to(dt) for k, v in b.items()}).values
+        assert torch.allclose(low, ref, atol=2e-2)
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_input_named_errors():
+    x = torch.randn(20, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
+    with pytest.raises(vaetransfer.ArgumentError) as e:
+        sim.cka(x, torch.randn(21, 5, dtype=torch.float64))
+    assert e.value.argument == "y"
+    with pytest.raises(vaetransfer.ArgumentError) as e:
+        sim.similarity_matrix({"a": x}, {"b": torch.randn(19, 3)})
+    assert e.value.argument == "acts_b['b']"
+    with pytest.raises(vaetransfer.ArgumentError) as e:
+        sim.cka(torch.randn(1, 5), torch.randn(1, 5))
+    assert e.value.argument == "x"
+    bad = x.clone()
+    bad[3, 2] = float("nan")
+    with pytest.raises(vaetransfer.ArgumentError) as e:
+        sim.procrustes(x, bad)
+    assert e.value.argument == "y"
+    const = torch.full((20, 4), 3.25)
+    for measure in ("cka", "cka_debiased", "procrustes"):
+        with pytest.raises(vaetransfer.ArgumentError) as e:
+            sim.similarity_matrix({"a": x}, {"c": const}, measure)
+        assert e.value.argument == "acts_b['c']"
+        m = sim.similarity_matrix({"a": x}, {"c": const, "x": x}, measure, constant="zero").values
+        assert m[0, 0] == 0.0 and m[0, 1] == 1.0 and not torch.isnan(m).any()
+    with pytest.raises(vaetransfer.ArgumentError) as e:
+        sim.similarity_matrix({"a": x}, {"a": x}, "nope")
+    assert e.value.argument == "measure"
+    with pytest.raises(vaetransfer.ArgumentError) as e:
+        sim.procrustes(x, x, form="2-nu")
+    assert e.value.argument == "form"
+    with pytest.raises(vaetransfer.ArgumentError) as e:
+        sim.cka(x[:3], x[:3] * 2, debiased=True)
+    with pytest.raises(vaetransfer.ArgumentTypeError) as e:
+        sim.cka(torch.ones(5, 2, dtype=torch.int64), x[:5])
+    assert e.value.argument == "x"
+
+
+# ----------------------------------------------------------------------------- activations
+class Tiny(torch.nn.Module):
+    def __init__(self, fail=False):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 3, 3, padding=1)
+        self.fc = torch.nn.Linear(3 * 8 * 8, 7)
+        self.fail = fail
+
+    def forward(self, x):
+        h = torch.relu(self.conv(x))
+        if self.fail:
+            raise RuntimeError("boom")
+        return self.fc(h.flatten(1))
+
+
+def test_activations_by_hooks_chunked_and_removed():
+    torch.manual_seed(0)
+    m = Tiny()
+    x = torch.rand(37, 1, 8, 8)
+    acts = sim.activations(m, x, ["input", "conv", "fc"], batch_size=10)
+    assert list(acts) == ["input", "conv", "fc"]
+    assert acts["conv"].shape == (37, 192) and acts["fc"].shape == (37, 7)
+    with torch.no_grad():
+        assert torch.allclose(acts["conv"], m.conv(x).flatten(1), atol=1e-6)
+        assert torch.allclose(acts["fc"], m(x), atol=1e-6)
+    assert all(len(mod._forward_hooks) == 0 for mod in m.modules())
+    half = sim.activations(m, x, ["fc"], dtype=torch.bfloat16)
+    assert half["fc"].dtype == torch.bfloat16
+    bad = Tiny(fail=True)
+    with pytest.raises(RuntimeError):
+        sim.activations(bad, x, ["conv"], batch_size=8)
+    assert all(len(mod._forward_hooks) == 0 for mod in bad.modules())
+    with pytest.raises(vaetransfer.ArgumentError) as e:
+        sim.activations(m, x, ["nope"])
+    assert e.value.argument == "layers"
+
+
+def test_activations_protocol_and_reference_vae():
+    from vaetransfer.torch_reference import ReferenceVAE
+
+    torch.manual_seed(1)
+    vae = ReferenceVAE("conv")
+    x = torch.rand(12, 1, 64, 64)
+    eps = torch.randn(12, 10)
+    acts = sim.activations(vae, x, batch_size=5, eps=eps)
+    names = ["input", "enc1", "enc2", "enc3", "enc4", "enc5", "mean", "logvar", "sampled",
+             "dec1", "dec2", "dec3", "dec4", "dec5", "dec6"]
+    assert list(acts) == names
+    with torch.no_grad():
+        full = vae.activations(x, eps)
+    for k in names:
+        assert torch.allclose(acts[k], full[k], atol=1e-5), k
+    assert acts["enc1"].shape == (12, 32 * 32 * 32)
+    sub = sim.activations(vae, x, ["mean", "dec6"], eps=eps)
+    assert list(sub) == ["mean", "dec6"]
+
+    class WithLayers:
+        def activations(self, x, layers=None):
+            out = OrderedDict(a=x * 2, b=x.sum(1, keepdim=True))
+            return out if layers is None else OrderedDict((k, out[k]) for k in layers)
+
+    got = sim.activations(WithLayers(), torch.arange(12.0).reshape(6, 2), ["b"], batch_size=4)
+    assert torch.equal(got["b"], torch.tensor([[1.0], [5.0], [9.0], [13.0], [17.0], [21.0]]))
+
+
+# ----------------------------------------------------------------------------- sanity study, plots
+def test_sanity_study_fig1():
+    study = sim.sanity_study(ns=(60, 4000), seed=0)
+    assert study.names == ["B", "C", "D"]
+    for measure in (study.cka, study.procrustes):
+        assert measure[0, -1] == pytest.approx(0.8, abs=0.04)
+        assert measure[1, -1] == pytest.approx(0.5, abs=0.04)
+    # D shares nothing: CKA drops towards 0, Procrustes overestimates at small n.
+    assert study.cka[2, -1] < 0.05
+    assert study.procrustes[2, 0] > study.cka[2, 0] + 0.2
+    fig = plots.sanity_study_figure(study)
+    assert len(fig.axes) == 3
+
+
+def test_heatmap_plot():
+    base = torch.randn(40, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
+    ma = [make_model_acts(s, n=40, base=base, widths=(5, 9, 7, 3)) for s in range(2)]
+    for acts in ma:
+        acts["sampled"] = acts.pop("enc2")
+        acts.move_to_end("sampled", last=False)
+    names = list(ma[0])
+    avg = sim.cka_avg(ma, ma)
+    ax = plots.similarity_heatmap(avg)
+    assert [t.get_text() for t in ax.get_xticklabels()] == names
+    assert [t.get_text() for t in ax.get_yticklabels()] == names
+    assert ax.images[0].get_clim() == (0.0, 1.0)
+    assert "averaged over 4 seed pairs" in ax.get_title()
+    assert len(ax.lines) == 2  # encoder/decoder separators, after "sampled"
+    assert ax.lines[0].get_ydata()[0] == pytest.approx(names.index("sampled") + 0.5)
