@@ -9,7 +9,8 @@ from vaetransfer import cli, data
 def test_quickstart_writes_figures_and_summary(tmp_path):
     out = tmp_path / "qs"
     # A short version of the main job: full data sets, two tiny training runs.
-    assert cli.main(["quickstart", "--out", str(out), "--steps", "30", "--n", "512", "--quiet"]) == 0
+    assert cli.main(["quickstart", "--out", str(out), "--steps", "30", "--n", "512", "--similarity-n", "200",
+                     "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["data"]["dsprites"]["count"] == data.DSPRITES_COUNT
     assert summary["data"]["tetrominoes"]["count"] == data.TETROMINOES_COUNT
@@ -19,9 +20,14 @@ def test_quickstart_writes_figures_and_summary(tmp_path):
     assert set(runs) == {"β=1", "β=8"} and all(r["steps"] == 30 for r in runs.values())
     assert all(r["loss_last"] < r["loss_first"] for r in runs.values())
     for name in ("dsprites_samples", "dsprites_shapes", "tetrominoes_samples", "tetrominoes_factors",
-                 "loss_curves", "reconstructions", "traversal_beta_1", "traversal_beta_8"):
+                 "loss_curves", "reconstructions", "traversal_beta_1", "traversal_beta_8",
+                 "heatmap_cka", "heatmap_procrustes"):
         png = (out / f"{name}.png").read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5_000, name
+    sim = summary["similarity"]
+    assert sim["n"] == 200 and len(sim["layers"]) == 15
+    assert sim["diagonal"]["cka"]["input"] == 1.0 and sim["diagonal"]["procrustes"]["input"] == 1.0
+    assert all(0.0 <= v <= 1.0 for d in sim["diagonal"].values() for v in d.values())
     index = (out / "index.md").read_text()
     assert "tetrominoes_factors.png" in index
     assert not list(out.glob(".*.tmp"))  # atomic writes leave no temporaries

@@ -9,7 +9,8 @@ import sys
 def _quickstart(args) -> int:
     from .experiments import quickstart
 
-    quickstart.run(args.out, seed=args.seed, steps=args.steps, n=args.n, progress=not args.quiet)
+    quickstart.run(args.out, seed=args.seed, steps=args.steps, n=args.n, similarity_n=args.similarity_n,
+                   progress=not args.quiet)
     return 0
 
 
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=1500, help="training steps of each quickstart model (default 1500)")
     p.add_argument("--n", type=int, default=16384, help="dSprites images the models train on (0: all)")
+    p.add_argument("--similarity-n", type=int, default=1000, help="images the CKA/Procrustes heatmaps use")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=_quickstart)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .. import build_info, data, plots
+from .. import build_info, data, plots, similarity
 from ..io import write_json, write_text
 from . import beta_vae_pair
 
@@ -86,11 +86,32 @@ def _training_section(out: Path, seed: int, steps: int, n: int, progress: bool) 
                        "steps": run.step, "loss_first": round(first, 2),
                        "loss_last": round(last, 2), "kl_last": round(float(history["kl"][-window:].mean()), 3),
                        "window": window}
-    return {"steps": steps, "n": n, "runs": runs, "seconds": round(time.perf_counter() - start, 1)}
+    summary = {"steps": steps, "n": n, "runs": runs, "seconds": round(time.perf_counter() - start, 1)}
+    return summary, pair["runs"]
+
+
+def _similarity_section(out: Path, runs: dict, n_examples: int) -> dict:
+    """CKA and Procrustes heatmaps between the β = 1 and β = 8 models (paper Fig. 3 style)."""
+    step = max(1, data.DSPRITES_COUNT // n_examples)
+    x = data.dsprites(torch.arange(0, data.DSPRITES_COUNT, step)[:n_examples]).float_images()
+    (label_a, run_a), (label_b, run_b) = runs.items()
+    start = time.perf_counter()
+    acts_a = similarity.activations(run_a.model(), x)
+    acts_b = similarity.activations(run_b.model(), x)
+    seconds = {"activations": round(time.perf_counter() - start, 2)}
+    diagonals = {}
+    for measure in ("cka", "procrustes"):
+        start = time.perf_counter()
+        matrix = similarity.similarity_matrix(acts_a, acts_b, measure)
+        seconds[measure] = round(time.perf_counter() - start, 2)
+        fig = plots.similarity_heatmap(matrix, title=f"{measure}: {label_a} (rows) vs {label_b} (columns), n = {len(x)}").figure
+        plots.save_figure(fig, out / f"heatmap_{measure}.png")
+        diagonals[measure] = {name: round(float(v), 4) for name, v in zip(matrix.rows, matrix.values.diagonal())}
+    return {"n": len(x), "layers": list(acts_a), "seconds": seconds, "diagonal": diagonals}
 
 
 def run(out_dir: str | Path = "runs/quickstart", *, seed: int = 0, steps: int = 1500, n: int = 16384,
-        progress: bool = True) -> dict:
+        similarity_n: int = 1000, progress: bool = True) -> dict:
     """Runs the quickstart into ``out_dir`` and returns its summary. ``steps``: training
     steps of each of the two β-VAEs; ``n``: dSprites images they train on (0: all)."""
     out = Path(out_dir)
@@ -102,9 +123,12 @@ def run(out_dir: str | Path = "runs/quickstart", *, seed: int = 0, steps: int = 
     for name, d in summary["data"].items():
         say(f"[quickstart]   {name}: {d['count']:,} images of {d['image_shape']} in {d['seconds']:.2f} s")
     say(f"[quickstart] training β-VAEs (β = 1, 8) on {n or data.DSPRITES_COUNT:,} dSprites images, {steps} steps each ...")
-    summary["training"] = _training_section(out, seed, steps, n, progress)
+    summary["training"], runs = _training_section(out, seed, steps, n, progress)
     for label, r in summary["training"]["runs"].items():
         say(f"[quickstart]   {label}: loss {r['loss_first']:.1f} → {r['loss_last']:.1f}, KL {r['kl_last']:.2f}")
+    say(f"[quickstart] CKA and Procrustes heatmaps between the two models on {similarity_n:,} images ...")
+    summary["similarity"] = _similarity_section(out, runs, similarity_n)
+    say(f"[quickstart]   {summary['similarity']['seconds']}")
     summary["seconds"] = round(time.perf_counter() - start, 2)
     write_json(out / "summary.json", summary)
     figures = sorted(p.name for p in out.glob("*.png"))
@@ -121,6 +145,13 @@ def run(out_dir: str | Path = "runs/quickstart", *, seed: int = 0, steps: int = 
     for label, r in t["runs"].items():
         lines.append(f"- **{label}** (`{r['dir']}`): loss {r['loss_first']} → {r['loss_last']} "
                      f"(mean of the first/last {r['window']} steps), KL {r['kl_last']}")
+    sim = summary["similarity"]
+    lines += ["", "## Similarity of the two models", "",
+              f"Linear CKA and Procrustes over {sim['n']:,} dSprites images, all {len(sim['layers'])}×"
+              f"{len(sim['layers'])} layer pairs (seconds: {sim['seconds']}). Same-layer values:", "",
+              "| layer | CKA | Procrustes |", "| --- | --- | --- |"]
+    lines += [f"| {name} | {sim['diagonal']['cka'][name]} | {sim['diagonal']['procrustes'][name]} |"
+              for name in sim["layers"]]
     lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
     write_text(out / "index.md", "\n".join(lines) + "\n")
     say(f"[quickstart] done in {summary['seconds']:.1f} s; see {out / 'index.md'}")
