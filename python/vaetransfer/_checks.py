@@ -5,15 +5,16 @@ from __future__ import annotations
 from ._C import ArgumentError, ArgumentTypeError
 
 
-def _make(cls, argument: str, message: str):
+def argument_error(cls, argument: str, message: str):
+    """``cls`` (ArgumentError/ArgumentTypeError or a subclass) with the message form and ``.argument``."""
     exc = cls(f"argument '{argument}': {message}")
     exc.argument = argument
     return exc
 
 
 def value_error(argument: str, message: str) -> ArgumentError:
-    return _make(ArgumentError, argument, message)
+    return argument_error(ArgumentError, argument, message)
 
 
 def type_error(argument: str, message: str) -> ArgumentTypeError:
-    return _make(ArgumentTypeError, argument, message)
+    return argument_error(ArgumentTypeError, argument, message)

@@ -18,6 +18,7 @@ from typing import Callable, Optional, Union
 import torch
 
 from . import _C
+from ._checks import argument_error as _error
 
 _E = _C.estimators
 
@@ -55,12 +56,6 @@ class DensityOptions:
     def kwargs(self) -> dict:
         return dict(row_chunk=self.row_chunk, col_chunk=self.col_chunk,
                     accumulate_float64=self.accumulate_float64, fused_kernels=self.fused_kernels)
-
-
-def _error(kind, argument: str, message: str) -> Exception:
-    err = kind(f"argument '{argument}': {message}")
-    err.argument = argument
-    return err
 
 
 def _seed(seed: int, generator: Optional[torch.Generator]) -> int:

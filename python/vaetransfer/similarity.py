@@ -33,6 +33,7 @@ import torch
 
 from . import _C
 from ._C import ArgumentError, ArgumentTypeError
+from ._checks import argument_error as _error
 
 _S = _C.similarity
 
@@ -52,12 +53,6 @@ __all__ = [
     "cka", "cka_avg", "fit_layers", "procrustes", "sanity_matrices", "sanity_study", "similarity",
     "similarity_matrices", "similarity_matrix",
 ]
-
-
-def _error(cls, argument: str, message: str):
-    exc = cls(f"argument '{argument}': {message}")
-    exc.argument = argument
-    return exc
 
 
 def _cka_form(form: str) -> int:
