@@ -80,32 +80,9 @@ def time_cpp(model: vt.VAE, data: torch.Tensor, batch: int, steps: int, warmup: 
 
 def time_python(ref: nn.Module, data: torch.Tensor, batch: int, steps: int, warmup: int, scale: float,
                 fused: bool = False) -> float:
-    if fused:
-        # Same loop with the fused optimiser (torch.optim.Adam(fused=True)).
-        opt = torch.optim.Adam(ref.parameters(), lr=1e-4, fused=True)
-        from vaetransfer.torch_reference import beta_vae_loss
-
-        def loop(n):
-            g = torch.Generator().manual_seed(0)
-            perm, pos = torch.randperm(len(data), generator=g), 0
-            for _ in range(n):
-                if pos + batch > len(data):
-                    perm, pos = torch.randperm(len(data), generator=g), 0
-                x = data[perm[pos:pos + batch]].float() * scale
-                pos += batch
-                mean, logvar, z, logits = ref(x)
-                loss = beta_vae_loss(x, logits, mean, logvar)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                loss.item()
-        loop(warmup)
-        start = time.perf_counter()
-        loop(steps)
-        return (time.perf_counter() - start) / steps
-    train_python(ref, data, warmup, batch, data_scale=scale)
+    train_python(ref, data, warmup, batch, data_scale=scale, fused=fused)
     start = time.perf_counter()
-    train_python(ref, data, steps, batch, data_scale=scale)
+    train_python(ref, data, steps, batch, data_scale=scale, fused=fused)
     return (time.perf_counter() - start) / steps
 
 

@@ -200,8 +200,10 @@ at::Tensor gaussian_log_density_per_dim(const at::Tensor& z, const at::Tensor& m
   return (diff * diff * at::exp(-lv) + lv + kLog2Pi) * -0.5;
 }
 
-at::Tensor logsumexp_log_density(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
-                                 const at::Tensor& log_weights, const DensityOptions& options) {
+namespace {
+// log Σ_k w_k q(z_i | x_k), joint (per_dim = false, [N]) or per dimension ([N, D]).
+at::Tensor logsumexp_log_density_impl(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
+                                      const at::Tensor& log_weights, const DensityOptions& options, bool per_dim) {
   check_gaussian_arguments(z, mean, logvar);
   check_options(options);
   check_log_weights(log_weights, mean.size(0), mean);
@@ -209,25 +211,23 @@ at::Tensor logsumexp_log_density(const at::Tensor& z, const at::Tensor& mean, co
   const auto type = compute_type(z, mean, logvar, options.accumulate_float64);
 #if VT_WITH_CUDA
   if (z.is_cuda() && options.fused_kernels && type == at::kFloat) {
-    return cuda::logsumexp_log_density_cuda(z, mean, logvar, log_weights, /*per_dim=*/false);
+    return cuda::logsumexp_log_density_cuda(z, mean, logvar, log_weights, per_dim);
   }
 #endif
-  return stream_joint(prepare(z, mean, logvar, type), log_weights, nullptr, options);
+  auto prepared = prepare(z, mean, logvar, type);
+  return per_dim ? stream_per_dim(prepared, log_weights, nullptr, options)
+                 : stream_joint(prepared, log_weights, nullptr, options);
+}
+}  // namespace
+
+at::Tensor logsumexp_log_density(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
+                                 const at::Tensor& log_weights, const DensityOptions& options) {
+  return logsumexp_log_density_impl(z, mean, logvar, log_weights, options, /*per_dim=*/false);
 }
 
 at::Tensor logsumexp_log_density_per_dim(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
                                          const at::Tensor& log_weights, const DensityOptions& options) {
-  check_gaussian_arguments(z, mean, logvar);
-  check_options(options);
-  check_log_weights(log_weights, mean.size(0), mean);
-  at::NoGradGuard no_grad;
-  const auto type = compute_type(z, mean, logvar, options.accumulate_float64);
-#if VT_WITH_CUDA
-  if (z.is_cuda() && options.fused_kernels && type == at::kFloat) {
-    return cuda::logsumexp_log_density_cuda(z, mean, logvar, log_weights, /*per_dim=*/true);
-  }
-#endif
-  return stream_per_dim(prepare(z, mean, logvar, type), log_weights, nullptr, options);
+  return logsumexp_log_density_impl(z, mean, logvar, log_weights, options, /*per_dim=*/true);
 }
 
 at::Tensor logsumexp_log_density_tiled(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
