@@ -181,6 +181,19 @@ def test_streaming_block_size_does_not_change_values():
     assert deb[1, 2] == pytest.approx(np_cka_debiased(a["enc1"].double().numpy(), b["enc2"].double().numpy()), abs=1e-5)
 
 
+def test_streamed_gram_float32_accuracy_across_panels_and_groups():
+    # n spans several 512-row panels and 128-row diagonal blocks; a small memory budget forces
+    # several row groups. Float32 storage must stay within float32-level error of float64.
+    g = torch.Generator().manual_seed(7)
+    n = 1300
+    xs = [torch.relu(torch.randn(n, p, generator=g)) + 0.1 for p in (1500, 700, 1100)]
+    acts = OrderedDict((f"l{i}", x) for i, x in enumerate(xs))
+    truth = np.array([[np_cka(x.double().numpy(), y.double().numpy()) for y in xs] for x in xs])
+    for memory in (1 << 30, 12 << 20):
+        got = sim.similarity_matrix(acts, acts, cka_form="gram", memory_bytes=memory).values.numpy()
+        np.testing.assert_allclose(got, truth, atol=2e-6)
+
+
 def test_cka_avg_is_mean_over_seed_pairs():
     base = torch.randn(50, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     ma = [make_model_acts(s, n=50, base=base) for s in range(3)]
