@@ -13,7 +13,7 @@ their named layers (``input, enc1..enc5, mean, logvar, sampled, dec1..dec6``).
 The reference is run on the block of layers it can finish on this machine (``--ref-max-a`` /
 ``--ref-max-b`` features per layer); ours also runs alone on the full heatmaps.
 
-    python benchmarks/bench_similarity.py [--n 5000] [--procrustes-full]
+    python benchmarks/bench_similarity.py [--n 5000] [--procrustes-wide 8192] [--procrustes-full] [--skip cka,...]
 """
 from __future__ import annotations
 
@@ -40,12 +40,19 @@ def ref_cka(x: torch.Tensor, y: torch.Tensor) -> float:
     return float(num / (torch.linalg.matrix_norm(x.T @ x) * torch.linalg.matrix_norm(y.T @ y)))
 
 
+SVD_SECONDS = [0.0]  # time the reference spends in its per-pair SVD (the floor of any exact method)
+
+
 def ref_procrustes(x: torch.Tensor, y: torch.Tensor) -> float:
     x = x - x.mean(0, keepdim=True)
     y = y - y.mean(0, keepdim=True)
     x = x / torch.linalg.matrix_norm(x)
     y = y / torch.linalg.matrix_norm(y)
-    return float(torch.linalg.svdvals(y.T @ x).sum())
+    m = y.T @ x
+    t = time.perf_counter()
+    nu = float(torch.linalg.svdvals(m).sum())
+    SVD_SECONDS[0] += time.perf_counter() - t
+    return nu
 
 
 def model_acts(seed: int, x: torch.Tensor, eps: torch.Tensor) -> "OrderedDict[str, torch.Tensor]":
@@ -91,7 +98,10 @@ def main() -> None:
     ap.add_argument("--ref-max-a", type=int, default=8192, help="CKA reference block: A layers with ≤ this many features")
     ap.add_argument("--ref-max-b", type=int, default=8192, help="CKA reference block: B layers with ≤ this many features")
     ap.add_argument("--procrustes-max", type=int, default=1024, help="Procrustes block: layers with ≤ this many features")
+    ap.add_argument("--procrustes-wide", type=int, default=0, metavar="P",
+                    help="also compare Procrustes on the layers with n < p <= P features (e.g. 8192)")
     ap.add_argument("--procrustes-full", action="store_true", help="also run ours on the full Procrustes heatmap")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: cka, procrustes, full-cka")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
@@ -115,43 +125,58 @@ def main() -> None:
     print(f"activations (forward hooks-free protocol, float32): {t_a + t_b:.1f} s for both models, {total_mb:.0f} MiB")
 
     rows = []
+    skip = set(filter(None, args.skip.split(",")))
 
     # ---- CKA on the block the reference can finish
-    a_blk, b_blk = block(acts_a, args.ref_max_a), block(acts_b, args.ref_max_b)
-    ref_v, ref_t = run_reference(ref_cka, a_blk, b_blk)
-    ours, our_t = timed(lambda: sim.similarity_matrix(a_blk, b_blk, "cka"))
-    err = worst_pair_check("CKA", ours, ref_v, a_blk, b_blk, ref_cka)
-    rows.append(("CKA", f"{len(a_blk)}x{len(b_blk)} (A p<={args.ref_max_a}, B p<={args.ref_max_b})",
-                 ref_t, our_t, err))
+    if "cka" not in skip:
+        a_blk, b_blk = block(acts_a, args.ref_max_a), block(acts_b, args.ref_max_b)
+        ref_v, ref_t = run_reference(ref_cka, a_blk, b_blk)
+        ours, our_t = timed(lambda: sim.similarity_matrix(a_blk, b_blk, "cka"))
+        err = worst_pair_check("CKA", ours, ref_v, a_blk, b_blk, ref_cka)
+        rows.append(("CKA", f"{len(a_blk)}x{len(b_blk)} (A p<={args.ref_max_a}, B p<={args.ref_max_b})",
+                     ref_t, our_t, err))
 
-    # ---- Procrustes on the block the reference can finish
-    pa, pb = block(acts_a, args.procrustes_max), block(acts_b, args.procrustes_max)
-    ref_p, ref_pt = run_reference(ref_procrustes, pa, pb)
-    ours_p, our_pt = timed(lambda: sim.similarity_matrix(pa, pb, "procrustes"))
-    errp = worst_pair_check("Procrustes", ours_p, ref_p, pa, pb, ref_procrustes)
-    rows.append(("Procrustes", f"{len(pa)}x{len(pb)} (p<={args.procrustes_max})", ref_pt, our_pt, errp))
+    # ---- Procrustes on the blocks the reference can finish
+    svd_share = []
+    blocks = [] if "procrustes" in skip else [(0, args.procrustes_max)]
+    if args.procrustes_wide:
+        blocks.append((args.n, args.procrustes_wide))
+    for lo, hi in blocks:
+        pa = OrderedDict((k, v) for k, v in block(acts_a, hi).items() if v.shape[1] > lo)
+        pb = OrderedDict((k, v) for k, v in block(acts_b, hi).items() if v.shape[1] > lo)
+        SVD_SECONDS[0] = 0.0
+        ref_p, ref_pt = run_reference(ref_procrustes, pa, pb)
+        svd_share.append((f"{lo} < p <= {hi}", SVD_SECONDS[0], ref_pt))
+        ours_p, our_pt = timed(lambda: sim.similarity_matrix(pa, pb, "procrustes", progress=False))
+        errp = worst_pair_check("Procrustes", ours_p, ref_p, pa, pb, ref_procrustes)
+        rows.append(("Procrustes", f"{len(pa)}x{len(pb)} ({lo}<p<={hi})", ref_pt, our_pt, errp))
 
     print()
     print(f"{'measure':<11} {'pairs (block)':<36} {'reference s':>12} {'ours s':>9} {'ratio':>8} {'max |diff|':>11}")
     for m, blk, rt, ot, e in rows:
         print(f"{m:<11} {blk:<36} {rt:12.2f} {ot:9.2f} {rt / ot:7.1f}x {e:11.2e}")
+    for label, svd_t, ref_pt in svd_share:
+        print(f"Procrustes reference, {label}: {svd_t:.2f} s of {ref_pt:.2f} s in the singular values of the "
+              f"p_y x p_x products (any exact method needs the singular values of an r_y x r_x matrix, r = min(p, n - 1))")
 
     # ---- ours alone, full heatmaps
-    full, full_t = timed(lambda: sim.similarity_matrix(acts_a, acts_b, "cka"))
-    npairs = full.values.numel()
-    print()
-    print(f"ours, full {len(acts_a)}x{len(acts_b)} CKA heatmap: {full_t:.1f} s "
-          f"({full_t / npairs:.3f} s per score; paper ≈ {PAPER_CKA_CPU_S} CPU-s per score, "
-          f"{PAPER_CKA_CPU_S * npairs:.1f} CPU-s for this heatmap on their Xeon)")
+    if "full-cka" not in skip:
+        full, full_t = timed(lambda: sim.similarity_matrix(acts_a, acts_b, "cka"))
+        npairs = full.values.numel()
+        print()
+        print(f"ours, full {len(acts_a)}x{len(acts_b)} CKA heatmap: {full_t:.1f} s "
+              f"({full_t / npairs:.3f} s per score; paper ≈ {PAPER_CKA_CPU_S} CPU-s per score, "
+              f"{PAPER_CKA_CPU_S * npairs:.1f} CPU-s for this heatmap on their Xeon)")
+        print("diagonal blocks check: min/max of full CKA heatmap "
+              f"{full.values.min().item():.3f}/{full.values.max().item():.3f}, input-input = {full['input', 'input']}")
     if args.procrustes_full:
         fullp, fullp_t = timed(lambda: sim.similarity_matrix(acts_a, acts_b, "procrustes"))
-        print(f"ours, full {len(acts_a)}x{len(acts_b)} Procrustes heatmap: {fullp_t:.1f} s")
+        print(f"ours, full {len(acts_a)}x{len(acts_b)} Procrustes heatmap: {fullp_t:.1f} s; values "
+              f"{fullp.values.min().item():.3f}..{fullp.values.max().item():.3f}")
     else:
         print("ours, full Procrustes heatmap: not run (pass --procrustes-full; needs one n×n float64 "
               "eigendecomposition per layer with p > n and an r×r eigenproblem, r ≤ n, per pair)")
     print(f"paper's cost for scale: Procrustes estimated at {PAPER_PROCRUSTES_A100_H:,} A100-hours for their study")
-    print("diagonal blocks check: min/max of full CKA heatmap "
-          f"{full.values.min().item():.3f}/{full.values.max().item():.3f}, input-input = {full['input', 'input']}")
 
 
 if __name__ == "__main__":

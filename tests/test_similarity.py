@@ -194,6 +194,32 @@ def test_streamed_gram_float32_accuracy_across_panels_and_groups():
         np.testing.assert_allclose(got, truth, atol=2e-6)
 
 
+def test_procrustes_progress_reports_and_aborts():
+    a = make_model_acts(5)
+    b = make_model_acts(6, base=a["input"])
+    cache = {}  # the shared input tensor is fitted once: 9 distinct layers
+    fa, fb = sim.fit_layers(a, cache=cache), sim.fit_layers(b, cache=cache)
+    seen = []
+    _S = vaetransfer._C.similarity
+    values = _S.similarity_matrices([fa], [fb], "procrustes", progress=lambda d, t: seen.append((d, t)))
+    names_a = ["in"] + [f"a{i}" for i in range(4)]
+    names_b = ["in"] + [f"b{i}" for i in range(4)]
+    pairs = {frozenset((u, v)) for u in names_a for v in names_b if u != v}
+    assert seen[-1] == (9 + len(pairs), 9 + len(pairs))  # one step per layer factor, then per pair
+    assert [d for d, _ in seen] == list(range(1, len(seen) + 1))
+    assert torch.equal(values[0, 0], sim.similarity_matrix(a, b, "procrustes", progress=True).values)
+
+    class Stop(Exception):
+        pass
+
+    def stop(done, total):
+        if done == 3:
+            raise Stop("user abort")
+
+    with pytest.raises(Stop, match="user abort"):
+        _S.similarity_matrices([sim.fit_layers(a)], [sim.fit_layers(b)], "procrustes", progress=stop)
+
+
 def test_cka_avg_is_mean_over_seed_pairs():
     base = torch.randn(50, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     ma = [make_model_acts(s, n=50, base=base) for s in range(3)]

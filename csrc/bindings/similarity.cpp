@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
+#include "bindings/callback.h"
 #include "vaetransfer/similarity/engine.h"
 
 namespace py = pybind11;
@@ -34,18 +35,22 @@ void init_similarity(py::module_& m) {
       "similarity_matrices",
       [](const std::vector<std::vector<LayerFitPtr>>& models_a, const std::vector<std::vector<LayerFitPtr>>& models_b,
          const std::string& measure, const std::string& form, bool constant_as_zero, int64_t memory_bytes,
-         int cka_form) {
+         int cka_form, const py::object& progress) {
         EngineOptions o;
         o.measure = measure_from_name(measure);
         o.form = procrustes_form_from_name(form);
         o.constant_as_zero = constant_as_zero;
         o.stream.memory_bytes = memory_bytes;
         o.stream.form = cka_form;
-        py::gil_scoped_release no_gil;
-        return similarity_matrices(models_a, models_b, o);
+        if (!progress.is_none()) {
+          auto fn = std::make_shared<py::object>(progress);
+          o.progress = with_gil([fn](int64_t done, int64_t total) { (*fn)(done, total); });
+        }
+        return call_without_gil([&] { return similarity_matrices(models_a, models_b, o); });
       },
       py::arg("models_a"), py::arg("models_b"), py::arg("measure") = "cka", py::arg("form") = "nu",
-      py::arg("constant_as_zero") = false, py::arg("memory_bytes") = int64_t{1} << 30, py::arg("cka_form") = 0);
+      py::arg("constant_as_zero") = false, py::arg("memory_bytes") = int64_t{1} << 30, py::arg("cka_form") = 0,
+      py::arg("progress") = py::none());
 
   m.def(
       "cka",

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
+#include "bindings/callback.h"
 #include "vaetransfer/train/trainer.h"
 
 namespace py = pybind11;
@@ -10,11 +11,6 @@ namespace py = pybind11;
 namespace vaetransfer::bindings {
 
 namespace {
-
-// A Python exception raised inside a callback: carried through the C++ loop and re-raised.
-struct CallbackFailed {
-  std::shared_ptr<py::error_already_set> error;
-};
 
 py::dict report_dict(const train::StepReport& r) {
   py::dict d;
@@ -32,14 +28,7 @@ py::dict report_dict(const train::StepReport& r) {
 train::Trainer::Callback wrap(const py::object& fn) {
   if (fn.is_none()) return {};
   auto shared = std::make_shared<py::object>(fn);
-  return [shared](const train::StepReport& r) {
-    py::gil_scoped_acquire gil;
-    try {
-      (*shared)(report_dict(r));
-    } catch (py::error_already_set& e) {
-      throw CallbackFailed{std::make_shared<py::error_already_set>(std::move(e))};
-    }
-  };
+  return with_gil([shared](const train::StepReport& r) { (*shared)(report_dict(r)); });
 }
 
 }  // namespace
@@ -111,16 +100,7 @@ void init_train(py::module_& m) {
           "run",
           [](Trainer& t, const py::object& progress, const py::object& metrics, int64_t until) {
             auto p = wrap(progress), mcb = wrap(metrics);
-            std::shared_ptr<py::error_already_set> failed;
-            {
-              py::gil_scoped_release no_gil;
-              try {
-                t.run(p, mcb, until);
-              } catch (CallbackFailed& f) {
-                failed = std::move(f.error);
-              }
-            }
-            if (failed) failed->restore(), throw py::error_already_set();
+            call_without_gil([&] { t.run(p, mcb, until); });
           },
           py::arg("progress") = py::none(), py::arg("metrics") = py::none(), py::arg("until") = 0)
       .def("reports", [](const Trainer& t) {

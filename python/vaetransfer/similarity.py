@@ -146,6 +146,28 @@ def fit_layers(acts: Mapping[str, torch.Tensor], *, argument: str = "acts", chun
     return fits
 
 
+def _run_engine(fa, fb, measure, form, constant, memory_bytes, cka_form, progress) -> torch.Tensor:
+    """One C++ engine call; ``progress`` (None: on for Procrustes and "min", the long measures)
+    shows a tqdm bar over the Procrustes steps (one per layer factor and one per layer pair)."""
+    if progress is None:
+        progress = measure in ("procrustes", "min")
+    bar = None
+    callback = None
+    if progress and measure in ("procrustes", "min"):
+        from tqdm.auto import tqdm
+        bar = tqdm(desc="Procrustes", unit="step", leave=False)
+
+        def callback(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+    try:
+        return _S.similarity_matrices(fa, fb, measure, form, _constant_flag(constant), int(memory_bytes),
+                                      _cka_form(cka_form), callback)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
 def _names(models: Sequence[Mapping[str, torch.Tensor]], argument: str) -> list[str]:
     names = list(models[0].keys())
     for i, m in enumerate(models):
@@ -156,10 +178,12 @@ def _names(models: Sequence[Mapping[str, torch.Tensor]], argument: str) -> list[
 
 def similarity_matrices(models_a: Sequence[Mapping[str, torch.Tensor]], models_b: Sequence[Mapping[str, torch.Tensor]],
                         measure: Measure = "cka", *, form: ProcrustesForm = "nu", constant: str = "raise",
-                        memory_bytes: int = 1 << 30, cka_form: str = "auto") -> torch.Tensor:
+                        memory_bytes: int = 1 << 30, cka_form: str = "auto",
+                        progress: bool | None = None) -> torch.Tensor:
     """Every model of A against every model of B in one pass: ``(M_a, M_b, L_a, L_b)`` float64.
 
     Each distinct layer is fitted once and its Gram rows / Procrustes factor serve all its pairs.
+    ``progress``: tqdm bar over the Procrustes work (default: on for "procrustes" and "min").
     """
     for arg, models in (("models_a", models_a), ("models_b", models_b)):
         if isinstance(models, Mapping) or not isinstance(models, Sequence) or len(models) == 0:
@@ -167,18 +191,19 @@ def similarity_matrices(models_a: Sequence[Mapping[str, torch.Tensor]], models_b
     cache: dict = {}
     fa = [fit_layers(m, argument=f"models_a[{i}]", cache=cache) for i, m in enumerate(models_a)]
     fb = [fit_layers(m, argument=f"models_b[{j}]", cache=cache) for j, m in enumerate(models_b)]
-    return _S.similarity_matrices(fa, fb, measure, form, _constant_flag(constant), int(memory_bytes),
-                                  _cka_form(cka_form))
+    return _run_engine(fa, fb, measure, form, constant, memory_bytes, cka_form, progress)
 
 
 def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, torch.Tensor],
                       measure: Measure = "cka", *, form: ProcrustesForm = "nu", constant: str = "raise",
-                      memory_bytes: int = 1 << 30, cka_form: str = "auto") -> SimilarityMatrix:
+                      memory_bytes: int = 1 << 30, cka_form: str = "auto",
+                      progress: bool | None = None) -> SimilarityMatrix:
     """The full layer × layer heatmap of two models in one call.
 
     ``acts_a``/``acts_b``: ``OrderedDict[name, (n, ...) tensor]`` (e.g. from :func:`activations`),
     same ``n`` examples. ``measure``: ``"cka"`` (Eq. 2), ``"cka_debiased"``, ``"procrustes"`` (Eq. 5,
     reported in ``form``) or ``"min"``. ``memory_bytes`` bounds the streamed CKA Gram blocks.
+    ``progress``: tqdm bar over the Procrustes work (default: on for "procrustes" and "min").
     """
     for arg, acts in (("acts_a", acts_a), ("acts_b", acts_b)):
         if not isinstance(acts, Mapping):
@@ -186,18 +211,17 @@ def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, t
     cache: dict = {}
     fa = fit_layers(acts_a, argument="acts_a", cache=cache)
     fb = fit_layers(acts_b, argument="acts_b", cache=cache)
-    values = _S.similarity_matrices([fa], [fb], measure, form, _constant_flag(constant), int(memory_bytes),
-                                    _cka_form(cka_form))[0, 0]
+    values = _run_engine([fa], [fb], measure, form, constant, memory_bytes, cka_form, progress)[0, 0]
     return SimilarityMatrix(values, list(acts_a.keys()), list(acts_b.keys()), measure, form, 1, fa[0].n)
 
 
 def cka_avg(models_a: Sequence[Mapping[str, torch.Tensor]], models_b: Sequence[Mapping[str, torch.Tensor]],
             measure: Measure = "cka", *, form: ProcrustesForm = "nu", constant: str = "raise",
-            memory_bytes: int = 1 << 30) -> SimilarityMatrix:
+            memory_bytes: int = 1 << 30, progress: bool | None = None) -> SimilarityMatrix:
     """Eq. 6: ``CKA_avg(M_j^A, M_k^B) = 1/(M_a M_b) Σ_i Σ_l CKA(M_j^{A_i}, M_k^{B_l})`` over all seed
     pairs (5 × 5 = 25 in the paper), computed in one pass with every layer fitted once. Any measure."""
     per_pair = similarity_matrices(models_a, models_b, measure, form=form, constant=constant,
-                                   memory_bytes=memory_bytes)
+                                   memory_bytes=memory_bytes, progress=progress)
     rows, cols = _names(models_a, "models_a"), _names(models_b, "models_b")
     n = next(iter(models_a[0].values())).shape[0]
     return SimilarityMatrix(per_pair.mean(dim=(0, 1)), rows, cols, measure, form,

@@ -11,15 +11,11 @@ namespace {
 
 // ⟨K_s, K_t⟩ for every pair of streamed layers, K = Xc Xcᵀ, without holding any full n × n Gram.
 // Rows are taken in groups sized by `memory_bytes`; each layer's rows [g0, n) are centred once per
-// group (chunked over features) and only an upper triangle of tiles is multiplied: row panels of
-// kPanel rows against the columns right of them (one large GEMM each), and inside each panel's
-// diagonal block, sub-panels of kDiag rows against the columns right of them. A group buffer B_s
-// thus holds every entry of K_s above the kDiag-diagonal blocks once and those small diagonal blocks
-// D in full, so Σ_groups (2⟨B_s, B_t⟩ − Σ_D ⟨D_s, D_t⟩) = ⟨K_s, K_t⟩ for all layer pairs, in one
-// matrix product per group. Cost ≈ (n + kDiag) n p / 2 multiply-adds per layer, ~half a full Gram.
+// group (chunked over features) and only their upper tile triangle is multiplied (add_upper_gram).
+// A group buffer B_s thus holds every entry of K_s above the kGramDiag-diagonal blocks once and
+// those small diagonal blocks D in full, so Σ_groups (2⟨B_s, B_t⟩ − Σ_D ⟨D_s, D_t⟩) = ⟨K_s, K_t⟩
+// for all layer pairs, in one matrix product per group: about half the work of full Grams.
 at::Tensor stream_inner_products(const std::vector<const LayerFit*>& s, int64_t memory_bytes) {
-  constexpr int64_t kPanel = 512;  // rows per large GEMM: big enough for full BLAS speed
-  constexpr int64_t kDiag = 128;   // diagonal blocks computed in full: little wasted work
   const int64_t L = static_cast<int64_t>(s.size());
   const int64_t n = s.front()->n();
   at::ScalarType ct = at::kFloat;
@@ -31,26 +27,14 @@ at::Tensor stream_inner_products(const std::vector<const LayerFit*>& s, int64_t 
   for (int64_t g0 = 0; g0 < n;) {
     const int64_t width = n - g0;
     int64_t rows = std::clamp<int64_t>(memory_bytes / std::max<int64_t>(1, L * width * elem), 1, width);
-    if (rows < width && rows > kPanel) rows -= rows % kPanel;  // whole panels
+    if (rows < width && rows > kGramPanel) rows -= rows % kGramPanel;  // whole panels
     auto buf = at::zeros({L, rows, width}, opts);
     for (int64_t i = 0; i < L; ++i) {
       const LayerFit& f = *s[i];
       const int64_t chunk = std::max<int64_t>(1, f.chunk_features() * 8 / elem / 2);
       auto bi = buf[i];
-      for (int64_t c0 = 0; c0 < f.p(); c0 += chunk) {
-        auto xc = f.centred(g0, n, c0, std::min(f.p(), c0 + chunk), ct);  // rows g0..n, centred
-        for (int64_t t0 = 0; t0 < rows; t0 += kPanel) {
-          const int64_t t1 = std::min(rows, t0 + kPanel);
-          if (t1 < width)  // the panel against everything right of its diagonal block
-            bi.narrow(0, t0, t1 - t0).narrow(1, t1, width - t1)
-                .addmm_(xc.narrow(0, t0, t1 - t0), xc.narrow(0, t1, width - t1).t());
-          for (int64_t s0 = t0; s0 < t1; s0 += kDiag) {  // inside the diagonal block
-            const int64_t s1 = std::min(t1, s0 + kDiag);
-            bi.narrow(0, s0, s1 - s0).narrow(1, s0, t1 - s0)
-                .addmm_(xc.narrow(0, s0, s1 - s0), xc.narrow(0, s0, t1 - s0).t());
-          }
-        }
-      }
+      for (int64_t c0 = 0; c0 < f.p(); c0 += chunk)  // rows g0..n, centred once per group
+        add_upper_gram(bi, f.centred(g0, n, c0, std::min(f.p(), c0 + chunk), ct), rows);
     }
     // Float32 products summed in float64 every kSum entries, so rounding does not grow with n².
     constexpr int64_t kSum = int64_t{1} << 16;
@@ -61,8 +45,8 @@ at::Tensor stream_inner_products(const std::vector<const LayerFit*>& s, int64_t 
       acc.add_(part.mm(part.t()).to(at::kDouble));
     }
     acc.mul_(2.0);
-    for (int64_t s0 = 0; s0 < rows; s0 += kDiag) {
-      const int64_t bs = std::min(kDiag, rows - s0);
+    for (int64_t s0 = 0; s0 < rows; s0 += kGramDiag) {
+      const int64_t bs = std::min(kGramDiag, rows - s0);
       auto d = buf.narrow(1, s0, bs).narrow(2, s0, bs).reshape({L, bs * bs});
       acc.sub_(d.mm(d.t()).to(at::kDouble));
     }

@@ -95,8 +95,17 @@ at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& mode
     }
   }
   std::map<std::pair<int64_t, int64_t>, double> nu;
-  if (need_procrustes)
-    for (auto [u, v] : distinct) nu[{u, v}] = procrustes_similarity(*layers[u], *layers[v]);
+  if (need_procrustes) {
+    std::set<int64_t> involved;
+    for (auto [u, v] : distinct) involved.insert(u), involved.insert(v);
+    const int64_t total = static_cast<int64_t>(involved.size() + distinct.size());
+    int64_t done = 0;
+    auto tick = [&] {
+      if (options.progress) options.progress(++done, total);
+    };
+    for (int64_t u : involved) layers[u]->procrustes_factor(), tick();
+    for (auto [u, v] : distinct) nu[{u, v}] = procrustes_similarity(*layers[u], *layers[v]), tick();
+  }
 
   auto cka_value = [&](int64_t u, int64_t v) {
     auto acc = inner.accessor<double, 2>();

@@ -3,6 +3,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct EngineOptions {
   // true → similarity 0 (CKA, debiased CKA, ν; distance forms of ν = 0), also against itself.
   bool constant_as_zero = false;
   StreamOptions stream;
+  // Called as progress(done, total) after each Procrustes step (one layer factor or one pair); the
+  // long part of a Procrustes heatmap. May throw to abort the run.
+  std::function<void(int64_t, int64_t)> progress;
 };
 
 // models_a[i][k]: layer k of model i in A (same number of layers in every model of A; same for B).

@@ -131,21 +131,39 @@ const at::Tensor& LayerFit::procrustes_factor() const {
     factor_ = centred(0, n_, 0, p_, at::kDouble).mul_(inv_norm);
     return factor_;
   }
-  // Ẋ Ẋᵀ streamed over feature chunks, then its eigendecomposition (once per layer).
+  // Ẋ Ẋᵀ streamed over feature chunks (upper triangle, then mirrored), then its eigendecomposition
+  // (once per layer).
   auto gram = at::zeros({n_, n_}, x_.options().dtype(at::kDouble));
   const int64_t chunk = std::max<int64_t>(1, chunk_ / 2);
-  for (int64_t c0 = 0; c0 < p_; c0 += chunk) {
-    const int64_t c1 = std::min(p_, c0 + chunk);
-    auto xc = centred(0, n_, c0, c1, at::kDouble);
-    gram.addmm_(xc, xc.t());
-  }
-  gram.mul_(inv_norm * inv_norm);
+  for (int64_t c0 = 0; c0 < p_; c0 += chunk)
+    add_upper_gram(gram, centred(0, n_, c0, std::min(p_, c0 + chunk), at::kDouble), n_);
+  gram = gram.triu().add_(gram.triu(1).t()).mul_(inv_norm * inv_norm);
   auto [evals, evecs] = at::linalg_eigh(gram);
   const double lmax = std::max(0.0, evals[-1].item<double>());
   const double tol = static_cast<double>(n_) * std::numeric_limits<double>::epsilon() * lmax;
   auto keep = at::nonzero(evals > tol).squeeze(1);
   factor_ = evecs.index_select(1, keep).mul_(evals.index_select(0, keep).sqrt().unsqueeze(0)).contiguous();
   return factor_;
+}
+
+void add_upper_gram(at::Tensor out, const at::Tensor& x, int64_t rows) {
+  const int64_t m = x.size(0);
+  for (int64_t t0 = 0; t0 < rows; t0 += kGramPanel) {
+    const int64_t t1 = std::min(rows, t0 + kGramPanel);
+    if (t1 < m)  // the panel against everything right of its diagonal block
+      out.narrow(0, t0, t1 - t0).narrow(1, t1, m - t1).addmm_(x.narrow(0, t0, t1 - t0), x.narrow(0, t1, m - t1).t());
+    for (int64_t s0 = t0; s0 < t1; s0 += kGramDiag) {  // inside the diagonal block
+      const int64_t s1 = std::min(t1, s0 + kGramDiag);
+      out.narrow(0, s0, s1 - s0).narrow(1, s0, t1 - s0).addmm_(x.narrow(0, s0, s1 - s0), x.narrow(0, s0, t1 - s0).t());
+    }
+  }
+}
+
+at::Tensor symmetric_gram(const at::Tensor& x) {
+  const int64_t m = x.size(0);
+  auto out = at::zeros({m, m}, x.options());
+  add_upper_gram(out, x, m);
+  return out.triu().add_(out.triu(1).t());
 }
 
 }  // namespace vaetransfer::similarity

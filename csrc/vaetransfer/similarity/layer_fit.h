@@ -60,4 +60,16 @@ class LayerFit {
 
 using LayerFitPtr = std::shared_ptr<LayerFit>;
 
+// Half-cost Grams. add_upper_gram(out, x, rows): out (rows × m) += the upper tile triangle of
+// x[:rows] x[:m]ᵀ for x (m × k): row panels of kGramPanel rows against the columns right of them
+// (one large GEMM each), and inside each panel's diagonal block, sub-panels of kGramDiag rows
+// against the columns right of them. Every entry on or above the diagonal is then exact; the
+// kGramDiag × kGramDiag blocks on the diagonal are full, everything else below is left untouched.
+// Cost ≈ (m + kGramDiag)·rows·k/2 multiply-adds instead of rows·m·k.
+inline constexpr int64_t kGramPanel = 512;  // rows per large GEMM: enough for full BLAS speed
+inline constexpr int64_t kGramDiag = 128;   // diagonal blocks done in full: little wasted work
+void add_upper_gram(at::Tensor out, const at::Tensor& x, int64_t rows);
+// x xᵀ (m × m), symmetric, at about half the cost of a full product.
+at::Tensor symmetric_gram(const at::Tensor& x);
+
 }  // namespace vaetransfer::similarity

@@ -30,7 +30,7 @@ double nuclear_norm_of_product(const at::Tensor& fy, const at::Tensor& fx) {
   auto m = fy.t().mm(fx);
   const int64_t k = std::min(m.size(0), m.size(1));
   if (k <= 512) return at::linalg_svdvals(m).sum().item<double>();
-  auto g = m.size(0) <= m.size(1) ? m.mm(m.t()) : m.t().mm(m);
+  auto g = symmetric_gram(m.size(0) <= m.size(1) ? m : m.t());
   return at::linalg_eigvalsh(g).clamp_min(0.0).sqrt().sum().item<double>();
 }
 

@@ -25,7 +25,7 @@ ProcrustesForm procrustes_form_from_name(const std::string& name, const char* ar
 double apply_procrustes_form(double nu, ProcrustesForm form);
 
 // ‖F_yᵀ F_x‖_* in float64: singular values when min(r_x, r_y) ≤ 512, otherwise
-// Σ √λ of the eigenvalues of the smaller of MᵀM / MMᵀ (M = F_yᵀF_x; about half the flops).
+// Σ √λ of the eigenvalues of the smaller of MᵀM / MMᵀ (M = F_yᵀF_x; formed at half cost).
 double nuclear_norm_of_product(const at::Tensor& fy, const at::Tensor& fx);
 
 // ν for two fitted layers, clamped to [0, 1]; 1 exactly when both are the same fit.
