@@ -149,11 +149,9 @@ def fit_layers(acts: Mapping[str, torch.Tensor], *, argument: str = "acts", chun
 def _run_engine(fa, fb, measure, form, constant, memory_bytes, cka_form, progress) -> torch.Tensor:
     """One C++ engine call; ``progress`` (None: on for Procrustes and "min", the long measures)
     shows a tqdm bar over the Procrustes steps (one per layer factor and one per layer pair)."""
-    if progress is None:
-        progress = measure in ("procrustes", "min")
     bar = None
     callback = None
-    if progress and measure in ("procrustes", "min"):
+    if measure in ("procrustes", "min") and progress is not False:
         from tqdm.auto import tqdm
         bar = tqdm(desc="Procrustes", unit="step", leave=False)
 

@@ -137,7 +137,7 @@ const at::Tensor& LayerFit::procrustes_factor() const {
   const int64_t chunk = std::max<int64_t>(1, chunk_ / 2);
   for (int64_t c0 = 0; c0 < p_; c0 += chunk)
     add_upper_gram(gram, centred(0, n_, c0, std::min(p_, c0 + chunk), at::kDouble), n_);
-  gram = gram.triu().add_(gram.triu(1).t()).mul_(inv_norm * inv_norm);
+  gram = mirror_upper(gram).mul_(inv_norm * inv_norm);
   auto [evals, evecs] = at::linalg_eigh(gram);
   const double lmax = std::max(0.0, evals[-1].item<double>());
   const double tol = static_cast<double>(n_) * std::numeric_limits<double>::epsilon() * lmax;
@@ -159,11 +159,13 @@ void add_upper_gram(at::Tensor out, const at::Tensor& x, int64_t rows) {
   }
 }
 
+at::Tensor mirror_upper(const at::Tensor& upper) { return upper.triu().add_(upper.triu(1).t()); }
+
 at::Tensor symmetric_gram(const at::Tensor& x) {
   const int64_t m = x.size(0);
   auto out = at::zeros({m, m}, x.options());
   add_upper_gram(out, x, m);
-  return out.triu().add_(out.triu(1).t());
+  return mirror_upper(out);
 }
 
 }  // namespace vaetransfer::similarity

@@ -69,6 +69,8 @@ using LayerFitPtr = std::shared_ptr<LayerFit>;
 inline constexpr int64_t kGramPanel = 512;  // rows per large GEMM: enough for full BLAS speed
 inline constexpr int64_t kGramDiag = 128;   // diagonal blocks done in full: little wasted work
 void add_upper_gram(at::Tensor out, const at::Tensor& x, int64_t rows);
+// The symmetric matrix whose upper triangle is that of `upper` (e.g. filled by add_upper_gram).
+at::Tensor mirror_upper(const at::Tensor& upper);
 // x xᵀ (m × m), symmetric, at about half the cost of a full product.
 at::Tensor symmetric_gram(const at::Tensor& x);
 
