@@ -249,3 +249,274 @@ def test_bad_arguments_raise_named_errors(call, exc, arg):
 def test_empty_subsets_are_empty():
     assert len(data.dsprites([])) == 0 and data.dsprites([]).imgs.shape == (0, 64, 64)
     assert data.tetrominoes([]).images.shape == (0, 3, 32, 32)
+
+
+# ---------------------------------------------------------------- Dataset, as_dataset, split
+SPREAD = torch.arange(0, data.DSPRITES_COUNT, 3001)  # 246 rows over the whole factor grid
+
+
+def _named(exc, arg, call):
+    with pytest.raises(exc, match=f"argument '{arg}'") as info:
+        call()
+    assert info.value.argument == arg
+    assert isinstance(info.value, (vaetransfer.ArgumentError, vaetransfer.ArgumentTypeError))
+    return info.value
+
+
+def _tiny(n=10, labelled=True):
+    """n one-pixel 'images' whose value is their row index, labels row % 3, one factor = 2·row."""
+    images = torch.arange(n, dtype=torch.float32).reshape(n, 1)
+    return data.Dataset(images, labels=torch.arange(n) % 3 if labelled else None,
+                        factors=2.0 * torch.arange(n, dtype=torch.float64)[:, None], factor_names=("double",),
+                        name="tiny")
+
+
+def test_dsprites_to_dataset_takes_labels_from_a_factor():
+    src = data.dsprites(SPREAD)
+    ds = src.to_dataset(label="shape")
+    assert isinstance(ds, data.Dataset) and len(ds) == len(SPREAD) and ds.name == "dsprites"
+    assert ds.images.shape == (len(SPREAD), 1, 64, 64) and ds.images.dtype == torch.uint8
+    assert ds.input_shape == (1, 64, 64) and ds.scale == 1.0
+    assert torch.equal(ds.images[:, 0], src.imgs)
+    assert ds.labels.dtype == torch.int64 and torch.equal(ds.labels, src.latents_classes[:, 1])
+    assert ds.num_classes == 3 and set(ds.labels.tolist()) == {0, 1, 2}
+    assert ds.factors.dtype == torch.float64 and torch.equal(ds.factors, src.latents_values)
+    assert ds.factor_names == data.DSPRITES_FACTORS
+    x = ds.float_images()
+    assert x.dtype == torch.float32 and x.shape == (len(SPREAD), 1, 64, 64) and torch.equal(x, src.float_images())
+    pos = src.to_dataset(label="posX")
+    assert pos.num_classes == 32 and torch.equal(pos.labels, src.latents_classes[:, 4])
+    plain = src.to_dataset()
+    assert plain.labels is None and plain.num_classes is None and plain.factors is not None
+    # as_dataset goes through the same protocol.
+    via = data.as_dataset(src, label="orientation")
+    assert via.num_classes == 40 and torch.equal(via.labels, src.latents_classes[:, 3])
+
+
+def test_tetrominoes_to_dataset_takes_labels_from_the_strata():
+    src = data.tetrominoes(range(0, data.TETROMINOES_COUNT, 1013), seed=2)
+    ds = src.to_dataset(label="hue")
+    assert ds.name == "tetrominoes" and ds.input_shape == (3, 32, 32) and ds.scale == pytest.approx(1 / 255)
+    assert torch.equal(ds.images, src.images) and torch.equal(ds.factors, src.factors)
+    assert torch.equal(ds.labels, src.bins[:, 1]) and ds.num_classes == data.TETROMINOES_STRATA == 8
+    assert ds.factor_names == data.TETROMINOES_FACTORS
+    assert torch.equal(ds.float_images([3, 0]), src.float_images([3, 0]))
+    assert float(ds.float_images().max()) <= 1.0
+
+
+@pytest.mark.parametrize("obj", ["dsprites", "tetrominoes"])
+def test_to_dataset_names_unknown_factors(obj):
+    src = data.dsprites([0, 1]) if obj == "dsprites" else data.tetrominoes([0, 1])
+    err = _named(ValueError, "label", lambda: src.to_dataset(label="colour_of_the_sky"))
+    assert "colour_of_the_sky" in str(err)
+    _named(TypeError, "label", lambda: src.to_dataset(label=1))
+    _named(ValueError, "label", lambda: data.as_dataset(src, label="nope"))
+    no_images = data.dsprites([0], images=False) if obj == "dsprites" else data.tetrominoes([0], images=False)
+    _named(ValueError, "images", lambda: no_images.to_dataset())
+
+
+def test_as_dataset_accepts_tensors_and_pairs():
+    raw = torch.randint(0, 256, (6, 3, 8, 8), dtype=torch.uint8)
+    ds = data.as_dataset(raw)
+    assert ds.images is raw and ds.scale == pytest.approx(1 / 255) and ds.labels is None and ds.name == "tensor"
+    binary = data.as_dataset(torch.randint(0, 2, (6, 8, 8), dtype=torch.uint8))  # 3-D uint8: channel axis added
+    assert binary.input_shape == (1, 8, 8) and binary.scale == 1.0
+    floats = data.as_dataset(torch.rand(6, 5, dtype=torch.float64))
+    assert floats.scale == 1.0 and floats.input_shape == (5,) and floats.float_images().dtype == torch.float32
+    assert data.as_dataset(np.zeros((4, 2, 2), np.float32)).input_shape == (2, 2)  # floats keep their shape
+    y = torch.tensor([0, 2, 1, 2, 0, 1])
+    pair = data.as_dataset((raw, y), name="mine")
+    assert torch.equal(pair.labels, y) and pair.num_classes == 3 and pair.name == "mine"
+    assert data.as_dataset((raw, y), num_classes=10).num_classes == 10
+    kw = data.as_dataset(raw, labels=[0, 1, 0, 1, 0, 1])
+    assert kw.labels.dtype == torch.int64 and kw.num_classes == 2
+    assert data.as_dataset(raw, labels=y.int()).labels.dtype == torch.int64
+
+
+def test_as_dataset_passes_datasets_through_and_relabels_them():
+    ds = _tiny()
+    assert data.as_dataset(ds) is ds
+    relabelled = data.as_dataset(ds, labels=torch.ones(10, dtype=torch.long), num_classes=4, name="other")
+    assert relabelled.num_classes == 4 and relabelled.name == "other" and relabelled.images is ds.images
+    assert ds.num_classes == 3 and ds.name == "tiny"  # frozen: the original is unchanged
+    assert data.as_dataset(ds, num_classes=5).num_classes == 5
+
+
+def test_as_dataset_looks_up_registered_names(monkeypatch):
+    ds = data.as_dataset("tetrominoes", label="x")
+    assert len(ds) == data.TETROMINOES_COUNT and ds.name == "tetrominoes" and ds.num_classes == 8
+    assert torch.equal(ds.labels[::4099], data.tetrominoes(range(0, data.TETROMINOES_COUNT, 4099), images=False).bins[:, 3])
+    monkeypatch.setitem(data.REGISTRY, "tiny-sprites", lambda: data.dsprites([0, 40_000, 700_000]))
+    tiny = data.as_dataset("tiny-sprites", label="shape")
+    assert tiny.labels.tolist() == [0, 0, 2] and tiny.input_shape == (1, 64, 64)
+
+
+def test_as_dataset_accepts_any_object_with_to_dataset():
+    class Source:
+        def to_dataset(self, label=None):
+            return _tiny() if label is None else data.as_dataset(_tiny(), labels=torch.zeros(10, dtype=torch.long))
+
+    assert data.as_dataset(Source()).num_classes == 3
+    assert data.as_dataset(Source(), label="anything").labels.sum() == 0
+
+    class Broken:
+        def to_dataset(self, label=None):
+            return torch.zeros(3, 3)
+
+    _named(TypeError, "data", lambda: data.as_dataset(Broken()))
+
+
+@pytest.mark.parametrize(
+    "call, exc, arg",
+    [
+        (lambda: data.as_dataset(3), TypeError, "data"),
+        (lambda: data.as_dataset([torch.zeros(2, 2)]), TypeError, "data"),
+        (lambda: data.as_dataset({"x": torch.zeros(2, 2)}), TypeError, "data"),
+        (lambda: data.as_dataset(torch.zeros(4, 2, dtype=torch.int64)), TypeError, "data"),
+        (lambda: data.as_dataset(torch.zeros(4, dtype=torch.float32)), ValueError, "data"),
+        (lambda: data.as_dataset("mnist"), ValueError, "data"),
+        (lambda: data.as_dataset((torch.zeros(4, 2), torch.zeros(4, dtype=torch.long), None)), ValueError, "data"),
+        (lambda: data.as_dataset(("images", torch.zeros(4, dtype=torch.long))), TypeError, "data"),
+        (lambda: data.as_dataset(torch.zeros(4, 2), label="shape"), ValueError, "label"),
+        (lambda: data.as_dataset(_tiny(), label="double"), ValueError, "label"),
+        (lambda: data.as_dataset(data.dsprites([0]), label="shape", labels=[0]), ValueError, "labels"),
+        (lambda: data.as_dataset((torch.zeros(4, 2), torch.zeros(4, dtype=torch.long)), labels=[0] * 4), ValueError,
+         "labels"),
+        (lambda: data.as_dataset(torch.zeros(4, 2), labels=[0, 1, 2]), ValueError, "labels"),
+        (lambda: data.as_dataset(torch.zeros(4, 2), labels=[0.0, 1.0, 0.0, 1.0]), TypeError, "labels"),
+        (lambda: data.as_dataset(torch.zeros(4, 2), labels=[True, False, True, True]), TypeError, "labels"),
+        (lambda: data.as_dataset(torch.zeros(4, 2), labels=[0, 1, 5, 1], num_classes=3), ValueError, "labels"),
+        (lambda: data.as_dataset(torch.zeros(4, 2), labels=[0, -1, 1, 1]), ValueError, "labels"),
+        (lambda: data.as_dataset(torch.zeros(4, 2), labels="0101"), TypeError, "labels"),
+        (lambda: data.as_dataset(torch.zeros(4, 2), num_classes=3), ValueError, "num_classes"),
+        (lambda: data.as_dataset(_tiny(), num_classes=2), ValueError, "labels"),
+        (lambda: data.as_dataset(_tiny(), num_classes=2.5), TypeError, "num_classes"),
+        (lambda: data.Dataset([[0.0]]), TypeError, "images"),
+        (lambda: data.Dataset(torch.zeros(3, 2), scale=0.0), ValueError, "scale"),
+        (lambda: data.Dataset(torch.zeros(3, 2), scale="1"), TypeError, "scale"),
+        (lambda: data.Dataset(torch.zeros(3, 2), factors=torch.zeros(2, 1), factor_names=("a",)), ValueError, "factors"),
+        (lambda: data.Dataset(torch.zeros(3, 2), factors=torch.zeros(3, 2), factor_names=("a",)), ValueError,
+         "factor_names"),
+        (lambda: data.Dataset(torch.zeros(3, 2), factor_names=("a",)), ValueError, "factor_names"),
+        (lambda: data.Dataset(torch.zeros(3, 2), labels=torch.zeros(0, dtype=torch.long)), ValueError, "labels"),
+        (lambda: data.Dataset(torch.zeros(0, 2), labels=torch.zeros(0, dtype=torch.long)), ValueError, "num_classes"),
+        (lambda: data.Dataset(torch.zeros(3, 2), name=3), TypeError, "name"),
+    ],
+)
+def test_dataset_bad_arguments_raise_named_errors(call, exc, arg):
+    _named(exc, arg, call)
+
+
+def test_subset_selects_rows_of_every_field():
+    ds = _tiny()
+    sub = ds.subset([7, 2, 9])
+    assert sub.images[:, 0].tolist() == [7.0, 2.0, 9.0] and sub.labels.tolist() == [1, 2, 0]
+    assert sub.factors[:, 0].tolist() == [14.0, 4.0, 18.0]
+    assert (sub.name, sub.factor_names, sub.num_classes, sub.scale) == (ds.name, ds.factor_names, 3, ds.scale)
+    assert ds.subset([0, 3]).num_classes == 3  # keeps the class count although class 1, 2 are absent
+    assert ds.subset(slice(8, None)).images[:, 0].tolist() == [8.0, 9.0]
+    assert ds.subset(range(2)).labels.tolist() == [0, 1]
+    assert ds.subset(np.array([4])).factors.tolist() == [[8.0]]
+    mask = torch.arange(10) % 4 == 0
+    assert ds.subset(mask).images[:, 0].tolist() == [0.0, 4.0, 8.0]
+    assert len(ds.subset([])) == 0 and ds.subset([]).labels.shape == (0,)
+    unlabelled = _tiny(labelled=False).subset([1])
+    assert unlabelled.labels is None and unlabelled.num_classes is None
+    _named(ValueError, "indices", lambda: ds.subset([10]))
+    _named(ValueError, "indices", lambda: ds.subset([-1]))
+    _named(TypeError, "indices", lambda: ds.subset([0.5]))
+    _named(TypeError, "indices", lambda: ds.subset(3))
+    _named(ValueError, "indices", lambda: ds.subset(torch.ones(5, dtype=torch.bool)))
+    _named(ValueError, "indices", lambda: ds.subset(torch.zeros(2, 2, dtype=torch.long)))
+
+
+def test_float_images_scale_and_never_write_into_the_images():
+    raw = torch.full((2, 1, 2, 2), 255.0)
+    ds = data.Dataset(raw, scale=1 / 255)
+    assert torch.equal(ds.float_images(), torch.ones(2, 1, 2, 2))
+    assert float(raw.max()) == 255.0  # scaled out of place
+    u8 = data.as_dataset(torch.tensor([[0, 51], [255, 102]], dtype=torch.uint8).reshape(2, 2, 1))
+    assert u8.float_images().flatten().tolist() == pytest.approx([0.0, 0.2, 1.0, 0.4])
+    assert u8.float_images([1]).flatten().tolist() == pytest.approx([1.0, 0.4])
+    assert u8.float_images(device="cpu").shape == (2, 1, 2, 1)  # 3-D uint8 got its channel axis
+
+
+def test_split_is_a_seeded_partition():
+    n = 1000
+    ds = data.as_dataset(torch.arange(n, dtype=torch.float32)[:, None], labels=torch.arange(n) % 7)
+    train, test = data.split(ds, 0.25, seed=3)
+    assert (len(train), len(test)) == (750, 250)
+    tr, te = train.images[:, 0].long(), test.images[:, 0].long()
+    assert torch.equal(torch.sort(torch.cat([tr, te])).values, torch.arange(n))  # disjoint and covering
+    assert bool((tr[1:] > tr[:-1]).all()) and bool((te[1:] > te[:-1]).all())  # each keeps the data's order
+    assert torch.equal(train.labels, tr % 7) and torch.equal(test.labels, te % 7)  # labels follow their rows
+    assert train.num_classes == test.num_classes == 7
+    again = data.split(ds, 0.25, seed=3)[1].images
+    assert torch.equal(again, test.images)
+    assert not torch.equal(data.split(ds, 0.25, seed=4)[1].images, test.images)
+    train_idx, test_idx = data.split_indices(n, 0.25, seed=3)
+    assert torch.equal(test_idx, te) and torch.equal(train_idx, tr)
+    assert len(data.split(ds)[1]) == 100  # default test_fraction 0.1
+    # round(test_fraction · N) test examples (Python's round).
+    for n_small, fraction in [(10, 0.25), (10, 0.35), (7, 0.5), (3, 0.4)]:
+        _, t = data.split_indices(n_small, fraction)
+        assert len(t) == round(fraction * n_small)
+
+
+def test_split_can_put_every_example_in_the_test_split_the_last_one_included():
+    # The public code of the vae-transfer-cka paper never put the last example in its test
+    # split. Here each index is a test example for about test_fraction of the seeds.
+    n, fraction, seeds = 10, 0.3, 200
+    counts = torch.zeros(n)
+    for seed in range(seeds):
+        _, test_idx = data.split_indices(n, fraction, seed=seed)
+        counts[test_idx] += 1
+    assert counts.sum() == seeds * 3
+    assert counts[-1] > 0
+    # Binomial(200, 0.3): mean 60, sd 6.5; ±5 sd keeps this deterministic test far from the edge.
+    assert bool(((counts - 60).abs() < 33).all()), counts.tolist()
+    # A data set split through `split`: its last row reaches the test split too.
+    ds = _tiny()
+    assert any(float(data.split(ds, 0.3, seed=s)[1].images[-1, 0]) == 9.0 for s in range(20))
+
+
+def test_split_with_explicit_test_indices():
+    ds = _tiny()
+    train, test = data.split(ds, test=[9, 0, 4])
+    assert test.images[:, 0].tolist() == [9.0, 0.0, 4.0]  # in the order given
+    assert train.images[:, 0].tolist() == [1.0, 2.0, 3.0, 5.0, 6.0, 7.0, 8.0]
+    mask = torch.zeros(10, dtype=torch.bool)
+    mask[[2, 3]] = True
+    train, test = data.split(ds, test=mask)
+    assert test.labels.tolist() == [2, 0] and len(train) == 8
+    _named(ValueError, "test", lambda: data.split(ds, test=[1, 1]))
+    _named(ValueError, "test", lambda: data.split(ds, test=[]))
+    _named(ValueError, "test", lambda: data.split(ds, test=range(10)))
+    _named(ValueError, "test", lambda: data.split(ds, test=[10]))
+    _named(TypeError, "test", lambda: data.split(ds, test=[0.5]))
+    _named(ValueError, "test_fraction", lambda: data.split(ds, 0.2, test=[1]))
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, arg",
+    [
+        (dict(test_fraction=0.0), ValueError, "test_fraction"),
+        (dict(test_fraction=1.0), ValueError, "test_fraction"),
+        (dict(test_fraction=-0.1), ValueError, "test_fraction"),
+        (dict(test_fraction=1.5), ValueError, "test_fraction"),
+        (dict(test_fraction=math.nan), ValueError, "test_fraction"),
+        (dict(test_fraction=0.01), ValueError, "test_fraction"),  # round(0.1) = 0 test examples of 10
+        (dict(test_fraction=0.99), ValueError, "test_fraction"),  # no training example left
+        (dict(test_fraction="0.1"), TypeError, "test_fraction"),
+        (dict(test_fraction=True), TypeError, "test_fraction"),
+        (dict(seed=-1), ValueError, "seed"),
+        (dict(seed=0.5), TypeError, "seed"),
+    ],
+)
+def test_split_bad_arguments_raise_named_errors(kwargs, exc, arg):
+    _named(exc, arg, lambda: data.split(_tiny(), **kwargs))
+
+
+def test_split_takes_only_datasets():
+    _named(TypeError, "dataset", lambda: data.split(torch.zeros(10, 2)))
+    _named(TypeError, "dataset", lambda: data.split(data.tetrominoes(range(10))))
