@@ -20,7 +20,7 @@ def run(out_dir: str | Path, *, betas: Sequence[float] = (1.0, 8.0), steps: int 
     n = 0) under ``out_dir/beta_<β>/`` and writes ``loss_curves.png``, ``reconstructions.png``
     and ``traversal_beta_<β>.png`` in ``out_dir``. Returns ``{"runs": {label: Run}, "figures": [paths]}``."""
     out = Path(out_dir)
-    count = int(data.DSPRITES_COUNT) if hasattr(data, "DSPRITES_COUNT") else 737280
+    count = data.DSPRITES_COUNT
     idx = None
     if n:
         idx = torch.randperm(count, generator=torch.Generator().manual_seed(seed))[:n].sort().values
