@@ -11,6 +11,16 @@ Architectures (SPEC §1, §4):
 * ``fc`` — Locatello fully connected: FC 1200, 1200 (ReLU); decoder FC 256, 1200, 1200 (tanh), FC out.
 * ``mlp`` — ReLU MLP with hidden widths ``hidden`` (decoder mirrored), default 3 × 512.
 * ``cnn`` — ``depth`` × Conv ``width`` k4 s2; decoder FC → width×s×s, (depth−1) × Deconv width, Deconv C.
+
+Classifiers (same state-dict names as the C++ classifiers; ``activations`` gives every named
+layer's output flattened to [N, p]):
+
+* :class:`ReferenceConv4Classifier` — the 4-block conv net of *Similarity of Pre-trained and
+  Fine-tuned Representations* (§2), layers ``input, block1…block4, logits``.
+* :class:`ReferenceConvClassifier` — the Locatello encoder trunk (``enc1…enc5``, the names of
+  ``ReferenceVAE``'s encoder, so its weights transfer) with a ``logits`` layer: the classifier
+  of *How good are variational autoencoders at transfer learning?*, App. H.
+* :class:`ReferenceMLPClassifier` — ``fc1…fcK`` (Linear, optional BatchNorm1d, ReLU/tanh), ``logits``.
 """
 from __future__ import annotations
 
@@ -199,6 +209,240 @@ def train_python(model: nn.Module, data: torch.Tensor, steps: int, batch_size: i
         pos += batch_size
         mean, logvar, z, logits = model(x)
         loss = beta_vae_loss(x, logits, mean, logvar, beta)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+# ---------------------------------------------------------------- classifiers (plain torch)
+
+def _check_classes(num_classes) -> int:
+    if num_classes is None:
+        raise TypeError("num_classes is required")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+        raise ValueError(f"num_classes: expected an int >= 1, got {num_classes!r}")
+    return num_classes
+
+
+class _ConvBlock(nn.Module):
+    """``conv`` (3×3, padding 1, bias) and ``bn`` (BatchNorm2d), then ReLU and 2×2 max pooling,
+    in the order ``block_order``."""
+
+    def __init__(self, in_channels: int, channels: int, block_order: str):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, channels, 3, padding=1, bias=True)
+        self.bn = nn.BatchNorm2d(channels)  # eps 1e-5, momentum 0.1
+        self.block_order = block_order
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv(x)
+        h = F.relu(self.bn(h)) if self.block_order == "conv-bn-relu-pool" else self.bn(F.relu(h))
+        return F.max_pool2d(h, 2)
+
+
+class ReferenceConv4Classifier(nn.Module):
+    """The 4-block conv net of *Similarity of Pre-trained and Fine-tuned Representations*
+    (Goerttler & Obermayer, §2 "Similarity Analysis of Representation"; the architecture of
+    Vinyals et al. 2016): ``blocks`` × [Conv 3×3 ``channels`` (padding 1, bias)
+    → BatchNorm2d → ReLU → MaxPool 2×2] → flatten → ``logits`` = Linear(channels ·
+    ⌊H/2^blocks⌋ · ⌊W/2^blocks⌋, num_classes).
+
+    ``block_order``: ``"conv-bn-relu-pool"`` (the paper) or ``"conv-relu-bn-pool"`` (the
+    order of the paper's public follow-up code, without its dropout).
+    Input [N, C, H, W] (``input_shape`` = (C, H, W)); ``forward`` returns logits [N, num_classes].
+    Names: ``block{i}.conv.{weight,bias}``, ``block{i}.bn.{weight,bias}`` and buffers
+    ``block{i}.bn.{running_mean,running_var,num_batches_tracked}`` (i = 1…blocks),
+    ``logits.{weight,bias}``. Layers of :meth:`activations`: ``input, block1…, logits``
+    (a block's output is taken after its pooling).
+    """
+
+    BLOCK_ORDERS = ("conv-bn-relu-pool", "conv-relu-bn-pool")
+
+    def __init__(self, input_shape: Sequence[int] = (3, 32, 32), num_classes: int = 10, channels: int = 64,
+                 blocks: int = 4, block_order: str = "conv-bn-relu-pool"):
+        super().__init__()
+        if block_order not in self.BLOCK_ORDERS:
+            raise ValueError(f"block_order: expected one of {self.BLOCK_ORDERS}, got {block_order!r}")
+        self.input_shape = tuple(input_shape)
+        if len(self.input_shape) != 3:
+            raise ValueError(f"input_shape: expected (C, H, W), got {self.input_shape}")
+        self.num_classes = _check_classes(num_classes)
+        self.block_order = block_order
+        C, H, W = self.input_shape
+        if H >> blocks < 1 or W >> blocks < 1:
+            raise ValueError(f"input_shape: {H}×{W} is too small for {blocks} poolings")
+        self._blocks = [f"block{i + 1}" for i in range(blocks)]
+        cin = C
+        for name in self._blocks:
+            self.add_module(name, _ConvBlock(cin, channels, block_order))
+            cin = channels
+        self.logits = nn.Linear(channels * (H >> blocks) * (W >> blocks), num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x
+        for name in self._blocks:
+            h = getattr(self, name)(h)
+        return self.logits(h.flatten(1))
+
+    def activations(self, x: torch.Tensor) -> "OrderedDict[str, torch.Tensor]":
+        """``input, block1…, logits`` outputs, each flattened to [N, p]. BatchNorm uses batch
+        statistics (and updates its running ones) in train mode: call ``eval()`` first."""
+        out: OrderedDict[str, torch.Tensor] = OrderedDict(input=x.flatten(1))
+        h = x
+        for name in self._blocks:
+            h = getattr(self, name)(h)
+            out[name] = h.flatten(1)
+        out["logits"] = self.logits(h.flatten(1))
+        return out
+
+
+class ReferenceConvClassifier(nn.Module):
+    """A classifier on the Locatello et al. (2019) conv encoder trunk of ``ReferenceVAE``, the
+    encoder-shaped classifier of *How good are variational autoencoders at transfer learning?*
+    (App. H; architecture Table 7): ``enc1…enc4`` =
+    Conv2d 32, 32, 64, 64 (kernel k, stride 2, padding (k−2)//2) + ReLU, flatten, ``enc5`` =
+    Linear(64 · h · w, 256) + ReLU (h = w = 4 for 64×64 inputs), ``logits`` = Linear(256,
+    num_classes). ``enc*`` carry the names of ``ReferenceVAE``'s encoder, so
+    ``load_state_dict(vae.state_dict(), strict=False)`` copies a VAE's trunk.
+    Input [N, C, H, W]; ``forward`` returns logits [N, num_classes]. Layers of
+    :meth:`activations`: ``input, enc1…enc5, logits``.
+    """
+
+    def __init__(self, input_shape: Sequence[int] = (1, 64, 64), num_classes: int | None = None,
+                 kernel_sizes: Sequence[int] = (4, 4, 4, 4)):
+        super().__init__()
+        self.input_shape = tuple(input_shape)
+        if len(self.input_shape) != 3:
+            raise ValueError(f"input_shape: expected (C, H, W), got {self.input_shape}")
+        self.num_classes = _check_classes(num_classes)
+        ks = list(kernel_sizes)
+        if len(ks) != 4:
+            raise ValueError(f"kernel_sizes: expected 4 sizes, got {ks}")
+        C, H, W = self.input_shape
+        chans = [C, 32, 32, 64, 64]
+        self._convs = [f"enc{i + 1}" for i in range(4)]
+        for i, name in enumerate(self._convs):
+            self.add_module(name, nn.Conv2d(chans[i], chans[i + 1], ks[i], 2, _pad(ks[i])))
+            H = (H + 2 * _pad(ks[i]) - ks[i]) // 2 + 1
+            W = (W + 2 * _pad(ks[i]) - ks[i]) // 2 + 1
+        self.enc5 = nn.Linear(64 * H * W, 256)
+        self.logits = nn.Linear(256, self.num_classes)
+
+    def _trunk(self, x: torch.Tensor, out: "OrderedDict[str, torch.Tensor] | None" = None) -> torch.Tensor:
+        h = x
+        for name in self._convs:
+            h = F.relu(getattr(self, name)(h))
+            if out is not None:
+                out[name] = h.flatten(1)
+        h = F.relu(self.enc5(h.flatten(1)))
+        if out is not None:
+            out["enc5"] = h
+        return h
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.logits(self._trunk(x))
+
+    def activations(self, x: torch.Tensor) -> "OrderedDict[str, torch.Tensor]":
+        """``input, enc1…enc5, logits`` outputs (after their ReLU), each flattened to [N, p]."""
+        out: OrderedDict[str, torch.Tensor] = OrderedDict(input=x.flatten(1))
+        out["logits"] = self.logits(self._trunk(x, out))  # the trunk fills enc1…enc5 first
+        return out
+
+
+class _DenseLayer(nn.Module):
+    """``linear`` (nn.Linear), optionally ``bn`` (BatchNorm1d) after it, then the activation."""
+
+    def __init__(self, in_features: int, out_features: int, batch_norm: bool, activation: str):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+        if batch_norm:
+            self.bn = nn.BatchNorm1d(out_features)  # eps 1e-5, momentum 0.1
+        self.activation = activation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.linear(x)
+        if hasattr(self, "bn"):
+            h = self.bn(h)
+        return F.relu(h) if self.activation == "relu" else torch.tanh(h)
+
+
+class ReferenceMLPClassifier(nn.Module):
+    """A fully connected classifier: the input flattened to [N, prod(input_shape)], then
+    ``fc1…fcK`` (K = len(hidden)), each Linear → [BatchNorm1d when ``batch_norm``] →
+    ``activation`` (``"relu"`` or ``"tanh"``), then ``logits`` = Linear(hidden[-1], num_classes)
+    (no hidden layer: Linear(prod(input_shape), num_classes)).
+    Names: ``fc{i}.linear.{weight,bias}``, with ``batch_norm`` also ``fc{i}.bn.{weight,bias}``
+    and buffers ``fc{i}.bn.{running_mean,running_var,num_batches_tracked}``, then
+    ``logits.{weight,bias}``. Layers of :meth:`activations`: ``input, fc1…fcK, logits``
+    (a layer's output is taken after its activation).
+    """
+
+    ACTIVATIONS = ("relu", "tanh")
+
+    def __init__(self, input_shape: Sequence[int], num_classes: int, hidden: Sequence[int] = (512, 512, 512),
+                 batch_norm: bool = False, activation: str = "relu"):
+        super().__init__()
+        if activation not in self.ACTIVATIONS:
+            raise ValueError(f"activation: expected one of {self.ACTIVATIONS}, got {activation!r}")
+        self.input_shape = tuple(input_shape)
+        self.num_classes = _check_classes(num_classes)
+        self.hidden = tuple(hidden)
+        self.batch_norm = bool(batch_norm)
+        self.activation = activation
+        self._layers = [f"fc{i + 1}" for i in range(len(self.hidden))]
+        cin = math.prod(self.input_shape)
+        for name, width in zip(self._layers, self.hidden):
+            self.add_module(name, _DenseLayer(cin, width, self.batch_norm, activation))
+            cin = width
+        self.logits = nn.Linear(cin, self.num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.flatten(1)
+        for name in self._layers:
+            h = getattr(self, name)(h)
+        return self.logits(h)
+
+    def activations(self, x: torch.Tensor) -> "OrderedDict[str, torch.Tensor]":
+        """``input, fc1…fcK, logits`` outputs, each [N, p]. BatchNorm uses batch statistics
+        (and updates its running ones) in train mode: call ``eval()`` first."""
+        h = x.flatten(1)
+        out: OrderedDict[str, torch.Tensor] = OrderedDict(input=h)
+        for name in self._layers:
+            h = getattr(self, name)(h)
+            out[name] = h
+        out["logits"] = self.logits(h)
+        return out
+
+
+def train_python_classifier(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, steps: int,
+                            batch_size: int = 32, lr: float = 1e-3, momentum: float = 0.9, seed: int = 0,
+                            data_scale: float = 1.0) -> list[float]:
+    """The idiomatic PyTorch classifier loop, used as the benchmark baseline: ``model.train()``,
+    batches of ``batch_size`` rows drawn in the order of a permutation seeded with ``seed``
+    (a new one whenever fewer than ``batch_size`` rows are left, like :func:`train_python`),
+    x = images[batch].float() · data_scale, mean cross-entropy of ``model(x)`` against
+    ``labels[batch]`` (int64 [N]), ``torch.optim.SGD(lr, momentum)`` (the protocol of the
+    public code of *Similarity of Pre-trained and Fine-tuned Representations*: batch 32,
+    lr 1e-3, momentum 0.9). Returns the loss of every step."""
+    if len(images) != len(labels):
+        raise ValueError(f"images and labels differ in length: {len(images)} vs {len(labels)}")
+    if not 0 < batch_size <= len(images):
+        raise ValueError(f"batch_size: expected 1 to {len(images)}, got {batch_size}")
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    model.train()
+    labels = labels.long()
+    losses = []
+    perm, pos = torch.randperm(len(images), generator=g), 0
+    for _ in range(steps):
+        if pos + batch_size > len(images):
+            perm, pos = torch.randperm(len(images), generator=g), 0
+        idx = perm[pos:pos + batch_size]
+        pos += batch_size
+        x = images[idx].float() * data_scale
+        loss = F.cross_entropy(model(x), labels[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()
