@@ -506,8 +506,9 @@ def split_indices(n: int, test_fraction: float = 0.1, *, seed: int = 0) -> tuple
     with ``seed``; its first ``round(test_fraction · n)`` entries (Python's ``round``,
     halves to even) are the test rows, the rest the training rows. Every row, the last one
     included, is a test row with probability ``round(test_fraction · n) / n``. (The public
-    code of *How good are variational autoencoders at transfer learning?* never put the last
-    example in its test split.) Both parts must be non-empty."""
+    code of *How good are variational autoencoders at transfer learning?*, whose Table 5 sets
+    a 90/10 train/test split, never put the last example in its test split.) Both parts must
+    be non-empty."""
     if not _is_int(n) or n < 0:
         raise value_error("n", f"expected a count >= 0, got {n!r}")
     if isinstance(test_fraction, (bool, np.bool_)) or not isinstance(test_fraction, (int, float, np.integer, np.floating)):
