@@ -121,7 +121,7 @@ def test_freeze_unfreeze_reinitialize():
     assert changed == {"dec3.weight", "dec3.bias"}
     bound = 1 / math.sqrt(32 * 4 * 4)  # ConvTranspose2d fan_in = out_channels · k²
     assert float(after["dec3.weight"].abs().max()) <= bound
-    for bad, call in [("groups", lambda: m.freeze("dekoder")), ("layer", lambda: m.reinitialize("sampled"))]:
+    for bad, call in [("groups", lambda: m.freeze("dekoder")), ("group", lambda: m.reinitialize("sampled"))]:
         with pytest.raises(vt.ArgumentError) as e:
             call()
         assert e.value.argument == bad

@@ -7,6 +7,7 @@ void init_common(pybind11::module_& m);
 void init_data(pybind11::module_& m);
 void init_nn(pybind11::module_& m);
 void init_objectives(pybind11::module_& m);
+void init_regularizers(pybind11::module_& m);
 void init_train(pybind11::module_& m);
 void init_estimators(pybind11::module_& m);
 void init_similarity(pybind11::module_& m);

@@ -37,11 +37,13 @@ PYBIND11_MODULE(_C, m) {
   vaetransfer::bindings::init_common(m);
   auto data = m.def_submodule("data", "Procedural data sets");
   vaetransfer::bindings::init_data(data);
-  auto nn = m.def_submodule("nn", "VAE models with named layers");
+  auto nn = m.def_submodule("nn", "Models with named layers: VAEs and classifiers");
   vaetransfer::bindings::init_nn(nn);
-  auto objectives = m.def_submodule("objectives", "VAE objectives");
+  auto objectives = m.def_submodule("objectives", "Tasks: the VAE objectives and classification");
   vaetransfer::bindings::init_objectives(objectives);
-  auto train = m.def_submodule("train", "The training loop, optimisers and snapshots");
+  auto regularizers = m.def_submodule("regularizers", "Regularisers added to any task's loss");
+  vaetransfer::bindings::init_regularizers(regularizers);
+  auto train = m.def_submodule("train", "The training loop, optimisers, schedules and snapshots");
   vaetransfer::bindings::init_train(train);
   auto estimators = m.def_submodule("estimators", "Estimators: TC, MI, marginal KL, log p(x), active units, binned MI");
   vaetransfer::bindings::init_estimators(estimators);

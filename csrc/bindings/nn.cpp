@@ -2,6 +2,8 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
+#include "bindings/registry.h"
+#include "vaetransfer/nn/classifier.h"
 #include "vaetransfer/nn/vae.h"
 
 namespace py = pybind11;
@@ -18,78 +20,110 @@ py::dict to_dict(const std::vector<std::pair<std::string, at::Tensor>>& items) {
 
 void init_nn(py::module_& m) {
   using namespace vaetransfer::nn;
-  py::class_<ArchitectureSpec>(m, "ArchitectureSpec")
-      .def(py::init<>())
-      .def_readwrite("architecture", &ArchitectureSpec::architecture)
-      .def_readwrite("input_shape", &ArchitectureSpec::input_shape)
-      .def_readwrite("latent_dim", &ArchitectureSpec::latent_dim)
-      .def_readwrite("kernel_sizes", &ArchitectureSpec::kernel_sizes)
-      .def_readwrite("decoder_kernel_sizes", &ArchitectureSpec::decoder_kernel_sizes)
-      .def_readwrite("depth", &ArchitectureSpec::depth)
-      .def_readwrite("width", &ArchitectureSpec::width)
-      .def_readwrite("hidden", &ArchitectureSpec::hidden);
-  m.def("resolve_spec", &resolve_spec, py::arg("spec"));
+  m.def("registered", [] { return registry_entries(ModelRegistry::get()); });
+  m.def(
+      "make_model",
+      [](const std::string& architecture, const py::dict& params, uint64_t seed, const std::string& device) {
+        auto p = to_params(params);
+        ModelPtr model;
+        {
+          py::gil_scoped_release no_gil;
+          model = make_model(architecture, p, seed, at::Device(device));
+        }
+        // pybind11 finds only bound dynamic types: hand out the most derived bound interface.
+        if (auto c = std::dynamic_pointer_cast<Classifier>(model)) return py::cast(c);
+        return py::cast(model);
+      },
+      py::arg("architecture"), py::arg("params"), py::arg("seed") = 0, py::arg("device") = "cpu");
 
-  py::class_<VAE, std::shared_ptr<VAE>>(m, "VAE")
-      .def(py::init([](const ArchitectureSpec& spec, uint64_t seed, const std::string& device) {
-             py::gil_scoped_release no_gil;
-             return std::make_shared<VAE>(spec, seed, at::Device(device));
-           }),
-           py::arg("spec"), py::arg("seed") = 0, py::arg("device") = "cpu")
-      .def_property_readonly("spec", &VAE::spec)
-      .def_property_readonly("device", [](const VAE& v) { return v.device().str(); })
-      .def_property_readonly("layer_names", &VAE::layer_names)
-      .def_property_readonly("parameter_names", &VAE::parameter_names)
-      .def("named_parameters", [](const VAE& v) { return to_dict(v.named_parameters()); })
-      .def("encode",
-           [](const VAE& v, const at::Tensor& x) {
-             Encoding e;
-             {
-               py::gil_scoped_release no_gil;
-               e = v.encode(x);
-             }
-             return py::make_tuple(e.mean, e.logvar);
-           },
-           py::arg("x"))
+  py::class_<Model, std::shared_ptr<Model>>(m, "Model")
+      .def_property_readonly("architecture", &Model::architecture)
+      .def_property_readonly("family", &Model::family)
+      .def_property_readonly("input_shape", &Model::input_shape)
+      .def_property_readonly("params", [](const Model& mo) { return params_dict(mo.params()); })
+      .def_property_readonly("layer_names", &Model::layer_names)
+      .def_property_readonly("layers",
+                             [](const Model& mo) {
+                               py::list out;
+                               for (const auto& l : mo.layers()) out.append(py::make_tuple(l.name, l.part));
+                               return out;
+                             })
+      .def_property_readonly("parameter_names", &Model::parameter_names)
+      .def_property_readonly("device", [](const Model& mo) { return mo.device().str(); })
+      .def_property_readonly("training", [](const Model& mo) { return mo.is_training(); })
+      .def("named_parameters", [](const Model& mo) { return to_dict(mo.parameters_named()); })
+      .def("named_buffers", [](const Model& mo) { return to_dict(mo.buffers_named()); })
+      .def("state_dict", [](const Model& mo) { return to_dict(mo.state()); })
+      .def(
+          "load_state_dict",
+          [](Model& mo, const std::map<std::string, at::Tensor>& state) {
+            std::vector<std::pair<std::string, at::Tensor>> items(state.begin(), state.end());
+            py::gil_scoped_release no_gil;
+            mo.load_state(items);
+          },
+          py::arg("state"))
+      .def("group", &Model::group, py::arg("group"), py::arg("arg") = "groups")
+      .def("set_trainable", &Model::set_trainable, py::arg("groups"), py::arg("trainable"))
+      .def("frozen_parameters", &Model::frozen_parameters)
+      .def("reinitialize", &Model::reinitialize, py::arg("group"), py::arg("seed"))
+      .def("train", [](Model& mo, bool mode) { mo.train(mode); }, py::arg("mode") = true)
+      .def("to", [](Model& mo, const std::string& device) { mo.to_device(at::Device(device)); }, py::arg("device"))
+      .def(
+          "noise",
+          [](const Model& mo, int64_t n, uint64_t seed, bool zero) {
+            VT_CHECK_ARG(n >= 0, "n", "expected n >= 0, got ", n);
+            if (zero) return mo.zero_noise(n);
+            auto gen = make_generator(mo.device(), seed);
+            return mo.draw_noise(n, gen);
+          },
+          py::arg("n"), py::arg("seed") = 0, py::arg("zero") = false,
+          "Per-example noise for n examples (a VAE's ε [n, latent]); None for deterministic models.")
+      .def(
+          "activations",
+          [](Model& mo, const at::Tensor& x, const std::vector<std::string>& layers, int64_t chunk_size,
+             const std::optional<at::Tensor>& noise, bool flatten) {
+            std::vector<std::pair<std::string, at::Tensor>> a;
+            {
+              py::gil_scoped_release no_gil;
+              a = mo.activations(x, layers, chunk_size, noise.value_or(at::Tensor()), flatten);
+            }
+            return to_dict(a);
+          },
+          py::arg("x"), py::arg("layers"), py::arg("chunk_size"), py::arg("noise"), py::arg("flatten"));
+
+  py::class_<VAE, Model, std::shared_ptr<VAE>>(m, "VAE")
+      .def_property_readonly("latent_dim", &VAE::latent_dim)
+      .def(
+          "encode",
+          [](VAE& v, const at::Tensor& x) {
+            Encoding e;
+            {
+              py::gil_scoped_release no_gil;
+              e = v.encode(x);
+            }
+            return py::make_tuple(e.mean, e.logvar);
+          },
+          py::arg("x"))
       .def("decode", &VAE::decode, py::arg("z"), py::call_guard<py::gil_scoped_release>())
-      .def("forward_with_noise",
-           [](const VAE& v, const at::Tensor& x, const at::Tensor& eps) {
-             Forward f;
-             {
-               py::gil_scoped_release no_gil;
-               f = v.forward_with_noise(x, eps);
-             }
-             return py::make_tuple(f.mean, f.logvar, f.z, f.logits);
-           },
-           py::arg("x"), py::arg("eps"))
+      .def(
+          "forward_with_noise",
+          [](VAE& v, const at::Tensor& x, const at::Tensor& eps) {
+            VAEOutputs f;
+            {
+              py::gil_scoped_release no_gil;
+              f = v.forward(x, eps);
+            }
+            return py::make_tuple(f.mean, f.logvar, f.z, f.logits);
+          },
+          py::arg("x"), py::arg("eps"))
       .def("reconstruct", &VAE::reconstruct, py::arg("x"), py::arg("sample") = false, py::arg("seed") = 0,
            py::arg("chunk_size") = 1024, py::call_guard<py::gil_scoped_release>())
       .def("sample", &VAE::sample, py::arg("n"), py::arg("seed") = 0, py::call_guard<py::gil_scoped_release>())
-      .def("traverse", &VAE::traverse, py::arg("x"), py::arg("values"), py::call_guard<py::gil_scoped_release>())
-      .def("activations",
-           [](const VAE& v, const at::Tensor& x, const std::vector<std::string>& layers, int64_t chunk_size,
-              uint64_t seed, bool use_mean, bool flatten) {
-             std::vector<std::pair<std::string, at::Tensor>> a;
-             {
-               py::gil_scoped_release no_gil;
-               a = v.activations(x, layers, chunk_size, seed, use_mean, flatten);
-             }
-             return to_dict(a);
-           },
-           py::arg("x"), py::arg("layers"), py::arg("chunk_size"), py::arg("seed"), py::arg("use_mean"),
-           py::arg("flatten"))
-      .def("set_trainable", &VAE::set_trainable, py::arg("groups"), py::arg("trainable"))
-      .def("frozen_parameters", &VAE::frozen_parameters)
-      .def("reinitialize", &VAE::reinitialize, py::arg("layer"), py::arg("seed"))
-      .def("state_dict", [](const VAE& v) { return to_dict(v.state_dict()); })
-      .def("load_state_dict",
-           [](VAE& v, const std::map<std::string, at::Tensor>& state) {
-             std::vector<std::pair<std::string, at::Tensor>> items(state.begin(), state.end());
-             py::gil_scoped_release no_gil;
-             v.load_state_dict(items);
-           },
-           py::arg("state"))
-      .def("to", [](VAE& v, const std::string& device) { v.to(at::Device(device)); }, py::arg("device"));
+      .def("traverse", &VAE::traverse, py::arg("x"), py::arg("values"), py::call_guard<py::gil_scoped_release>());
+
+  py::class_<Classifier, Model, std::shared_ptr<Classifier>>(m, "Classifier")
+      .def_property_readonly("num_classes", &Classifier::num_classes)
+      .def("forward", &Classifier::forward, py::arg("x"), py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace vaetransfer::bindings

@@ -2,7 +2,11 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
-#include "vaetransfer/objectives/objective.h"
+#include "bindings/registry.h"
+#include "vaetransfer/common/gaussian.h"
+#include "vaetransfer/common/likelihood.h"
+#include "vaetransfer/objectives/vae_objective.h"
+#include "vaetransfer/regularizers/regularizer.h"
 
 namespace py = pybind11;
 
@@ -10,31 +14,35 @@ namespace vaetransfer::bindings {
 
 void init_objectives(py::module_& m) {
   using namespace vaetransfer::objectives;
-  py::class_<ObjectiveSpec>(m, "ObjectiveSpec")
-      .def(py::init<>())
-      .def_readwrite("name", &ObjectiveSpec::name)
-      .def_readwrite("beta", &ObjectiveSpec::beta)
-      .def_readwrite("gamma", &ObjectiveSpec::gamma)
-      .def_readwrite("c_max", &ObjectiveSpec::c_max)
-      .def_readwrite("iteration_threshold", &ObjectiveSpec::iteration_threshold)
-      .def_readwrite("lambda_od", &ObjectiveSpec::lambda_od)
-      .def_readwrite("lambda_d", &ObjectiveSpec::lambda_d)
-      .def_readwrite("tc_sampling", &ObjectiveSpec::tc_sampling)
-      .def_readwrite("dataset_size", &ObjectiveSpec::dataset_size)
-      .def_readwrite("likelihood", &ObjectiveSpec::likelihood)
-      .def_readwrite("gaussian_std", &ObjectiveSpec::gaussian_std);
+  m.def("registered", [] { return registry_entries(TaskRegistry::get()); });
+  m.def(
+      "make_task", [](const std::string& name, const py::dict& params) { return make_task(name, to_params(params)); },
+      py::arg("name"), py::arg("params"));
 
-  py::class_<Objective, std::shared_ptr<Objective>>(m, "Objective")
-      .def_property_readonly("name", &Objective::name)
-      .def_property_readonly("hyperparameters", &Objective::hyperparameters)
+  py::class_<Task, std::shared_ptr<Task>>(m, "Task")
+      .def_property_readonly("name", &Task::name)
+      .def_property_readonly("family", &Task::family)
+      .def_property_readonly("needs_labels", &Task::needs_labels)
+      .def_property_readonly("params", [](const Task& t) { return params_dict(t.params()); })
+      .def_property_readonly("weight_names",
+                             [](const Task& t) {
+                               std::vector<std::string> out;
+                               for (const auto& w : t.weights()) out.push_back(w.name);
+                               return out;
+                             })
+      .def("weights", &Task::default_weights, py::arg("step") = 0, "Each weight's default-schedule value at `step`.")
+      .def("columns", &Task::columns, py::arg("model"))
       .def(
           "__call__",
-          [](const Objective& o, const at::Tensor& x, const at::Tensor& logits, const at::Tensor& mean,
+          [](const Task& task, const at::Tensor& x, const at::Tensor& logits, const at::Tensor& mean,
              const at::Tensor& logvar, const at::Tensor& z, int64_t step) {
-            Terms t;
+            const auto* obj = dynamic_cast<const VAEObjective*>(&task);
+            VT_CHECK_TYPE(obj != nullptr, "objective", "'", task.name(), "' is not a VAE objective");
+            auto weights = task.default_weights(step);
+            VAETerms t;
             {
               py::gil_scoped_release no_gil;
-              t = o(Batch{x, logits, mean, logvar, z, step});
+              t = obj->terms(x, nn::VAEOutputs{mean, logvar, z, logits}, weights);
             }
             py::dict d;
             d["loss"] = t.loss;
@@ -43,22 +51,36 @@ void init_objectives(py::module_& m) {
             d["kl_per_dim"] = t.kl_per_dim;
             d["regularizer"] = t.regularizer;
             d["tc"] = t.tc.defined() ? py::cast(t.tc) : py::none();
-            d["capacity"] = t.capacity.defined() ? py::cast(t.capacity) : py::none();
+            for (const auto& [k, v] : weights) d[py::str(k)] = v;
             return d;
           },
           py::arg("x"), py::arg("logits"), py::arg("mean"), py::arg("logvar"), py::arg("z"), py::arg("step") = 0);
 
-  m.def("make_objective", [](const ObjectiveSpec& s) { return std::shared_ptr<Objective>(make_objective(s)); },
-        py::arg("spec"));
+  m.def("likelihoods", &likelihood_names);
   m.def(
-      "negative_log_likelihood",
-      [](const at::Tensor& x, const at::Tensor& logits, const std::string& likelihood, double gaussian_std) {
-        return negative_log_likelihood(x, logits, likelihood == "gaussian" ? Likelihood::Gaussian : Likelihood::Bernoulli,
-                                       gaussian_std);
+      "log_likelihood",
+      [](const at::Tensor& x, const at::Tensor& output, const std::string& likelihood, double gaussian_std,
+         const std::optional<at::Tensor>& mask) {
+        const auto lik = parse_likelihood(likelihood);
+        py::gil_scoped_release no_gil;
+        return log_likelihood(x, output, lik, gaussian_std, mask.value_or(at::Tensor()));
       },
-      py::arg("x"), py::arg("logits"), py::arg("likelihood") = "bernoulli", py::arg("gaussian_std") = 1.0,
-      py::call_guard<py::gil_scoped_release>());
+      py::arg("x"), py::arg("output"), py::arg("likelihood") = "bernoulli", py::arg("gaussian_std") = 1.0,
+      py::arg("mask") = py::none());
   m.def("gaussian_kl", &gaussian_kl, py::arg("mean"), py::arg("logvar"), py::call_guard<py::gil_scoped_release>());
+}
+
+void init_regularizers(py::module_& m) {
+  using namespace vaetransfer::regularizers;
+  m.def("registered", [] { return registry_entries(RegularizerRegistry::get()); });
+  m.def(
+      "make_regularizer",
+      [](const std::string& name, const py::dict& params) { return make_regularizer(name, to_params(params)); },
+      py::arg("name"), py::arg("params"));
+  py::class_<Regularizer, std::shared_ptr<Regularizer>>(m, "Regularizer")
+      .def_property_readonly("name", &Regularizer::name)
+      .def_property_readonly("params", [](const Regularizer& r) { return params_dict(r.params()); })
+      .def_property_readonly("needs_layers", &Regularizer::needs_layers);
 }
 
 }  // namespace vaetransfer::bindings

@@ -9,17 +9,20 @@ import torch  # noqa: F401  (loads libtorch before the compiled core)
 from . import _C
 from ._C import ArgumentError, ArgumentTypeError
 from . import data, estimators, io, plots, similarity
-from . import nn, objectives
-from .nn import VAE, ModelConfig
-from .objectives import ObjectiveConfig
+from . import activations, nn, objectives, regularizers, schedules
+from .nn import VAE, Classifier, Model, ModelConfig, build_model
+from .objectives import ObjectiveConfig, TaskConfig
+from .regularizers import RegularizerConfig
+from .schedules import ScheduleConfig
 # `vaetransfer.train` is the function; the module stays importable as `vaetransfer.train` in
 # `from vaetransfer.train import ...` statements.
-from .train import OptimizerConfig, Run, TrainConfig, TrainingDivergedError, load_run, train
+from .train import OptimizerConfig, PhaseConfig, Run, TrainConfig, TrainingDivergedError, load_run, train
 
 __version__ = "0.1.0"
-__all__ = ["ArgumentError", "ArgumentTypeError", "build_info", "data", "estimators", "nn", "objectives", "similarity",
-           "VAE", "ModelConfig", "ObjectiveConfig", "OptimizerConfig", "TrainConfig", "Run", "TrainingDivergedError",
-           "train", "load_run", "__version__"]
+__all__ = ["ArgumentError", "ArgumentTypeError", "build_info", "activations", "data", "estimators", "nn", "objectives",
+           "regularizers", "schedules", "similarity", "Model", "VAE", "Classifier", "ModelConfig", "build_model",
+           "ObjectiveConfig", "TaskConfig", "RegularizerConfig", "ScheduleConfig", "OptimizerConfig", "PhaseConfig",
+           "TrainConfig", "Run", "TrainingDivergedError", "train", "load_run", "__version__"]
 
 
 def build_info() -> dict:

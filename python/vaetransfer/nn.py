@@ -1,78 +1,80 @@
-"""VAE models with named layers (C++ core: ``csrc/vaetransfer/nn/vae.cpp``).
+"""Models with named layers (C++ core: ``csrc/vaetransfer/nn``), one interface for every family.
 
-Layer names, in order: ``input, enc1…encK, mean, logvar, sampled, dec1…decM`` (``decM`` is
-the reconstruction logits). Architectures (SPEC §1 and §4):
+Families (``ModelConfig.architecture``; :func:`architectures` lists them with their parameters):
 
-* ``conv`` — Locatello et al. (2019), C×64×64: Conv 32,32,64,64 (k4 s2; the paper's table;
-  disentanglement_lib's code uses ``kernel_sizes=(4, 4, 2, 2)``), FC 256, mean/logvar;
-  decoder FC 256, FC 4·4·64, Deconv 64, 32, 32, C (k4 s2). 16 named layers with the input.
-* ``fc`` — Locatello fully connected (vae-transfer-cka Table 8).
-* ``mlp`` — ReLU MLP, ``depth`` × ``width`` (default 3 × 512, Bozkurt et al. 2021 §4.3) or
-  explicit ``hidden`` widths; decoder mirrored.
-* ``cnn`` — ``depth`` × Conv ``width`` k4 s2 (default 3 × 64) for C×32×32; decoder FC →
-  width×s×s, (depth−1) × Deconv width, Deconv C. *Interpretation* of Bozkurt et al.'s
-  unpublished table: mean/logvar read the flattened last conv map directly.
+* VAEs — ``conv`` (Locatello et al. 2019, C×64×64; ``kernel_sizes=(4, 4, 2, 2)`` is
+  disentanglement_lib's code), ``fc`` (Locatello fully connected), ``mlp`` and ``cnn`` (Bozkurt et
+  al. 2021, "Rate-Regularization and Generalization in VAEs" §4). Layers ``input, enc1…, mean,
+  logvar, sampled, dec1…`` (``decM`` is the reconstruction logits); q(z|x) = N(mean, diag
+  exp(logvar)), ``sampled`` = mean + exp(logvar/2)·ε.
+* Classifiers — ``conv4`` (the 4-block net of "Similarity of Pre-trained and Fine-tuned
+  Representations": 4 × [Conv 3×3 → BatchNorm → ReLU → MaxPool] → FC), ``conv-classifier`` (the
+  Locatello encoder trunk with a linear head; trunk names equal the ``conv`` VAE's) and
+  ``mlp-classifier`` (Linear → [BatchNorm] → ReLU/tanh layers). Layers ``input, …, logits``.
 
-The posterior is q(z|x) = N(mean, diag exp(logvar)); z = mean + exp(logvar/2)·ε.
+Every model has ordered named layers in parts (``input``, ``encoder``, ``latent``, ``decoder``,
+``head``), parameters and buffers by name (``state_dict`` holds both: BatchNorm statistics
+included), train/eval modes, and freezing / re-initialisation by group: ``"all"``, a part, a
+layer, a parameter name or any dotted prefix (``"block1.bn"``).
 """
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, fields
-from typing import Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Sequence
 
 import torch
 
 from . import _C
 from ._checks import type_error, value_error
 
-__all__ = ["ModelConfig", "VAE"]
+__all__ = ["ModelConfig", "Model", "VAE", "Classifier", "build_model", "architectures"]
 
 
-def _ints(value, name: str) -> list[int]:
-    if value is None:
-        return []
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise type_error(name, f"expected a sequence of integers, got {type(value).__name__}")
-    out = list(value)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in out):
-        raise type_error(name, f"expected integers, got {out!r}")
-    return out
+def architectures() -> list[dict]:
+    """The registered model families: ``name, family, doc, params`` (each ``name, type, default, doc``)."""
+    return list(_C.nn.registered())
 
 
 @dataclass
 class ModelConfig:
-    """What to build; ``None`` fields take the architecture's defaults."""
+    """What to build. ``None`` fields take the architecture's defaults; a field that does not
+    apply to the architecture is an error naming it. ``options`` holds parameters of a
+    registered architecture that have no field here."""
 
     architecture: str = "conv"
-    input_shape: tuple[int, ...] = (1, 64, 64)
-    latent_dim: int = 10
+    input_shape: tuple[int, ...] | None = None
+    latent_dim: int | None = None
     kernel_sizes: tuple[int, ...] | None = None
     decoder_kernel_sizes: tuple[int, ...] | None = None
     depth: int | None = None
     width: int | None = None
     hidden: tuple[int, ...] | None = None
+    num_classes: int | None = None
+    channels: int | None = None
+    blocks: int | None = None
+    block_order: str | None = None
+    batch_norm: bool | None = None
+    activation: str | None = None
+    options: dict = field(default_factory=dict)
 
-    def to_spec(self) -> "_C.nn.ArchitectureSpec":
-        if not isinstance(self.architecture, str):
-            raise type_error("architecture", f"expected a string, got {type(self.architecture).__name__}")
-        s = _C.nn.ArchitectureSpec()
-        s.architecture = self.architecture
-        s.input_shape = _ints(self.input_shape, "input_shape")
-        for name in ("latent_dim", "depth", "width"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
-                raise type_error(name, f"expected an integer, got {v!r}")
-        s.latent_dim = self.latent_dim
-        s.kernel_sizes = _ints(self.kernel_sizes, "kernel_sizes")
-        s.decoder_kernel_sizes = _ints(self.decoder_kernel_sizes, "decoder_kernel_sizes")
-        s.depth = self.depth or 0
-        s.width = self.width or 0
-        s.hidden = _ints(self.hidden, "hidden")
-        return s
+    def params(self) -> dict:
+        """The parameters handed to the core (set fields and options)."""
+        out = {}
+        for f in fields(self):
+            if f.name in ("architecture", "options"):
+                continue
+            v = getattr(self, f.name)
+            if v is not None:
+                out[f.name] = list(v) if isinstance(v, tuple) else v
+        out.update(self.options)
+        return out
 
     def to_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+        d = {"architecture": self.architecture, **{k: v for k, v in self.params().items() if k not in self.options}}
+        if self.options:
+            d["options"] = dict(self.options)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
@@ -80,42 +82,201 @@ class ModelConfig:
         unknown = set(d) - names
         if unknown:
             raise value_error("config", f"unknown model fields {sorted(unknown)}")
-        d = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()}
-        return cls(**d)
+        return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()})
 
 
-class VAE:
-    """A VAE of the C++ core. Tensors in and out are torch tensors on ``device``."""
+def _build(config: ModelConfig, seed: int, device: str):
+    if not isinstance(config, ModelConfig):
+        raise type_error("config", f"expected a ModelConfig, got {type(config).__name__}")
+    if not isinstance(config.architecture, str):
+        raise type_error("architecture", f"expected a string, got {type(config.architecture).__name__}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise value_error("seed", f"expected an int >= 0, got {seed!r}")
+    return _C.nn.make_model(config.architecture, config.params(), seed, str(device))
+
+
+def build_model(config: ModelConfig | None = None, seed: int = 0, device: str = "cpu") -> "Model":
+    """The model ``config`` describes, initialised from ``seed``: a :class:`VAE` or a :class:`Classifier`."""
+    config = config if config is not None else ModelConfig()
+    impl = _build(config, seed, device)
+    cls = {"vae": VAE, "classifier": Classifier}.get(impl.family, Model)
+    return cls._wrap(impl, config)
+
+
+class Model:
+    """A model of the C++ core. Tensors in and out are torch tensors on ``device``."""
+
+    _family: str | None = None
 
     def __init__(self, config: ModelConfig | None = None, seed: int = 0, device: str = "cpu"):
         self.config = config if config is not None else ModelConfig()
-        if not isinstance(self.config, ModelConfig):
-            raise type_error("config", f"expected a ModelConfig, got {type(config).__name__}")
-        self._impl = _C.nn.VAE(self.config.to_spec(), seed, str(device))
+        self._impl = _build(self.config, seed, device)
+        if self._family is not None and self._impl.family != self._family:
+            raise value_error("config", f"the '{self.config.architecture}' architecture builds a {self._impl.family}, "
+                                        f"not a {self._family}; use vaetransfer.nn.build_model")
+
+    @classmethod
+    def _wrap(cls, impl, config: ModelConfig) -> "Model":
+        m = cls.__new__(cls)
+        m.config, m._impl = config, impl
+        return m
 
     # -- introspection
     @property
+    def architecture(self) -> str:
+        return self._impl.architecture
+
+    @property
+    def family(self) -> str:
+        return self._impl.family
+
+    @property
+    def params(self) -> dict:
+        """The resolved build parameters (defaults filled in)."""
+        return dict(self._impl.params)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self._impl.input_shape)
+
+    @property
     def layer_names(self) -> list[str]:
-        """``input, enc1…, mean, logvar, sampled, dec1…``."""
         return list(self._impl.layer_names)
+
+    @property
+    def layers(self) -> list[tuple[str, str]]:
+        """``(name, part)`` of every layer, in order."""
+        return [tuple(l) for l in self._impl.layers]
 
     @property
     def parameter_names(self) -> list[str]:
         return list(self._impl.parameter_names)
 
     @property
+    def buffer_names(self) -> list[str]:
+        return list(self._impl.named_buffers())
+
+    @property
     def device(self) -> str:
         return self._impl.device
 
     @property
-    def latent_dim(self) -> int:
-        return self.config.latent_dim
+    def training(self) -> bool:
+        return bool(self._impl.training)
 
     def named_parameters(self) -> dict[str, torch.Tensor]:
         """The live parameters (autograd leaves; ``.grad`` after a backward pass)."""
         return self._impl.named_parameters()
 
-    # -- computation
+    def named_buffers(self) -> dict[str, torch.Tensor]:
+        """The live buffers (e.g. BatchNorm ``running_mean``, ``running_var``, ``num_batches_tracked``)."""
+        return self._impl.named_buffers()
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Parameters and buffers by name (copies)."""
+        return self._impl.state_dict()
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Strict: every parameter and buffer with its shape, nothing else."""
+        self._impl.load_state_dict(dict(state))
+
+    # -- modes
+    def train(self, mode: bool = True) -> "Model":
+        """Training mode (BatchNorm uses and updates batch statistics)."""
+        self._impl.train(bool(mode))
+        return self
+
+    def eval(self) -> "Model":
+        """Evaluation mode (BatchNorm uses its running statistics)."""
+        return self.train(False)
+
+    def to(self, device: str) -> "Model":
+        self._impl.to(str(device))
+        return self
+
+    # -- transfer
+    def group(self, group: str) -> list[str]:
+        """Parameter names of a group: ``"all"``, a part, a layer, a parameter name or a dotted prefix."""
+        return list(self._impl.group(group))
+
+    def freeze(self, *groups: str) -> None:
+        """Stops training the parameters of ``groups`` (see :meth:`group`)."""
+        self._impl.set_trainable(list(groups), False)
+
+    def unfreeze(self, *groups: str) -> None:
+        self._impl.set_trainable(list(groups), True)
+
+    @property
+    def frozen_parameters(self) -> list[str]:
+        return list(self._impl.frozen_parameters())
+
+    def reinitialize(self, group: str, seed: int = 0) -> None:
+        """Draws fresh values for a group with PyTorch's default initialisation (BatchNorm layers
+        covered entirely are reset, running statistics included)."""
+        self._impl.reinitialize(group, seed)
+
+    # -- activations
+    def activations(self, x: torch.Tensor, layers: Sequence[str] | str | None = None, *, chunk_size: int = 500,
+                    seed: int = 0, use_mean: bool = False, flatten: bool = True) -> "OrderedDict[str, torch.Tensor]":
+        """Ordered ``name → activation`` ([N, p] when ``flatten``) of ``layers`` (all by default), in the
+        network's order, computed in chunks without autograd in the current train/eval mode.
+
+        Stochastic layers (a VAE's ``sampled`` and the decoder fed by it) use one noise draw for
+        all N examples from ``seed`` (or none when ``use_mean``), so the result does not depend on
+        ``chunk_size``. :func:`vaetransfer.activations.activations` does the same for any model
+        with reduced-precision storage.
+        """
+        if isinstance(layers, str):
+            layers = [layers]
+        noise = self.noise(x.shape[0], seed=seed, use_mean=use_mean)
+        out = self._impl.activations(x, list(layers or []), chunk_size, noise, flatten)
+        order = self.layer_names
+        return OrderedDict(sorted(out.items(), key=lambda kv: order.index(kv[0])))
+
+    def noise(self, n: int, *, seed: int = 0, use_mean: bool = False) -> torch.Tensor | None:
+        """The per-example noise of n examples (a VAE's ε [n, latent]; None for deterministic models)."""
+        return self._impl.noise(int(n), seed, bool(use_mean))
+
+    def to_torch(self) -> torch.nn.Module:
+        """The plain-PyTorch twin (``vaetransfer.torch_reference``) with these weights and buffers, on the CPU."""
+        from . import torch_reference as ref
+
+        p = self.params
+        empty_none = lambda v: tuple(v) if v else None  # noqa: E731
+        arch = self.architecture
+        if self.family == "vae":
+            twin = ref.ReferenceVAE(arch, tuple(p["input_shape"]), p["latent_dim"], empty_none(p.get("kernel_sizes")),
+                                    empty_none(p.get("decoder_kernel_sizes")), p.get("depth"), p.get("width"),
+                                    empty_none(p.get("hidden")))
+        elif arch == "conv4":
+            twin = ref.ReferenceConv4Classifier(tuple(p["input_shape"]), p["num_classes"], p["channels"], p["blocks"],
+                                                p["block_order"])
+        elif arch == "conv-classifier":
+            twin = ref.ReferenceConvClassifier(tuple(p["input_shape"]), p["num_classes"],
+                                               empty_none(p["kernel_sizes"]) or (4, 4, 4, 4))
+        elif arch == "mlp-classifier":
+            hidden = tuple(p["hidden"]) or (p["width"],) * p["depth"]
+            twin = ref.ReferenceMLPClassifier(tuple(p["input_shape"]), p["num_classes"], hidden, p["batch_norm"],
+                                              p["activation"])
+        else:
+            raise value_error("architecture", f"no plain-PyTorch twin for {arch!r}")
+        twin.load_state_dict({k: v.cpu() for k, v in self.state_dict().items()})
+        twin.train(self.training)
+        return twin
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.architecture!r}, {len(self.parameter_names)} parameters, {self.device})"
+
+
+class VAE(Model):
+    """A VAE of the core (``conv``, ``fc``, ``mlp``, ``cnn``)."""
+
+    _family = "vae"
+
+    @property
+    def latent_dim(self) -> int:
+        return int(self._impl.latent_dim)
+
     def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x float [N, *input_shape] → (mean, logvar), each [N, latent]."""
         return self._impl.encode(x)
@@ -148,48 +309,24 @@ class VAE:
             values = torch.linspace(-limit, limit, steps)
         return self._impl.traverse(x, torch.as_tensor(values, dtype=torch.float32))
 
-    def activations(self, x: torch.Tensor, layers: Sequence[str] | None = None, *, chunk_size: int = 500,
-                    seed: int = 0, use_mean: bool = False, flatten: bool = True) -> "OrderedDict[str, torch.Tensor]":
-        """Ordered ``name → activation`` ([N, p] when ``flatten``) for ``layers`` (all by default).
 
-        Computed in chunks of ``chunk_size`` examples without autograd. ``sampled`` and the
-        decoder layers use z = mean + σ·ε with ε drawn from ``seed`` (or the mean when
-        ``use_mean``).
-        """
-        if isinstance(layers, str):
-            layers = [layers]
-        out = self._impl.activations(x, list(layers or []), chunk_size, seed, use_mean, flatten)
-        order = self.layer_names
-        return OrderedDict(sorted(out.items(), key=lambda kv: order.index(kv[0])))
+class Classifier(Model):
+    """A classifier of the core (``conv4``, ``conv-classifier``, ``mlp-classifier``)."""
 
-    # -- transfer
-    def freeze(self, *groups: str) -> None:
-        """Stops training a layer (``dec3``), a parameter (``dec3.weight``), ``encoder``, ``latent``, ``decoder`` or ``all``."""
-        self._impl.set_trainable(list(groups), False)
+    _family = "classifier"
 
-    def unfreeze(self, *groups: str) -> None:
-        self._impl.set_trainable(list(groups), True)
+    def __init__(self, config: ModelConfig | None = None, seed: int = 0, device: str = "cpu"):
+        super().__init__(config if config is not None else ModelConfig(architecture="conv4"), seed, device)
 
     @property
-    def frozen_parameters(self) -> list[str]:
-        return list(self._impl.frozen_parameters())
+    def num_classes(self) -> int:
+        return int(self._impl.num_classes)
 
-    def reinitialize(self, layer: str, seed: int = 0) -> None:
-        """Draws fresh weights for one layer (PyTorch's default initialisation)."""
-        self._impl.reinitialize(layer, seed)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits [N, num_classes] (differentiable; BatchNorm follows the train/eval mode)."""
+        return self._impl.forward(x)
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return self._impl.state_dict()
-
-    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        self._impl.load_state_dict(dict(state))
-
-    def to_torch(self):
-        """The plain-PyTorch twin (``torch_reference.ReferenceVAE``) with these weights, on the CPU."""
-        from .torch_reference import ReferenceVAE
-
-        c = self.config
-        ref = ReferenceVAE(c.architecture, c.input_shape, c.latent_dim, c.kernel_sizes, c.decoder_kernel_sizes,
-                           c.depth, c.width, c.hidden)
-        ref.load_state_dict({k: v.cpu() for k, v in self.state_dict().items()})
-        return ref
+    def predict(self, x: torch.Tensor, *, chunk_size: int = 1024) -> torch.Tensor:
+        """Predicted classes [N] (int64) in the current mode, without autograd."""
+        with torch.no_grad():
+            return torch.cat([self.forward(x[s:s + chunk_size]).argmax(1) for s in range(0, x.shape[0], chunk_size)])

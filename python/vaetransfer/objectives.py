@@ -1,94 +1,101 @@
-"""VAE objectives (C++ core: ``csrc/vaetransfer/objectives``), vae-transfer-cka App. E.
+"""Training objectives (tasks) of the C++ core (``csrc/vaetransfer/objectives``), by registered name.
 
-Loss per example = −log p(x|z) + R, averaged over the batch; KL = KL(q(z|x) ‖ N(0, I)):
+A task turns a batch into a loss and named scalars (the history columns). Registered now
+(:func:`registered` lists them with their parameters, from the core):
 
-* ``beta-vae`` (Eq. 8): R = β·KL.
+* ``beta-vae`` (vae-transfer-cka Eq. 8): R = β·KL.
 * ``beta-tc-vae`` (Eq. 11–12): R = KL + (β − 1)·TC, TC = KL(q(z) ‖ ∏ q(z_j)) by minibatch-weighted
   (``tc_sampling="mws"``, Eq. 12) or minibatch-stratified (``"mss"``) sampling over ``dataset_size``
   examples, with its log(n·m) constants (``vaetransfer.estimators``' implementation).
-* ``annealed-vae`` (Eq. 9): R = γ·|KL − C|, C = min(C_max, C_max·step / iteration_threshold).
+* ``annealed-vae`` (Eq. 9): R = γ·|KL − C|, C linear from 0 to C_max over ``iteration_threshold`` steps.
 * ``dip-vae-ii``: R = KL + λ_od Σ_{i≠j} Cov[z]_ij² + λ_d Σ_i (Cov[z]_ii − 1)²,
-  Cov[z] = Cov_batch[μ(x)] (1/m) + mean_batch diag σ²(x).
+  Cov[z] = Cov_batch[μ(x)] (1/m) + mean_batch diag σ²(x); λ_d defaults to λ_od.
+* ``classification``: softmax cross-entropy, reports accuracy.
 
-Likelihood: ``bernoulli`` (sigmoid cross-entropy with logits) or ``gaussian`` (N(x; logits, σ²),
-constant included).
+VAE objectives: loss per example = −log p(x|z) + R, averaged over the batch, with the
+``bernoulli`` (sigmoid cross-entropy) or ``gaussian`` (N(x; logits, σ²), constant included)
+likelihood; ``report_tc=True`` also reports the minibatch-weighted TC. Loss weights (``beta``,
+``capacity``, ``gamma``, ``lambda_od``, ``lambda_d``) can follow a schedule
+(``TrainConfig.schedules``).
 """
 from __future__ import annotations
-
-from dataclasses import asdict, dataclass, fields
 
 import torch
 
 from . import _C
-from ._checks import type_error, value_error
+from ._checks import type_error
+from ._registry import RegisteredConfig
 
-__all__ = ["ObjectiveConfig", "make_objective", "OBJECTIVES"]
-
-OBJECTIVES = ("beta-vae", "beta-tc-vae", "annealed-vae", "dip-vae-ii")
-_ALIASES = {"beta": "beta-vae", "vae": "beta-vae", "beta-tc": "beta-tc-vae", "btcvae": "beta-tc-vae",
-            "annealed": "annealed-vae", "dip-vae": "dip-vae-ii", "dip": "dip-vae-ii"}
+__all__ = ["ObjectiveConfig", "TaskConfig", "make_objective", "registered", "objective_names", "OBJECTIVES",
+           "log_likelihood", "negative_log_likelihood", "gaussian_kl"]
 
 
-@dataclass
-class ObjectiveConfig:
-    """Objective name and hyper-parameters (Table 6 defaults: γ = 1000, threshold 100,000)."""
+def registered() -> list[dict]:
+    """Every registered task: ``name, family, doc, aliases, params``."""
+    return list(_C.objectives.registered())
 
-    name: str = "beta-vae"
-    beta: float = 1.0
-    gamma: float = 1000.0
-    c_max: float = 25.0
-    iteration_threshold: int = 100_000
-    lambda_od: float = 1.0
-    lambda_d: float | None = None  # None: equal to lambda_od (Table 6)
-    tc_sampling: str = "mws"
-    dataset_size: int | None = None  # β-TC-VAE: None → the training set size
-    likelihood: str = "bernoulli"
-    gaussian_std: float = 1.0
 
-    def canonical_name(self) -> str:
-        if not isinstance(self.name, str):
-            raise type_error("objective", f"expected a string, got {type(self.name).__name__}")
-        return _ALIASES.get(self.name, self.name)
+def objective_names(family: str | None = None) -> tuple[str, ...]:
+    """Names of the registered tasks (of one model family: ``"vae"``, ``"classifier"``)."""
+    return tuple(e["name"] for e in registered() if family is None or e["family"] == family)
 
-    def to_spec(self, dataset_size: int | None = None) -> "_C.objectives.ObjectiveSpec":
-        s = _C.objectives.ObjectiveSpec()
-        s.name = self.canonical_name()
-        for f in ("beta", "gamma", "c_max", "lambda_od", "gaussian_std"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise type_error(f, f"expected a number, got {v!r}")
-            setattr(s, f, float(v))
-        s.lambda_d = float(self.lambda_od if self.lambda_d is None else self.lambda_d)
-        s.iteration_threshold = int(self.iteration_threshold)
-        s.tc_sampling = self.tc_sampling
-        n = self.dataset_size if self.dataset_size is not None else dataset_size
-        s.dataset_size = int(n) if n is not None else 0
-        s.likelihood = self.likelihood
-        return s
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+class TaskConfig(RegisteredConfig):
+    """An objective by registered name with its parameters, e.g. ``TaskConfig("beta-tc-vae", beta=6)``
+    or ``TaskConfig("classification")``. Unset parameters take the core's defaults."""
+
+    _entries = staticmethod(lambda: _C.objectives.registered())
+    _default_name = "beta-vae"
+    # Fields of the ObjectiveConfig dataclass of earlier releases, dropped when they do not apply.
+    _LEGACY = {"beta", "gamma", "c_max", "iteration_threshold", "lambda_od", "lambda_d", "tc_sampling",
+               "dataset_size", "likelihood", "gaussian_std"}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ObjectiveConfig":
-        unknown = set(d) - {f.name for f in fields(cls)}
-        if unknown:
-            raise value_error("config", f"unknown objective fields {sorted(unknown)}")
-        return cls(**d)
+    def from_dict(cls, d: dict) -> "TaskConfig":
+        d = dict(d)
+        name = d.pop("name", None)
+        e = cls.entry(name) if isinstance(name, str) else None
+        if e is not None and set(d) >= cls._LEGACY - {"dataset_size", "lambda_d"}:  # an old config.json
+            declared = {p["name"] for p in e["params"]}
+            d = {k: v for k, v in d.items() if k in declared}
+        return cls(name, **d)
+
+    def to_params(self, dataset_size: int | None = None) -> dict:
+        """The parameters for the core, with ``dataset_size`` filled in when the task declares it."""
+        params = dict(self.params)
+        e = self.entry(self.name) if isinstance(self.name, str) else None
+        declared = {p["name"] for p in e["params"]} if e else set()
+        if dataset_size is not None and "dataset_size" in declared and "dataset_size" not in params:
+            params["dataset_size"] = int(dataset_size)
+        return params
 
 
-def make_objective(config: ObjectiveConfig, dataset_size: int | None = None) -> "_C.objectives.Objective":
-    """The C++ objective; call it as ``obj(x, logits, mean, logvar, z, step)`` → dict of terms
-    (``loss, reconstruction, kl, kl_per_dim, regularizer, tc, capacity``)."""
-    if not isinstance(config, ObjectiveConfig):
-        raise type_error("config", f"expected an ObjectiveConfig, got {type(config).__name__}")
-    return _C.objectives.make_objective(config.to_spec(dataset_size))
+#: The name used by the VAE-centred API of earlier releases.
+ObjectiveConfig = TaskConfig
+OBJECTIVES = objective_names("vae")
+
+
+def make_objective(config: TaskConfig, dataset_size: int | None = None) -> "_C.objectives.Task":
+    """The core task. A VAE objective can be called as ``obj(x, logits, mean, logvar, z, step)`` → dict
+    of terms (``loss, reconstruction, kl, kl_per_dim, regularizer, tc``) and weights at ``step``."""
+    if not isinstance(config, TaskConfig):
+        raise type_error("config", f"expected a TaskConfig, got {type(config).__name__}")
+    if not isinstance(config.name, str):
+        raise type_error("objective", f"expected a string, got {type(config.name).__name__}")
+    return _C.objectives.make_task(config.name, config.to_params(dataset_size))
+
+
+def log_likelihood(x: torch.Tensor, output: torch.Tensor, likelihood: str = "bernoulli", gaussian_std: float = 1.0,
+                   mask: torch.Tensor | None = None) -> torch.Tensor:
+    """log p(x | output) per example [N], summed over the other axes: ``bernoulli`` (logits),
+    ``gaussian`` (mean, σ = gaussian_std) or ``categorical`` (logits [N, ..., V], x class ids, optional mask)."""
+    return _C.objectives.log_likelihood(x, output, likelihood, gaussian_std, mask)
 
 
 def negative_log_likelihood(x: torch.Tensor, logits: torch.Tensor, likelihood: str = "bernoulli",
                             gaussian_std: float = 1.0) -> torch.Tensor:
     """−log p(x|z) per example [N], summed over pixels."""
-    return _C.objectives.negative_log_likelihood(x, logits, likelihood, gaussian_std)
+    return -log_likelihood(x, logits, likelihood, gaussian_std)
 
 
 def gaussian_kl(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:

@@ -24,16 +24,16 @@ the other similarities in [0, 1]. The same layer object on both sides scores exa
 """
 from __future__ import annotations
 
-import inspect
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Mapping, Sequence
+from typing import Literal, Mapping, Sequence
 
 import torch
 
 from . import _C
 from ._C import ArgumentError, ArgumentTypeError
 from ._checks import argument_error as _error
+from .activations import activations  # re-exported: extraction lives in vaetransfer.activations
 
 _S = _C.similarity
 
@@ -224,134 +224,6 @@ def cka_avg(models_a: Sequence[Mapping[str, torch.Tensor]], models_b: Sequence[M
     n = next(iter(models_a[0].values())).shape[0]
     return SimilarityMatrix(per_pair.mean(dim=(0, 1)), rows, cols, measure, form,
                             per_pair.shape[0] * per_pair.shape[1], n, per_pair)
-
-
-# --------------------------------------------------------------------------------------------
-# Activations
-# --------------------------------------------------------------------------------------------
-def _first_tensor(out):
-    if isinstance(out, torch.Tensor):
-        return out
-    if isinstance(out, (tuple, list)):
-        for o in out:
-            t = _first_tensor(o)
-            if t is not None:
-                return t
-    if isinstance(out, Mapping):
-        for o in out.values():
-            t = _first_tensor(o)
-            if t is not None:
-                return t
-    return None
-
-
-def _hooked_forward(model: torch.nn.Module, layers: Sequence[str] | None) -> tuple[list[str], Callable]:
-    modules = dict(model.named_modules())
-    if layers is None:
-        layers = ["input"] + [n for n, m in model.named_modules() if n and not any(True for _ in m.children())]
-    for name in layers:
-        if name != "input" and name not in modules:
-            raise _error(ArgumentError, "layers", f"no submodule named {name!r} (known: {[n for n in modules if n]})")
-
-    def forward(xb: torch.Tensor, **kwargs) -> "OrderedDict[str, torch.Tensor]":
-        captured: dict[str, torch.Tensor] = {}
-        handles = []
-        try:
-            for name in layers:
-                if name == "input":
-                    continue
-
-                def hook(_m, _inp, out, _name=name):
-                    t = _first_tensor(out)
-                    if t is not None:
-                        captured[_name] = t
-
-                handles.append(modules[name].register_forward_hook(hook))
-            model(xb, **kwargs)
-        finally:
-            for h in handles:
-                h.remove()
-        result = OrderedDict()
-        for name in layers:
-            if name == "input":
-                result[name] = xb
-            elif name not in captured:
-                raise _error(ArgumentError, "layers", f"submodule {name!r} produced no tensor output in forward()")
-            else:
-                result[name] = captured[name]
-        return result
-
-    return list(layers), forward
-
-
-def activations(model, x: torch.Tensor, layers: Sequence[str] | None = None, *, batch_size: int = 256,
-                dtype: torch.dtype = torch.float32, device: torch.device | str | None = "cpu",
-                **model_kwargs) -> "OrderedDict[str, torch.Tensor]":
-    """Activations of ``model`` on the ``n`` examples ``x: (n, ...)``, in chunks of ``batch_size``.
-
-    ``model``: an object with ``activations(x, layers=None) -> OrderedDict[name, Tensor]`` (the
-    vaetransfer models), else any ``torch.nn.Module``: forward hooks on the named submodules
-    ``layers`` (``"input"`` is the input itself; default: ``"input"`` and every leaf submodule),
-    always removed afterwards, even when forward raises. Runs under ``torch.no_grad()`` in the
-    model's current train/eval mode. Returns ``OrderedDict[name, (n, p)]`` flattened after the
-    example axis, stored as ``dtype`` (float32 default; float16/bfloat16 halve the memory) on ``device``.
-
-    ``model_kwargs`` go to ``model.activations`` / ``model``; a tensor whose first dimension is ``n``
-    is treated as per-example (e.g. the noise ``eps`` of a VAE's sampled layer) and sliced per chunk.
-    When ``model.activations`` takes no ``layers`` argument, the requested layers are selected from
-    its output.
-    """
-    if not isinstance(x, torch.Tensor):
-        raise _error(ArgumentTypeError, "x", f"expected a tensor of examples, got {type(x).__name__}")
-    if x.dim() < 1 or x.shape[0] < 1:
-        raise _error(ArgumentError, "x", f"expected at least one example, got shape {tuple(x.shape)}")
-    if dtype not in _STORAGE_DTYPES:
-        raise _error(ArgumentTypeError, "dtype", f"expected one of {_STORAGE_DTYPES}, got {dtype}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise _error(ArgumentError, "batch_size", f"expected a positive int, got {batch_size!r}")
-    n = x.shape[0]
-    custom = getattr(model, "activations", None)
-    if callable(custom):
-        names = None if layers is None else list(layers)
-        try:
-            takes_layers = "layers" in inspect.signature(custom).parameters
-        except (TypeError, ValueError):
-            takes_layers = True
-
-        def forward(xb, **kw):
-            acts = custom(xb, layers=names, **kw) if takes_layers else custom(xb, **kw)
-            if names is None or takes_layers:
-                return acts
-            missing = [k for k in names if k not in acts]
-            if missing:
-                raise _error(ArgumentError, "layers", f"unknown layers {missing} (known: {list(acts)})")
-            return OrderedDict((k, acts[k]) for k in names)
-    elif isinstance(model, torch.nn.Module):
-        _, hooked = _hooked_forward(model, layers)
-
-        def forward(xb, **kw):
-            return hooked(xb, **kw)
-    else:
-        raise _error(ArgumentTypeError, "model", "expected a torch.nn.Module or an object with activations(x, layers)")
-
-    try:
-        model_device = next(model.parameters()).device if isinstance(model, torch.nn.Module) else x.device
-    except StopIteration:
-        model_device = x.device
-    out: "OrderedDict[str, torch.Tensor]" = OrderedDict()
-    with torch.no_grad():
-        for start in range(0, n, batch_size):
-            xb = x[start:start + batch_size].to(model_device)
-            kw = {k: (v[start:start + batch_size].to(model_device)
-                      if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == n else v)
-                  for k, v in model_kwargs.items()}
-            acts = forward(xb, **kw)
-            for name, a in acts.items():
-                a = a.reshape(a.shape[0], -1)
-                if name not in out:
-                    out[name] = torch.empty((n, a.shape[1]), dtype=dtype, device=device or a.device)
-                out[name][start:start + a.shape[0]].copy_(a)
-    return out
 
 
 # --------------------------------------------------------------------------------------------

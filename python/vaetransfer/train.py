@@ -1,17 +1,20 @@
-"""Training runs (C++ loop: ``csrc/vaetransfer/train``; the GIL is released while it runs).
+"""Training runs over any model and objective (C++ loop: ``csrc/vaetransfer/train``; the GIL is
+released while it runs).
 
 A run is a directory::
 
-    config.json            the TrainConfig (model, objective, optimiser, schedule)
-    data.json              size, shape, dtype and checksum of the training data
-    history.csv            one row per step: loss, reconstruction, kl, regularizer, tc, capacity, kl_0…
-    metrics.jsonl          what the metrics hook returned, every ``metrics_every`` steps
-    snapshots/step_XXXXXXXX.pt   model, optimiser, objective state, data order, RNG (torch.load-able)
+    config.json            the TrainConfig (model, objective, optimiser, regularisers, schedules, phases)
+    data.json              size, shape, dtype and checksums of the training (and held-out) data
+    history.csv            one row per step: step, loss (the total), the objective's scalars, each
+                           regulariser's term, and every weight that follows a non-constant schedule
+    metrics.jsonl          held-out evaluation (``eval_*``) every ``eval_every`` steps and what the
+                           metrics hook returned every ``metrics_every`` steps
+    snapshots/step_XXXXXXXX.pt   parameters and buffers, optimiser, objective, schedules, data order, RNG
 
-``train(config, data, out_dir)`` starts a run, resumes a half-finished one from its latest
-snapshot (same trajectory as an uninterrupted run with the same thread count) and returns a
-finished one untouched. Defaults follow vae-transfer-cka Table 5: batch 64, Adam(1e-4,
-0.9, 0.999, 1e-8), Bernoulli likelihood.
+``train(config, data, out_dir, eval_data=...)`` starts a run, resumes a half-finished one from
+its latest snapshot (the same trajectory as an uninterrupted run with the same thread count,
+BatchNorm statistics included) and returns a finished one untouched. Defaults follow
+vae-transfer-cka Table 5: batch 64, Adam(1e-4, 0.9, 0.999, 1e-8), Bernoulli likelihood.
 """
 from __future__ import annotations
 
@@ -27,11 +30,15 @@ import torch
 
 from . import _C
 from ._checks import type_error, value_error
-from .io import write_json
-from .nn import VAE, ModelConfig
-from .objectives import ObjectiveConfig, make_objective
+from .data import Dataset, as_dataset
+from .io import write_json, write_text
+from .nn import Model, ModelConfig, build_model
+from .objectives import TaskConfig, make_objective
+from .regularizers import RegularizerConfig, make_regularizer
+from .schedules import ScheduleConfig, make_schedule
 
-__all__ = ["OptimizerConfig", "TrainConfig", "Run", "train", "load_run", "load_snapshot", "train_main", "TrainingDivergedError"]
+__all__ = ["OptimizerConfig", "PhaseConfig", "TrainConfig", "Run", "train", "load_run", "load_snapshot",
+           "train_main", "TrainingDivergedError"]
 
 TrainingDivergedError = _C.train.TrainingDivergedError
 
@@ -66,11 +73,30 @@ class OptimizerConfig:
 
 
 @dataclass
+class PhaseConfig:
+    """Parameter groups frozen for ``steps`` steps; phases follow each other from step 0 (e.g. an
+    encoder warm-up with the decoder frozen, then everything trained)."""
+
+    steps: int
+    freeze: tuple[str, ...] = ()
+
+
+def _plain(v):
+    if hasattr(v, "to_dict"):
+        return v.to_dict()
+    if isinstance(v, (tuple, list)):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
+
+
+@dataclass
 class TrainConfig:
     """Everything that defines a run (saved as config.json)."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
-    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    objective: TaskConfig = field(default_factory=TaskConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     steps: int = 300_000
     batch_size: int = 64
@@ -78,42 +104,49 @@ class TrainConfig:
     snapshot_every: int = 0       # 0: only the final snapshot
     keep_snapshots: int = 0       # 0: keep all
     metrics_every: int = 0        # metrics hook period (0: never)
-    report_tc: bool = False       # report the minibatch-weighted TC for every objective
-    data_scale: float | None = None  # x = data·scale; None: 1 for data in [0, 1], 1/255 for uint8 0..255
+    eval_every: int = 0           # evaluation on eval_data (0: never)
+    eval_batch_size: int = 512
+    regularizers: tuple[RegularizerConfig, ...] = ()
+    schedules: dict[str, ScheduleConfig] = field(default_factory=dict)  # objective weight name → schedule
+    phases: tuple[PhaseConfig, ...] = ()
+    data_scale: float | None = None  # x = data·scale; None: the data set's own scale
     device: str = "cpu"
     threads: int | None = None    # torch.set_num_threads for the run (None: leave as is)
     init_from: str | None = None  # a snapshot file or run directory to start from (transfer)
-    freeze: tuple[str, ...] = ()  # groups to freeze: layer/parameter names, encoder, latent, decoder, all
-    reinit: tuple[str, ...] = ()  # layers to re-initialise (after init_from)
+    freeze: tuple[str, ...] = ()  # groups frozen for the whole run (see vaetransfer.nn.Model.group)
+    reinit: tuple[str, ...] = ()  # groups re-initialised (after init_from)
     dataset: str | None = None    # a description of the data (informative)
 
     def to_dict(self) -> dict:
-        d = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if hasattr(v, "to_dict"):
-                v = v.to_dict()
-            elif f.name == "optimizer":
-                v = asdict(v)
-            d[f.name] = list(v) if isinstance(v, tuple) else v
-        d["optimizer"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self.optimizer).items()}
+        d = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        d["optimizer"] = _plain(asdict(self.optimizer))
+        d["phases"] = [{"steps": p.steps, "freeze": list(p.freeze)} for p in self.phases]
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
         d = dict(d)
+        if "report_tc" in d:  # earlier releases: a run option, now an objective parameter
+            if d.pop("report_tc"):
+                d["objective"] = {**d.get("objective", {}), "report_tc": True}
         unknown = set(d) - {f.name for f in fields(cls)}
         if unknown:
             raise value_error("config", f"unknown fields {sorted(unknown)}")
         if "model" in d:
             d["model"] = ModelConfig.from_dict(d["model"])
         if "objective" in d:
-            d["objective"] = ObjectiveConfig.from_dict(d["objective"])
+            d["objective"] = TaskConfig.from_dict(d["objective"])
         if "optimizer" in d:
             o = dict(d["optimizer"])
             if "betas" in o:
                 o["betas"] = tuple(o["betas"])
             d["optimizer"] = OptimizerConfig(**o)
+        if "regularizers" in d:
+            d["regularizers"] = tuple(RegularizerConfig.from_dict(r) for r in d["regularizers"])
+        if "schedules" in d:
+            d["schedules"] = {k: ScheduleConfig.from_dict(v) for k, v in d["schedules"].items()}
+        if "phases" in d:
+            d["phases"] = tuple(PhaseConfig(p["steps"], tuple(p.get("freeze", ()))) for p in d["phases"])
         for k in ("freeze", "reinit"):
             if k in d:
                 d[k] = tuple(d[k])
@@ -128,16 +161,24 @@ class TrainConfig:
 
     def to_spec(self, out_dir: str, data_scale: float) -> "_C.train.TrainSpec":
         s = _C.train.TrainSpec()
-        for f in ("steps", "batch_size", "seed", "snapshot_every", "keep_snapshots", "metrics_every"):
+        for f in ("steps", "batch_size", "seed", "snapshot_every", "keep_snapshots", "metrics_every", "eval_every",
+                  "eval_batch_size"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int):
                 raise type_error(f, f"expected an integer, got {v!r}")
-        if self.seed < 0:
-            raise value_error("seed", f"expected a seed >= 0, got {self.seed}")
-        s.steps, s.batch_size, s.seed = self.steps, self.batch_size, self.seed
-        s.snapshot_every, s.keep_snapshots, s.metrics_every = self.snapshot_every, self.keep_snapshots, self.metrics_every
-        s.report_tc = bool(self.report_tc)
+            if f == "seed" and v < 0:
+                raise value_error("seed", f"expected a seed >= 0, got {v}")
+            setattr(s, f, v)
         s.data_scale = float(data_scale)
+        s.freeze = list(self.freeze)
+        phases = []
+        for p in self.phases:
+            if not isinstance(p, PhaseConfig):
+                raise type_error("phases", f"expected PhaseConfig entries, got {type(p).__name__}")
+            if isinstance(p.steps, bool) or not isinstance(p.steps, int):
+                raise type_error("phases", f"expected an integer number of steps, got {p.steps!r}")
+            phases.append(_C.train.Phase(p.steps, list(p.freeze)))
+        s.phases = phases
         s.out_dir = str(out_dir)
         return s
 
@@ -145,7 +186,7 @@ class TrainConfig:
 # ---------------------------------------------------------------- runs
 
 class Run:
-    """A run directory: its config, per-step history, snapshots and models."""
+    """A run directory: its config, per-step history, held-out metrics, snapshots and models."""
 
     def __init__(self, out_dir: str | os.PathLike):
         self.out_dir = Path(out_dir)
@@ -168,7 +209,7 @@ class Run:
 
     @property
     def history(self) -> dict[str, torch.Tensor]:
-        """Column → float64 tensor over steps (``step, loss, reconstruction, kl, regularizer, tc, capacity, kl_0…``)."""
+        """Column → float64 tensor over steps (``step, loss``, the objective's scalars, …)."""
         path = self.out_dir / "history.csv"
         if not path.exists():
             return {}
@@ -185,8 +226,8 @@ class Run:
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
-    def model(self, step: int | None = None, device: str = "cpu") -> VAE:
-        """The model at snapshot ``step`` (the latest by default)."""
+    def model(self, step: int | None = None, device: str = "cpu") -> Model:
+        """The model at snapshot ``step`` (the latest by default), in eval mode."""
         snaps = dict(self.snapshots())
         if not snaps:
             raise value_error("step", f"{self.out_dir} has no snapshot yet")
@@ -194,10 +235,11 @@ class Run:
             step = max(snaps)
         if step not in snaps:
             raise value_error("step", f"no snapshot at step {step}; snapshots: {sorted(snaps)}")
-        m = VAE(self.config.model, seed=self.config.seed, device="cpu")
+        m = build_model(self.config.model, seed=self.config.seed, device="cpu")
         m.load_state_dict(_C.train.read_snapshot_model(snaps[step]))
+        m.eval()
         if device != "cpu":
-            m._impl.to(device)
+            m.to(device)
         return m
 
     def __repr__(self) -> str:
@@ -205,8 +247,8 @@ class Run:
 
 
 def load_snapshot(path: str | os.PathLike) -> dict:
-    """A snapshot file as a dict (``step, model, optimizer, optimizer_name, objective_name,
-    objective, data, rng, frozen``), read with ``torch.load(weights_only=True)``."""
+    """A snapshot file as a dict (``step, model, optimizer, optimizer_name, task_name, task,
+    schedules, columns, data, rng, frozen``), read with ``torch.load(weights_only=True)``."""
     import torch.jit._pickle as jit_pickle  # written by torch::pickle_save, which tags typed dicts
 
     with torch.serialization.safe_globals([jit_pickle.restore_type_tag]):
@@ -218,26 +260,13 @@ def load_run(out_dir: str | os.PathLike) -> Run:
     return Run(out_dir)
 
 
-def _as_tensor(data) -> tuple[torch.Tensor, float | None, str | None]:
-    """Accepts a tensor or a ``vaetransfer.data`` DSprites/Tetrominoes object."""
-    from . import data as vdata
-
-    if isinstance(data, vdata.DSprites):
-        if data.imgs is None:
-            raise value_error("data", "the DSprites object was created with images=False")
-        return data.imgs.unsqueeze(1), 1.0, "dsprites"
-    if isinstance(data, vdata.Tetrominoes):
-        if data.images is None:
-            raise value_error("data", "the Tetrominoes object was created with images=False")
-        return data.images, 1.0 / 255.0, "tetrominoes"
-    if not isinstance(data, torch.Tensor):
-        raise type_error("data", f"expected a tensor or a vaetransfer.data set, got {type(data).__name__}")
-    return data, None, None
-
-
-def _fingerprint(data: torch.Tensor) -> dict:
-    return {"n": int(data.shape[0]), "shape": list(data.shape[1:]), "dtype": str(data.dtype).replace("torch.", ""),
-            "checksum": float(data.double().sum()) if data.is_floating_point() else int(data.sum(dtype=torch.int64))}
+def _fingerprint(ds: Dataset, with_labels: bool) -> dict:
+    x = ds.images
+    fp = {"n": int(x.shape[0]), "shape": list(x.shape[1:]), "dtype": str(x.dtype).replace("torch.", ""),
+          "checksum": float(x.double().sum()) if x.is_floating_point() else int(x.sum(dtype=torch.int64))}
+    if with_labels and ds.labels is not None:
+        fp["labels_checksum"] = int((ds.labels * torch.arange(1, len(ds.labels) + 1)).sum())
+    return fp
 
 
 def _resolve_init(path: str) -> str:
@@ -252,33 +281,50 @@ def _resolve_init(path: str) -> str:
     return str(p)
 
 
-def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, progress: bool = True,
-          metrics_hook: Callable[[VAE, dict], dict] | None = None) -> Run:
+def _dataset(data, model_shape: tuple[int, ...], argument: str) -> Dataset:
+    ds = as_dataset(data) if not isinstance(data, Dataset) else data
+    x = ds.images
+    # Single-channel images given without their channel axis.
+    if x.dim() == len(model_shape) and len(model_shape) == 3 and model_shape[0] == 1:
+        ds = Dataset(x.unsqueeze(1), ds.labels, ds.factors, ds.factor_names, ds.scale, ds.name, ds.num_classes)
+    if len(ds) == 0:
+        raise value_error(argument, "expected a non-empty data set")
+    return ds
+
+
+def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=None, progress: bool = True,
+          metrics_hook: Callable[[Model, dict], dict] | None = None) -> Run:
     """Trains (or resumes, or returns the finished) run in ``out_dir``.
 
-    ``data``: uint8 or float images [N, *input_shape] in CPU memory (uint8 [N, H, W] single-channel
-    images get their channel axis), or a ``vaetransfer.data`` DSprites / Tetrominoes object.
-    ``metrics_hook(model, report) -> dict`` runs every ``config.metrics_every`` steps; its
-    results go to metrics.jsonl. ``progress=False`` silences the tqdm bar.
+    ``data`` / ``eval_data``: anything :func:`vaetransfer.data.as_dataset` accepts — a
+    :class:`~vaetransfer.data.Dataset` (e.g. from :func:`vaetransfer.data.split`), a ``vaetransfer.data``
+    object, an ``(x, y)`` pair, a tensor or a registered name — with examples of the model's input
+    shape in CPU memory. The objective decides whether labels are needed (classification).
+    ``eval_data`` is evaluated every ``config.eval_every`` steps in eval mode without changing the
+    training trajectory; its ``eval_*`` values go to metrics.jsonl. ``metrics_hook(model, report)
+    -> dict`` runs every ``config.metrics_every`` steps. ``progress=False`` silences the tqdm bar.
     Raises ``TrainingDivergedError`` (a FloatingPointError) when the loss becomes NaN/inf.
     """
     if not isinstance(config, TrainConfig):
         raise type_error("config", f"expected a TrainConfig, got {type(config).__name__}")
-    tensor, auto_scale, name = _as_tensor(data)
-    in_shape = tuple(config.model.input_shape)
-    if tensor.dim() == len(in_shape) and len(in_shape) == 3 and in_shape[0] == 1:
-        tensor = tensor.unsqueeze(1)
-    if tensor.shape[0] == 0:
-        raise value_error("data", "expected a non-empty data set")
-    scale = config.data_scale
-    if scale is None:
-        scale = auto_scale if auto_scale is not None else (
-            1.0 / 255.0 if tensor.dtype == torch.uint8 and int(tensor.max()) > 1 else 1.0)
-    if config.dataset is None and name is not None:
-        config = TrainConfig.from_dict({**config.to_dict(), "dataset": name})
+    if not isinstance(config.objective, TaskConfig):
+        raise type_error("objective", f"expected a TaskConfig, got {type(config.objective).__name__}")
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    # Build everything (validates the config) before writing anything.
+    model = build_model(config.model, seed=config.seed, device=config.device)
+    train_set = _dataset(data, model.input_shape, "data")
+    eval_set = _dataset(eval_data, model.input_shape, "eval_data") if eval_data is not None else None
+    task = make_objective(config.objective, dataset_size=max(len(train_set), config.batch_size))
+    needs_labels = task.needs_labels
+    scale = config.data_scale if config.data_scale is not None else train_set.scale
+    if config.dataset is None and train_set.name not in ("tensor", None):
+        config = TrainConfig.from_dict({**config.to_dict(), "dataset": train_set.name})
 
     out = Path(out_dir)
-    fp = _fingerprint(tensor)
+    fp = {"train": _fingerprint(train_set, needs_labels)}
+    if eval_set is not None:
+        fp["eval"] = _fingerprint(eval_set, needs_labels)
     if (out / "config.json").exists():
         saved = json.loads((out / "config.json").read_text())
         if saved != config.to_dict():
@@ -290,27 +336,27 @@ def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, progress: bo
         if run.finished:
             return run
 
-    # Build everything (validates the config) before writing anything.
-    if config.threads is not None:
-        torch.set_num_threads(config.threads)
-    model = VAE(config.model, seed=config.seed, device=config.device)
     if config.init_from:
         model.load_state_dict(_C.train.read_snapshot_model(_resolve_init(config.init_from)))
-    for i, layer in enumerate(config.reinit):
-        model.reinitialize(layer, seed=config.seed + 1 + i)
-    if config.freeze:
-        model.freeze(*config.freeze)
-    objective = make_objective(config.objective, dataset_size=int(tensor.shape[0]))
-    trainer = _C.train.Trainer(model._impl, objective, config.optimizer.to_spec(), tensor,
-                               config.to_spec(str(out), scale))
+    for i, group in enumerate(config.reinit):
+        model.reinitialize(group, seed=config.seed + 1 + i)
+    for name in config.schedules:
+        if not isinstance(name, str):
+            raise type_error("schedules", f"expected weight names as keys, got {name!r}")
+    regs = [make_regularizer(r) for r in config.regularizers]
+    schedules = {name: make_schedule(s) for name, s in config.schedules.items()}
+    labels = train_set.labels if needs_labels else None
+    eval_x = eval_set.images if eval_set is not None else None
+    eval_y = eval_set.labels if eval_set is not None and needs_labels else None
+    trainer = _C.train.Trainer(model._impl, task, regs, schedules, config.optimizer.to_spec(), train_set.images,
+                               labels, eval_x, eval_y, config.to_spec(str(out), scale))
     out.mkdir(parents=True, exist_ok=True)
     config.save(out / "config.json")
     write_json(out / "data.json", fp)
     start = trainer.resume()
     metrics_path = out / "metrics.jsonl"
-    if metrics_path.exists():  # drop hook results past the snapshot we resumed from
+    if metrics_path.exists():  # drop lines past the snapshot we resumed from
         kept = [l for l in metrics_path.read_text().splitlines() if l.strip() and json.loads(l)["step"] <= start]
-        from .io import write_text
         write_text(metrics_path, "".join(l + "\n" for l in kept))
 
     bar = None
@@ -322,15 +368,25 @@ def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, progress: bo
     def on_progress(report: dict) -> None:
         if bar is not None:
             bar.update(report["step"] - bar.n)
-            bar.set_postfix(loss=f"{report['loss']:.2f}", kl=f"{report['kl']:.2f}", refresh=False)
+            shown = {k: f"{report[k]:.3g}" for k in ("loss", "kl", "accuracy") if k in report}
+            bar.set_postfix(shown, refresh=False)
 
-    def on_metrics(report: dict) -> None:
-        values = metrics_hook(model, report) or {}
+    def on_metrics(report: dict, evaluation: dict | None) -> None:
+        line = {"step": report["step"]}
+        if evaluation is not None:
+            line.update({f"eval_{k}": float(v) for k, v in evaluation.items()})
+        if metrics_hook is not None and config.metrics_every and report["step"] % config.metrics_every == 0:
+            model.eval()
+            try:
+                line.update({k: float(v) for k, v in (metrics_hook(model, report) or {}).items()})
+            finally:
+                model.train()
         with open(metrics_path, "a") as f:
-            f.write(json.dumps({"step": report["step"], **{k: float(v) for k, v in values.items()}}) + "\n")
+            f.write(json.dumps(line) + "\n")
 
+    wants_metrics = metrics_hook is not None or config.eval_every > 0
     try:
-        trainer.run(on_progress if bar is not None else None, on_metrics if metrics_hook else None, 0)
+        trainer.run(on_progress if bar is not None else None, on_metrics if wants_metrics else None, 0)
     finally:
         if bar is not None:
             bar.close()
@@ -339,25 +395,32 @@ def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, progress: bo
 
 # ---------------------------------------------------------------- command line
 
+def _parse_value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def train_main(argv: Sequence[str] | None = None) -> int:
-    """``vaetransfer train --dataset dsprites --objective beta-tc --beta 4 --steps 3000 --out runs/x``."""
+    """``vaetransfer train --dataset dsprites --objective beta-tc-vae --set beta=4 --steps 3000 --out runs/x``."""
     from . import data as vdata
 
-    p = argparse.ArgumentParser(prog="vaetransfer train", description="Train a VAE (resumes a half-finished run).")
+    p = argparse.ArgumentParser(prog="vaetransfer train", description="Train a model (resumes a half-finished run).")
     p.add_argument("--dataset", choices=["dsprites", "tetrominoes"], required=True)
+    p.add_argument("--label", default=None, help="a factor used as class label (classification), e.g. shape")
     p.add_argument("--n", type=int, default=0, help="use a random subset of n examples (0: all)")
-    p.add_argument("--objective", default="beta-vae",
-                   help="beta-vae | beta-tc-vae (beta-tc) | annealed-vae | dip-vae-ii")
-    p.add_argument("--beta", type=float, default=1.0)
-    p.add_argument("--gamma", type=float, default=1000.0)
-    p.add_argument("--c-max", type=float, default=25.0)
-    p.add_argument("--iteration-threshold", type=int, default=100_000)
-    p.add_argument("--lambda-od", type=float, default=1.0)
-    p.add_argument("--lambda-d", type=float, default=None)
-    p.add_argument("--tc-sampling", default="mws", choices=["mws", "mss"])
-    p.add_argument("--architecture", default=None, help="conv | fc | mlp | cnn (default: conv for dSprites, mlp for Tetrominoes)")
+    p.add_argument("--objective", default=None, help="a registered objective (default beta-vae, or classification "
+                                                     "for classifiers): " + ", ".join(
+                                                         e["name"] for e in _C.objectives.registered()))
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an objective parameter, e.g. --set beta=4 --set tc_sampling=mss")
+    p.add_argument("--beta", type=float, default=None, help="shorthand for --set beta=…")
+    p.add_argument("--architecture", default=None,
+                   help="a registered architecture (default: conv for dSprites, mlp for Tetrominoes)")
     p.add_argument("--depth", type=int, default=None)
-    p.add_argument("--latent-dim", type=int, default=10)
+    p.add_argument("--latent-dim", type=int, default=None)
+    p.add_argument("--num-classes", type=int, default=None)
     p.add_argument("--optimizer", default="adam", choices=["adam", "adamw", "sgd"])
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--momentum", type=float, default=0.0)
@@ -373,20 +436,31 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     if a.dataset == "dsprites":
-        count = vdata.DSPRITES_COUNT if hasattr(vdata, "DSPRITES_COUNT") else _C.data.DSPRITES_COUNT
-        shape, arch, batch = (1, 64, 64), a.architecture or "conv", a.batch_size or 64
+        count, arch, batch = vdata.DSPRITES_COUNT, a.architecture or "conv", a.batch_size or 64
+        shape = (1, 64, 64)
     else:
-        count = _C.data.TETROMINOES_COUNT
-        shape, arch, batch = (3, 32, 32), a.architecture or "mlp", a.batch_size or 128
+        count, arch, batch = vdata.TETROMINOES_COUNT, a.architecture or "mlp", a.batch_size or 128
+        shape = (3, 32, 32)
     idx = None
     if a.n:
         idx = torch.randperm(count, generator=torch.Generator().manual_seed(a.seed))[: a.n].sort().values
-    data = vdata.dsprites(idx) if a.dataset == "dsprites" else vdata.tetrominoes(idx)
+    raw = vdata.dsprites(idx) if a.dataset == "dsprites" else vdata.tetrominoes(idx)
+    data = raw.to_dataset(label=a.label)
+    params = {}
+    for item in a.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise value_error("set", f"expected KEY=VALUE, got {item!r}")
+        params[key] = _parse_value(value)
+    if a.beta is not None:
+        params["beta"] = a.beta
+    family = next((e["family"] for e in _C.nn.registered() if e["name"] == arch), "vae")
+    objective = a.objective or ("classification" if family == "classifier" else "beta-vae")
+    model = ModelConfig(architecture=arch, input_shape=shape, depth=a.depth, latent_dim=a.latent_dim,
+                        num_classes=a.num_classes if a.num_classes is not None else (
+                            data.num_classes if family == "classifier" else None))
     config = TrainConfig(
-        model=ModelConfig(architecture=arch, input_shape=shape, latent_dim=a.latent_dim, depth=a.depth),
-        objective=ObjectiveConfig(name=a.objective, beta=a.beta, gamma=a.gamma, c_max=a.c_max,
-                                  iteration_threshold=a.iteration_threshold, lambda_od=a.lambda_od,
-                                  lambda_d=a.lambda_d, tc_sampling=a.tc_sampling),
+        model=model, objective=TaskConfig(objective, **params),
         optimizer=OptimizerConfig(name=a.optimizer, lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay),
         steps=a.steps, batch_size=batch, seed=a.seed, snapshot_every=a.snapshot_every, threads=a.threads,
         device=a.device, dataset=f"{a.dataset}" + (f"[{a.n}]" if a.n else ""))

@@ -1,27 +1,46 @@
+// β-TC-VAE (Chen et al. 2018; vae-transfer-cka Eq. 11–12): R = KL + (β − 1)·TC, with TC from
+// estimators::minibatch_total_correlation (minibatch-weighted or -stratified sampling over a
+// data set of `dataset_size` examples, its log(n·m) constants included) — the library's one
+// TC implementation.
 #include "vaetransfer/common/check.h"
 #include "vaetransfer/estimators/total_correlation.h"
-#include "vaetransfer/objectives/objective.h"
+#include "vaetransfer/objectives/vae_objective.h"
 
 namespace vaetransfer::objectives {
+namespace {
 
-BetaTCVAE::BetaTCVAE(double beta, int64_t dataset_size, bool stratified, Likelihood likelihood, double gaussian_std)
-    : Objective(likelihood, gaussian_std), beta_(beta), dataset_size_(dataset_size), stratified_(stratified) {
-  VT_CHECK_ARG(std::isfinite(beta) && beta >= 0.0, "beta", "expected a finite value >= 0, got ", beta);
-  VT_CHECK_ARG(dataset_size >= 1, "dataset_size", "expected the number of training examples (>= 1), got ",
-               dataset_size);
-}
+class BetaTCVAE : public VAEObjective {
+ public:
+  explicit BetaTCVAE(const Params& p) : VAEObjective(p) {
+    check_weight(p.number("beta"), "beta");
+    const auto& s = p.str("tc_sampling");
+    VT_CHECK_ARG(s == "mws" || s == "mss", "tc_sampling",
+                 "expected 'mws' (minibatch-weighted) or 'mss' (minibatch-stratified), got '", s, "'");
+    VT_CHECK_ARG(dataset_size() >= 1, "dataset_size", "expected the number of training examples (>= 1), got ",
+                 dataset_size());
+    sampling_ = s == "mss" ? estimators::TCSampling::MinibatchStratified : estimators::TCSampling::MinibatchWeighted;
+  }
+  bool computes_tc() const override { return true; }
+  std::vector<WeightSpec> weights() const override {
+    return {{"beta", train::constant_schedule(params().number("beta"))}};
+  }
+  at::Tensor regularizer(const nn::VAEOutputs& out, const Weights& w, VAETerms& t) const override {
+    t.tc = estimators::minibatch_total_correlation(out.z, out.mean, out.logvar, dataset_size(), sampling_).tc;
+    return t.kl + (w.at("beta") - 1.0) * t.tc;
+  }
 
-std::map<std::string, double> BetaTCVAE::hyperparameters() const {
-  return {{"beta", beta_}, {"dataset_size", static_cast<double>(dataset_size_)}, {"stratified", stratified_ ? 1.0 : 0.0}};
-}
+ private:
+  estimators::TCSampling sampling_;
+};
 
-at::Tensor BetaTCVAE::regularizer(const Batch& b, Terms& t) const {
-  using namespace vaetransfer::estimators;
-  // The one TC implementation of the library (estimators), constants included.
-  t.tc = minibatch_total_correlation(b.z, b.mean, b.logvar, dataset_size_,
-                                     stratified_ ? TCSampling::MinibatchStratified : TCSampling::MinibatchWeighted)
-             .tc;
-  return t.kl + (beta_ - 1.0) * t.tc;
-}
+}  // namespace
+
+VT_REGISTER(TaskRegistry,
+            {"beta-tc-vae", "vae", "β-TC-VAE: R = KL + (β − 1)·TC, minibatch TC estimate (Chen et al. 2018)",
+             vae_objective_specs({{"beta", ParamType::Float, 1.0, "TC weight β"},
+                                  {"tc_sampling", ParamType::String, std::string("mws"),
+                                   "'mws' (minibatch-weighted, Eq. 12) or 'mss' (minibatch-stratified)"}}),
+             [](const Params& p) -> std::unique_ptr<Task> { return std::make_unique<BetaTCVAE>(p); },
+             {"beta-tc", "btcvae"}});
 
 }  // namespace vaetransfer::objectives

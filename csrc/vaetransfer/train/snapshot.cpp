@@ -17,7 +17,28 @@ using c10::IValue;
 
 namespace {
 
-constexpr const char* kFormat = "vaetransfer-snapshot-1";
+// Version 2 adds buffers to "model", the task, schedules and history columns. Version 1
+// snapshots (VAE runs of earlier releases) still load their model.
+constexpr const char* kFormat = "vaetransfer-snapshot-2";
+constexpr const char* kFormatV1 = "vaetransfer-snapshot-1";
+
+c10::impl::GenericDict string_dict(const std::vector<std::pair<std::string, std::string>>& items) {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::StringType::get());
+  for (const auto& [k, v] : items) d.insert(k, v);
+  return d;
+}
+
+std::vector<std::pair<std::string, std::string>> strings_of(const IValue& v) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& kv : v.toGenericDict()) out.emplace_back(kv.key().toStringRef(), kv.value().toStringRef());
+  return out;
+}
+
+c10::List<std::string> string_list(const std::vector<std::string>& items) {
+  c10::List<std::string> out;
+  for (const auto& f : items) out.push_back(f);
+  return out;
+}
 
 c10::impl::GenericDict tensor_dict(const std::vector<std::pair<std::string, at::Tensor>>& items) {
   c10::impl::GenericDict d(c10::StringType::get(), c10::TensorType::get());
@@ -44,8 +65,9 @@ c10::impl::GenericDict load_dict(const std::string& path) {
   }
   VT_CHECK_ARG(v.isGenericDict(), "path", path, " is not a vaetransfer snapshot");
   auto d = v.toGenericDict();
-  VT_CHECK_ARG(d.contains("format") && d.at("format").isString() && d.at("format").toStringRef() == kFormat, "path",
-               path, " is not a vaetransfer snapshot (format ", kFormat, ")");
+  const bool known = d.contains("format") && d.at("format").isString() &&
+                     (d.at("format").toStringRef() == kFormat || d.at("format").toStringRef() == kFormatV1);
+  VT_CHECK_ARG(known, "path", path, " is not a vaetransfer snapshot (format ", kFormat, ")");
   return d;
 }
 
@@ -58,10 +80,10 @@ void write_snapshot(const Snapshot& s, const std::string& path) {
   d.insert("model", tensor_dict(s.model));
   d.insert("optimizer", tensor_dict(s.optimizer));
   d.insert("optimizer_name", s.optimizer_name);
-  d.insert("objective_name", s.objective_name);
-  c10::impl::GenericDict obj(c10::StringType::get(), c10::FloatType::get());
-  for (const auto& [k, v] : s.objective) obj.insert(k, v);
-  d.insert("objective", obj);
+  d.insert("task_name", s.task_name);
+  d.insert("task", string_dict(s.task));
+  d.insert("schedules", string_dict(s.schedules));
+  d.insert("columns", string_list(s.columns));
   c10::impl::GenericDict data(c10::StringType::get(), c10::AnyType::get());
   data.insert("permutation", s.permutation);
   data.insert("position", s.position);
@@ -71,9 +93,7 @@ void write_snapshot(const Snapshot& s, const std::string& path) {
   rng.insert("noise", s.noise_rng);
   rng.insert("shuffle", s.shuffle_rng);
   d.insert("rng", rng);
-  c10::List<std::string> frozen;
-  for (const auto& f : s.frozen) frozen.push_back(f);
-  d.insert("frozen", frozen);
+  d.insert("frozen", string_list(s.frozen));
 
   const auto bytes = torch::jit::pickle_save(IValue(d));
   const std::string tmp = path + ".tmp";
@@ -88,14 +108,17 @@ void write_snapshot(const Snapshot& s, const std::string& path) {
 
 Snapshot read_snapshot(const std::string& path) {
   auto d = load_dict(path);
+  VT_CHECK_ARG(d.at("format").toStringRef() == kFormat, "path", path,
+               " was written by an earlier vaetransfer: its model loads, but the run cannot resume");
   Snapshot s;
   s.step = d.at("step").toInt();
   s.model = tensors_of(d.at("model"), path, "model");
   s.optimizer = tensors_of(d.at("optimizer"), path, "optimizer");
   s.optimizer_name = d.at("optimizer_name").toStringRef();
-  s.objective_name = d.at("objective_name").toStringRef();
-  for (const auto& kv : d.at("objective").toGenericDict())
-    s.objective.emplace_back(kv.key().toStringRef(), kv.value().toDouble());
+  s.task_name = d.at("task_name").toStringRef();
+  s.task = strings_of(d.at("task"));
+  s.schedules = strings_of(d.at("schedules"));
+  for (const auto& c : d.at("columns").toListRef()) s.columns.push_back(c.toStringRef());
   auto data = d.at("data").toGenericDict();
   s.permutation = data.at("permutation").toTensor();
   s.position = data.at("position").toInt();

@@ -5,23 +5,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "vaetransfer/common/check.h"
-#include "vaetransfer/estimators/total_correlation.h"
+#include "vaetransfer/common/counter_rng.h"
 
 namespace vaetransfer::train {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// splitmix64: independent streams for the noise and the data order from one seed.
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 std::string fmt(double v) {
   if (std::isnan(v)) return "nan";
@@ -30,40 +23,135 @@ std::string fmt(double v) {
   return buf;
 }
 
+void check_images(const at::Tensor& x, const std::vector<int64_t>& shape, const char* arg) {
+  check_defined(x, arg);
+  VT_CHECK_TYPE(x.scalar_type() == at::kByte || at::isFloatingType(x.scalar_type()), arg,
+                "expected uint8 or floating-point examples, got dtype ", x.scalar_type());
+  VT_CHECK_ARG(x.dim() == static_cast<int64_t>(shape.size()) + 1 &&
+                   std::equal(shape.begin(), shape.end(), x.sizes().begin() + 1),
+               arg, "expected examples of shape ", c10::IntArrayRef(shape), " for this model, got ", arg,
+               " of shape ", x.sizes());
+  VT_CHECK_ARG(x.size(0) > 0, arg, "expected a non-empty data set");
+  VT_CHECK_ARG(x.device().is_cpu(), arg, "expected the data set in CPU memory, got ", x.device());
+}
+
 }  // namespace
 
-Trainer::Trainer(std::shared_ptr<nn::VAE> model, std::shared_ptr<objectives::Objective> objective,
-                 OptimizerSpec optimizer, at::Tensor data, TrainSpec spec)
+Trainer::Trainer(nn::ModelPtr model, objectives::TaskPtr task, std::vector<RegularizerSlot> regularizers,
+                 std::map<std::string, SchedulePtr> schedules, OptimizerSpec optimizer, at::Tensor data,
+                 at::Tensor labels, at::Tensor eval_data, at::Tensor eval_labels, TrainSpec spec)
     : model_(std::move(model)),
-      objective_(std::move(objective)),
-      optimizer_(std::move(optimizer), model_->named_parameters()),
+      task_(std::move(task)),
+      regularizers_(std::move(regularizers)),
+      optimizer_(std::move(optimizer), model_->parameters_named()),
       data_(std::move(data)),
+      labels_(std::move(labels)),
+      eval_data_(std::move(eval_data)),
+      eval_labels_(std::move(eval_labels)),
       spec_(std::move(spec)) {
-  const auto& shape = model_->spec().input_shape;
-  check_defined(data_, "data");
-  VT_CHECK_TYPE(data_.scalar_type() == at::kByte || at::isFloatingType(data_.scalar_type()), "data",
-                "expected uint8 or floating-point images, got dtype ", data_.scalar_type());
-  VT_CHECK_ARG(data_.dim() == static_cast<int64_t>(shape.size()) + 1 &&
-                   std::equal(shape.begin(), shape.end(), data_.sizes().begin() + 1),
-               "data", "expected examples of shape ", c10::IntArrayRef(shape), " for this architecture, got data of shape ",
-               data_.sizes());
-  VT_CHECK_ARG(data_.size(0) > 0, "data", "expected a non-empty data set");
-  VT_CHECK_ARG(data_.device().is_cpu(), "data", "expected the data set in CPU memory, got ", data_.device());
+  objectives::check_family(*task_, *model_);
+  check_images(data_, model_->input_shape(), "data");
+  task_->check_data(*model_, data_, labels_);
+  if (labels_.defined()) labels_ = labels_.to(at::kLong).contiguous();
+  if (eval_data_.defined()) {
+    check_images(eval_data_, model_->input_shape(), "eval_data");
+    if (task_->needs_labels())
+      VT_CHECK_ARG(eval_labels_.defined(), "eval_labels", "the held-out data needs labels for the '", task_->name(),
+                   "' objective");
+    task_->check_data(*model_, eval_data_, eval_labels_);
+    eval_data_ = eval_data_.contiguous();
+    if (eval_labels_.defined()) eval_labels_ = eval_labels_.to(at::kLong).contiguous();
+  }
   VT_CHECK_ARG(spec_.steps >= 1, "steps", "expected >= 1, got ", spec_.steps);
   VT_CHECK_ARG(spec_.batch_size >= 1, "batch_size", "expected >= 1, got ", spec_.batch_size);
   VT_CHECK_ARG(spec_.snapshot_every >= 0, "snapshot_every", "expected >= 0, got ", spec_.snapshot_every);
   VT_CHECK_ARG(spec_.keep_snapshots >= 0, "keep_snapshots", "expected >= 0, got ", spec_.keep_snapshots);
   VT_CHECK_ARG(spec_.progress_every >= 1, "progress_every", "expected >= 1, got ", spec_.progress_every);
   VT_CHECK_ARG(spec_.metrics_every >= 0, "metrics_every", "expected >= 0, got ", spec_.metrics_every);
+  VT_CHECK_ARG(spec_.eval_every >= 0, "eval_every", "expected >= 0, got ", spec_.eval_every);
+  VT_CHECK_ARG(spec_.eval_every == 0 || eval_data_.defined(), "eval_every",
+               "evaluation every ", spec_.eval_every, " steps needs held-out data (eval_data)");
+  VT_CHECK_ARG(spec_.eval_batch_size >= 1, "eval_batch_size", "expected >= 1, got ", spec_.eval_batch_size);
   VT_CHECK_ARG(std::isfinite(spec_.data_scale) && spec_.data_scale > 0, "data_scale", "expected > 0, got ",
                spec_.data_scale);
+  for (const auto& g : spec_.freeze) model_->group(g, "freeze");
+  for (const auto& ph : spec_.phases) {
+    VT_CHECK_ARG(ph.steps >= 1, "phases", "expected phases of >= 1 step, got ", ph.steps);
+    for (const auto& g : ph.freeze) model_->group(g, "phases");
+  }
+
+  // Weights: the task's defaults, then the given schedules, then each regulariser's λ.
+  for (const auto& w : task_->weights()) weights_[w.name] = w.schedule;
+  for (const auto& [name, s] : schedules) {
+    if (!weights_.count(name)) {
+      std::vector<std::string> known;
+      for (const auto& [k, v] : weights_) known.push_back(k);
+      VT_CHECK_ARG(false, "schedules", "the '", task_->name(), "' objective has no weight '", name, "'; its weights: ",
+                   known.empty() ? std::string("(none)") : c10::Join(", ", known));
+    }
+    weights_[name] = s;
+  }
+  std::set<std::string> labels_seen;
+  columns_ = {"loss"};
+  for (auto& c : task_->columns(*model_)) columns_.push_back(c);
+  for (const auto& r : regularizers_) {
+    VT_CHECK_ARG(!r.label.empty() && labels_seen.insert(r.label).second &&
+                     std::find(columns_.begin(), columns_.end(), r.label) == columns_.end(),
+                 "regularizers", "each regulariser needs a distinct label that is not a task column; got '", r.label,
+                 "'");
+    weights_[r.label + "_weight"] = r.weight;
+    columns_.push_back(r.label);
+    capture_layers_ |= r.regularizer->needs_layers();
+  }
+  for (const auto& [name, s] : weights_)
+    if (!s->is_constant()) {
+      logged_weights_.push_back(name);
+      columns_.push_back(name);
+    }
+
   data_ = data_.contiguous();
-  noise_gen_ = nn::make_generator(model_->device(), mix(spec_.seed ^ 0x6e6f697365ull));
-  shuffle_gen_ = nn::make_generator(at::kCPU, mix(spec_.seed ^ 0x73687566ull));
+  noise_gen_ = nn::make_generator(model_->device(), splitmix64(spec_.seed ^ 0x6e6f697365ull));
+  shuffle_gen_ = nn::make_generator(at::kCPU, splitmix64(spec_.seed ^ 0x73687566ull));
   permutation_ = at::randperm(data_.size(0), shuffle_gen_, at::kLong);
+  model_->train(true);
+}
+
+objectives::Weights Trainer::weights_at(int64_t step) const {
+  objectives::Weights w;
+  for (const auto& [name, s] : weights_) w[name] = s->value(step);
+  return w;
 }
 
 std::string Trainer::snapshot_dir() const { return (fs::path(spec_.out_dir) / "snapshots").string(); }
+
+std::vector<std::string> Trainer::frozen_groups(int64_t step) const {
+  auto groups = spec_.freeze;
+  int64_t start = 0;
+  for (const auto& ph : spec_.phases) {
+    if (step < start + ph.steps) {
+      groups.insert(groups.end(), ph.freeze.begin(), ph.freeze.end());
+      break;
+    }
+    start += ph.steps;
+  }
+  return groups;
+}
+
+void Trainer::apply_phase() {
+  int64_t index = -1, start = 0;
+  for (size_t i = 0; i < spec_.phases.size(); ++i) {
+    if (step_ < start + spec_.phases[i].steps) {
+      index = static_cast<int64_t>(i);
+      break;
+    }
+    start += spec_.phases[i].steps;
+  }
+  if (index == phase_) return;
+  model_->set_trainable({"all"}, true);
+  const auto groups = frozen_groups(step_);
+  if (!groups.empty()) model_->set_trainable(groups, false);
+  phase_ = index;
+}
 
 at::Tensor Trainer::next_indices() {
   const int64_t n = data_.size(0), b = spec_.batch_size;
@@ -84,41 +172,37 @@ at::Tensor Trainer::next_indices() {
 }
 
 StepReport Trainer::train_step() {
-  auto x = data_.index_select(0, next_indices()).to(model_->device()).to(at::kFloat);
-  if (spec_.data_scale != 1.0) x.mul_(spec_.data_scale);
-  auto f = model_->forward(x, noise_gen_);
-  objectives::Batch batch{x, f.logits, f.mean, f.logvar, f.z, step_};
-  auto t = (*objective_)(batch);
-  if (spec_.report_tc && !t.tc.defined()) {
-    // Monitoring only: the minibatch-weighted TC of the estimators, outside the graph.
-    at::NoGradGuard no_grad;
-    t.tc = estimators::minibatch_total_correlation(f.z.detach(), f.mean.detach(), f.logvar.detach(),
-                                                   std::max(data_.size(0), spec_.batch_size),
-                                                   estimators::TCSampling::MinibatchWeighted)
-               .tc;
+  apply_phase();
+  const auto idx = next_indices();
+  objectives::Batch batch;
+  batch.x = data_.index_select(0, idx).to(model_->device()).to(at::kFloat);
+  if (spec_.data_scale != 1.0) batch.x.mul_(spec_.data_scale);
+  if (labels_.defined()) batch.y = labels_.index_select(0, idx).to(model_->device());
+  objectives::StepContext ctx{step_, weights_at(step_), &noise_gen_, capture_layers_};
+  auto out = task_->step(*model_, batch, ctx);
+  auto loss = out.loss;
+  std::vector<at::Tensor> packed = {at::Tensor()};  // the total loss goes first
+  for (const auto& [n, t] : out.scalars) packed.push_back(t.detach().reshape({-1}).to(at::kDouble));
+  for (const auto& r : regularizers_) {
+    auto term = r.regularizer->term(*model_, batch, out, ctx);
+    loss = loss + ctx.weights.at(r.label + "_weight") * term;
+    packed.push_back(term.detach().reshape({-1}).to(at::kDouble));
   }
-
+  packed[0] = loss.detach().reshape({-1}).to(at::kDouble);
   // One device→host copy for the whole report.
-  auto nan = at::full({}, NAN, t.loss.options());
-  auto packed = at::cat({at::stack({t.loss, t.reconstruction, t.kl, t.regularizer,
-                                    t.tc.defined() ? t.tc : nan, t.capacity.defined() ? t.capacity : nan})
-                             .detach(),
-                         t.kl_per_dim.detach()})
-                    .to(at::kCPU, at::kDouble);
-  const double* v = packed.data_ptr<double>();
+  auto host = at::cat(packed).to(at::kCPU);
   StepReport r;
   r.step = step_ + 1;
-  r.loss = v[0];
-  r.reconstruction = v[1];
-  r.kl = v[2];
-  r.regularizer = v[3];
-  r.tc = v[4];
-  r.capacity = v[5];
-  r.kl_per_dim.assign(v + 6, v + packed.numel());
-  if (!std::isfinite(r.loss)) {
+  const double* v = host.data_ptr<double>();
+  r.values.assign(v, v + host.numel());
+  for (const auto& w : logged_weights_) r.values.push_back(ctx.weights.at(w));
+  TORCH_CHECK(r.values.size() == columns_.size(), "the '", task_->name(), "' objective reported ", r.values.size(),
+              " values for ", columns_.size(), " columns");
+  if (!std::isfinite(r.values[0])) {
     std::ostringstream msg;
-    msg << "the loss became " << fmt(r.loss) << " at step " << r.step << " (reconstruction " << fmt(r.reconstruction)
-        << ", KL " << fmt(r.kl) << ", regulariser " << fmt(r.regularizer) << "); training stopped. ";
+    msg << "the loss became " << fmt(r.values[0]) << " at step " << r.step << " (";
+    for (size_t i = 1; i < columns_.size() && i < 8; ++i) msg << (i > 1 ? ", " : "") << columns_[i] << " " << fmt(r.values[i]);
+    msg << "); training stopped. ";
     if (last_snapshot_.empty())
       msg << "No snapshot was written before it.";
     else
@@ -127,13 +211,55 @@ StepReport Trainer::train_step() {
     throw TrainingDivergedError(r.step, msg.str());
   }
   optimizer_.zero_grad();
-  t.loss.backward();
+  loss.backward();
   optimizer_.step();
   ++step_;
   return r;
 }
 
-void Trainer::run(const Callback& progress, const Callback& metrics, int64_t until) {
+EvalReport Trainer::evaluate() {
+  VT_CHECK_ARG(eval_data_.defined(), "eval_data", "no held-out data was given to this trainer");
+  at::NoGradGuard no_grad;
+  const bool was_training = model_->is_training();
+  model_->eval();
+  // A stream of its own per evaluation: the training RNG is not touched, and the result
+  // depends only on the weights and the step.
+  auto gen = nn::make_generator(model_->device(), splitmix64(spec_.seed ^ 0x6576616cull ^ splitmix64(step_)));
+  const int64_t n = eval_data_.size(0);
+  std::vector<double> sums;
+  std::vector<std::string> names;
+  try {
+    for (int64_t s = 0; s < n; s += spec_.eval_batch_size) {
+      const int64_t e = std::min(n, s + spec_.eval_batch_size);
+      objectives::Batch batch;
+      batch.x = eval_data_.slice(0, s, e).to(model_->device()).to(at::kFloat);
+      if (spec_.data_scale != 1.0) batch.x.mul_(spec_.data_scale);
+      if (eval_labels_.defined()) batch.y = eval_labels_.slice(0, s, e).to(model_->device());
+      objectives::StepContext ctx{step_, weights_at(std::max<int64_t>(0, step_ - 1)), &gen, false};
+      auto out = task_->step(*model_, batch, ctx);
+      std::vector<at::Tensor> packed = {out.loss.reshape({-1}).to(at::kDouble)};
+      for (const auto& [k, t] : out.scalars) packed.push_back(t.reshape({-1}).to(at::kDouble));
+      auto host = at::cat(packed).to(at::kCPU);
+      if (names.empty()) {
+        names = {"loss"};
+        for (auto& c : objectives::expand_columns(out.scalars)) names.push_back(c);
+        sums.assign(names.size(), 0.0);
+      }
+      const double* v = host.data_ptr<double>();
+      for (size_t i = 0; i < sums.size(); ++i) sums[i] += v[i] * static_cast<double>(e - s);
+    }
+  } catch (...) {
+    model_->train(was_training);
+    throw;
+  }
+  model_->train(was_training);
+  EvalReport r;
+  r.step = step_;
+  for (size_t i = 0; i < names.size(); ++i) r.values.emplace_back(names[i], sums[i] / static_cast<double>(n));
+  return r;
+}
+
+void Trainer::run(const Progress& progress, const Metrics& metrics, int64_t until) {
   const int64_t end = until > 0 ? std::min(until, spec_.steps) : spec_.steps;
   while (step_ < end) {
     reports_.push_back(train_step());
@@ -142,7 +268,16 @@ void Trainer::run(const Callback& progress, const Callback& metrics, int64_t unt
         ((spec_.snapshot_every > 0 && step_ % spec_.snapshot_every == 0) || step_ == spec_.steps))
       save_snapshot();
     if (progress && (step_ % spec_.progress_every == 0 || step_ == end)) progress(r);
-    if (metrics && spec_.metrics_every > 0 && step_ % spec_.metrics_every == 0) metrics(r);
+    const bool eval_due = spec_.eval_every > 0 && step_ % spec_.eval_every == 0;
+    const bool metrics_due = spec_.metrics_every > 0 && step_ % spec_.metrics_every == 0;
+    if (metrics && (eval_due || metrics_due)) {
+      if (eval_due) {
+        auto e = evaluate();
+        metrics(r, &e);
+      } else {
+        metrics(r, nullptr);
+      }
+    }
   }
 }
 
@@ -153,15 +288,14 @@ void Trainer::flush_history() {
   std::ofstream out(path, std::ios::app);
   VT_CHECK_ARG(out.good(), "out_dir", "cannot write ", path.string());
   if (fresh) {
-    out << "step,loss,reconstruction,kl,regularizer,tc,capacity";
-    for (int64_t d = 0; d < model_->spec().latent_dim; ++d) out << ",kl_" << d;
+    out << "step";
+    for (const auto& c : columns_) out << "," << c;
     out << "\n";
   }
   for (; history_flushed_ < reports_.size(); ++history_flushed_) {
     const auto& r = reports_[history_flushed_];
-    out << r.step << "," << fmt(r.loss) << "," << fmt(r.reconstruction) << "," << fmt(r.kl) << ","
-        << fmt(r.regularizer) << "," << fmt(r.tc) << "," << fmt(r.capacity);
-    for (double k : r.kl_per_dim) out << "," << fmt(k);
+    out << r.step;
+    for (double v : r.values) out << "," << fmt(v);
     out << "\n";
   }
   out.flush();
@@ -174,17 +308,19 @@ std::string Trainer::save_snapshot() {
   flush_history();
   Snapshot s;
   s.step = step_;
-  for (auto& [n, t] : model_->state_dict()) s.model.emplace_back(n, t.cpu());
+  for (auto& [n, t] : model_->state()) s.model.emplace_back(n, t.cpu());
   for (auto& [n, t] : optimizer_.state()) s.optimizer.emplace_back(n, t.detach().cpu().clone());
   s.optimizer_name = optimizer_.spec().name;
-  s.objective_name = objective_->name();
-  for (auto& [k, v] : objective_->hyperparameters()) s.objective.emplace_back(k, v);
+  s.task_name = task_->name();
+  for (const auto& [k, v] : task_->params().values()) s.task.emplace_back(k, to_string(v));
+  for (const auto& [k, v] : weights_) s.schedules.emplace_back(k, v->describe());
+  s.columns = columns_;
+  s.frozen = model_->frozen_parameters();
   s.permutation = permutation_;
   s.position = position_;
   s.epoch = epoch_;
   s.noise_rng = noise_gen_.get_state();
   s.shuffle_rng = shuffle_gen_.get_state();
-  s.frozen = model_->frozen_parameters();
   char name[64];
   std::snprintf(name, sizeof name, "step_%08lld.pt", static_cast<long long>(step_));
   const auto path = (fs::path(snapshot_dir()) / name).string();
@@ -209,13 +345,15 @@ int64_t Trainer::resume() {
   auto s = read_snapshot(path);
   VT_CHECK_ARG(s.optimizer_name == optimizer_.spec().name, "optimizer", "the snapshot ", path, " was made with '",
                s.optimizer_name, "', not '", optimizer_.spec().name, "'");
-  VT_CHECK_ARG(s.objective_name == objective_->name(), "objective", "the snapshot ", path, " was made with '",
-               s.objective_name, "', not '", objective_->name(), "'");
+  VT_CHECK_ARG(s.task_name == task_->name(), "objective", "the snapshot ", path, " was made with '", s.task_name,
+               "', not '", task_->name(), "'");
+  std::vector<std::pair<std::string, std::string>> schedules;
+  for (const auto& [k, v] : weights_) schedules.emplace_back(k, v->describe());
+  VT_CHECK_ARG(s.schedules == schedules && s.columns == columns_, "schedules", "the snapshot ", path,
+               " was made with other weights or schedules");
   VT_CHECK_ARG(s.permutation.numel() == data_.size(0), "data", "the snapshot ", path, " was made with ",
                s.permutation.numel(), " examples, got ", data_.size(0));
-  model_->load_state_dict(s.model);
-  model_->set_trainable({"all"}, true);
-  if (!s.frozen.empty()) model_->set_trainable(s.frozen, false);
+  model_->load_state(s.model);
   optimizer_.load_state(s.optimizer);
   permutation_ = s.permutation;
   position_ = s.position;
@@ -223,6 +361,7 @@ int64_t Trainer::resume() {
   noise_gen_.set_state(s.noise_rng);
   shuffle_gen_.set_state(s.shuffle_rng);
   step_ = s.step;
+  phase_ = -2;  // re-applied before the next step
   last_snapshot_ = path;
   // Keep history rows up to the snapshot only.
   const auto hist = fs::path(spec_.out_dir) / "history.csv";

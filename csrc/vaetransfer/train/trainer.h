@@ -1,10 +1,14 @@
-// The training loop (runs without the GIL): steps-based, seeded shuffling of an in-memory
-// data set, snapshots every N steps written atomically, exact resume, NaN/inf guard.
+// The training loop over Model × Task × Regularisers × Schedules (runs without the GIL):
+// steps-based, seeded shuffling of an in-memory data set (with optional labels), loss weights
+// from schedules, freeze phases, evaluation on held-out data, snapshots written atomically,
+// exact resume, NaN/inf guard.
 //
-// A run directory holds history.csv (one row per step) and snapshots/step_XXXXXXXX.pt,
-// each a torch.load-able dict with the model, optimiser state, objective state, data order
-// and RNG states. Resuming from the latest snapshot replays the same trajectory as an
-// uninterrupted run (same thread count, same device).
+// A run directory holds history.csv (one row per step: "step", "loss" (the total), the task's
+// scalars, each regulariser's term, and every weight whose schedule is not constant) and
+// snapshots/step_XXXXXXXX.pt, each a torch.load-able dict with the model's parameters and
+// buffers, optimiser state, task, schedules, data order and RNG states. Resuming from the
+// latest snapshot replays the same trajectory as an uninterrupted run (same thread count,
+// same device).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -14,30 +18,52 @@
 #include <string>
 #include <vector>
 
-#include "vaetransfer/nn/vae.h"
-#include "vaetransfer/objectives/objective.h"
+#include "vaetransfer/nn/model.h"
+#include "vaetransfer/objectives/task.h"
+#include "vaetransfer/regularizers/regularizer.h"
 #include "vaetransfer/train/optimizer.h"
+#include "vaetransfer/train/schedule.h"
 
 namespace vaetransfer::train {
+
+// Parameter groups frozen for `steps` steps; phases follow each other from step 0.
+struct Phase {
+  int64_t steps = 0;
+  std::vector<std::string> freeze;
+};
 
 struct TrainSpec {
   int64_t steps = 1000;
   int64_t batch_size = 64;
-  uint64_t seed = 0;            // data order and reparameterisation noise
-  int64_t snapshot_every = 0;   // 0: only the final snapshot
-  int64_t keep_snapshots = 0;   // 0: keep all
-  int64_t progress_every = 10;  // progress callback period (steps)
-  int64_t metrics_every = 0;    // metrics hook period (0: never)
-  bool report_tc = false;       // also report the minibatch-weighted TC (no gradient) for every objective
-  double data_scale = 1.0;      // x = data.float() * data_scale
-  std::string out_dir;          // empty: no files
+  uint64_t seed = 0;             // data order and the model's noise
+  int64_t snapshot_every = 0;    // 0: only the final snapshot
+  int64_t keep_snapshots = 0;    // 0: keep all
+  int64_t progress_every = 10;   // progress callback period (steps)
+  int64_t metrics_every = 0;     // metrics callback period (0: never)
+  int64_t eval_every = 0;        // evaluation on the held-out data (0: never)
+  int64_t eval_batch_size = 512;
+  double data_scale = 1.0;       // x = data.float() * data_scale
+  std::vector<std::string> freeze;  // frozen for the whole run
+  std::vector<Phase> phases;        // frozen in addition, phase by phase
+  std::string out_dir;           // empty: no files
 };
 
-// One step's report (after the update of step `step`, 1-based). NaN marks "not computed".
+struct RegularizerSlot {
+  std::string label;  // history column of the term; the weight is "<label>_weight"
+  regularizers::RegularizerPtr regularizer;
+  SchedulePtr weight;
+};
+
+// One step's report (after the update of step `step`, 1-based): values aligned with columns().
 struct StepReport {
   int64_t step = 0;
-  double loss = 0, reconstruction = 0, kl = 0, regularizer = 0, tc = NAN, capacity = NAN;
-  std::vector<double> kl_per_dim;
+  std::vector<double> values;
+};
+
+// Evaluation on the held-out data: the task's scalars averaged over examples (and "loss").
+struct EvalReport {
+  int64_t step = 0;
+  std::vector<std::pair<std::string, double>> values;
 };
 
 // Raised when the loss becomes NaN or inf; the run directory keeps the last good snapshot.
@@ -52,37 +78,52 @@ class TrainingDivergedError : public std::runtime_error {
 
 class Trainer {
  public:
-  using Callback = std::function<void(const StepReport&)>;
+  using Progress = std::function<void(const StepReport&)>;
+  // Called every metrics_every and every eval_every steps; `eval` is null when none ran.
+  using Metrics = std::function<void(const StepReport&, const EvalReport* eval)>;
 
-  // `data`: uint8 or floating [N, input_shape...] on the CPU (batches are moved to the model's device).
-  Trainer(std::shared_ptr<nn::VAE> model, std::shared_ptr<objectives::Objective> objective, OptimizerSpec optimizer,
-          at::Tensor data, TrainSpec spec);
+  // `data`: uint8 or floating [N, input_shape...] on the CPU (batches are moved to the model's
+  // device); `labels`: int64 [N] or undefined; `eval_data`/`eval_labels`: the held-out set (may
+  // be undefined). `schedules` override the task's weights by name.
+  Trainer(nn::ModelPtr model, objectives::TaskPtr task, std::vector<RegularizerSlot> regularizers,
+          std::map<std::string, SchedulePtr> schedules, OptimizerSpec optimizer, at::Tensor data, at::Tensor labels,
+          at::Tensor eval_data, at::Tensor eval_labels, TrainSpec spec);
 
   int64_t step() const { return step_; }
   const TrainSpec& spec() const { return spec_; }
+  const std::vector<std::string>& columns() const { return columns_; }
   // Loads the latest snapshot of out_dir if there is one (and truncates history.csv to it);
   // returns the step reached (0 when starting afresh).
   int64_t resume();
-  // Runs until spec.steps (or `until` when smaller and > 0). Progress is called every
-  // progress_every steps and on the last one; metrics every metrics_every steps.
-  void run(const Callback& progress, const Callback& metrics, int64_t until = 0);
-  // Writes snapshots/step_XXXXXXXX.pt atomically and returns its path.
+  void run(const Progress& progress, const Metrics& metrics, int64_t until = 0);
+  // The task's scalars on the held-out data at the current weights, in eval mode, without
+  // touching the training state (RNG, BatchNorm statistics, gradients).
+  EvalReport evaluate();
   std::string save_snapshot();
-  // Reports of the steps run in this session.
   const std::vector<StepReport>& reports() const { return reports_; }
+  // The weights (task and regulariser λ's) at a 0-based step.
+  objectives::Weights weights_at(int64_t step) const;
 
  private:
   at::Tensor next_indices();
   StepReport train_step();
+  void apply_phase();
   void flush_history();
   std::string snapshot_dir() const;
+  std::vector<std::string> frozen_groups(int64_t step) const;
 
-  std::shared_ptr<nn::VAE> model_;
-  std::shared_ptr<objectives::Objective> objective_;
+  nn::ModelPtr model_;
+  objectives::TaskPtr task_;
+  std::vector<RegularizerSlot> regularizers_;
+  std::map<std::string, SchedulePtr> weights_;  // every weight: task defaults overridden by `schedules`
+  std::vector<std::string> logged_weights_;     // non-constant ones: reported as columns
   Optimizer optimizer_;
-  at::Tensor data_;
+  at::Tensor data_, labels_, eval_data_, eval_labels_;
   TrainSpec spec_;
+  std::vector<std::string> columns_;
+  bool capture_layers_ = false;
   int64_t step_ = 0;
+  int64_t phase_ = -2;  // index of the applied phase (-1: after the last; -2: none applied yet)
   at::Generator noise_gen_, shuffle_gen_;
   at::Tensor permutation_;
   int64_t position_ = 0, epoch_ = 0;
@@ -95,15 +136,15 @@ class Trainer {
 struct Snapshot {
   int64_t step = 0;
   std::vector<std::pair<std::string, at::Tensor>> model, optimizer;
-  std::string optimizer_name, objective_name;
-  std::vector<std::pair<std::string, double>> objective;
+  std::string optimizer_name, task_name;
+  std::vector<std::pair<std::string, std::string>> task, schedules;  // parameter → value, weight → schedule
+  std::vector<std::string> columns, frozen;
   at::Tensor permutation, noise_rng, shuffle_rng;
   int64_t position = 0, epoch = 0;
-  std::vector<std::string> frozen;
 };
 void write_snapshot(const Snapshot& s, const std::string& path);  // atomic: temp file + rename
 Snapshot read_snapshot(const std::string& path);
-// Model weights only, for loading a run's model anywhere.
+// Model parameters and buffers only (any snapshot version), for loading a run's model anywhere.
 std::vector<std::pair<std::string, at::Tensor>> read_snapshot_model(const std::string& path);
 // Sorted (step, path) of out_dir/snapshots.
 std::vector<std::pair<int64_t, std::string>> list_snapshots(const std::string& out_dir);

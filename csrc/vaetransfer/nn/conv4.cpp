@@ -1,0 +1,89 @@
+// The 4-block conv classifier of "Similarity of Pre-trained and Fine-tuned Representations":
+// blocks block1..blockB, each Conv 3×3 (padding 1, `channels` filters) → BatchNorm → ReLU →
+// MaxPool 2×2 (block_order "conv-bn-relu-pool", the paper), or Conv → ReLU → BatchNorm → MaxPool
+// ("conv-relu-bn-pool", the public follow-up code); then flatten and the linear head "logits".
+// Parameters: block<i>.conv.{weight,bias}, block<i>.bn.{weight,bias} and buffers
+// block<i>.bn.{running_mean,running_var,num_batches_tracked}, logits.{weight,bias}.
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+
+#include "vaetransfer/common/check.h"
+#include "vaetransfer/nn/classifier.h"
+
+namespace vaetransfer::nn {
+namespace {
+
+struct ConvBlockImpl : torch::nn::Module {
+  ConvBlockImpl(int64_t in, int64_t out, bool bn_first)
+      : conv(register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1)))),
+        bn(register_module("bn", torch::nn::BatchNorm2d(out))),
+        bn_first(bn_first) {}
+  at::Tensor forward(const at::Tensor& x) {
+    auto h = conv->forward(x);
+    h = bn_first ? at::relu(bn->forward(h)) : bn->forward(at::relu(h));
+    return at::max_pool2d(h, {2, 2});
+  }
+  torch::nn::Conv2d conv;
+  torch::nn::BatchNorm2d bn;
+  bool bn_first;
+};
+
+class Conv4 : public Classifier {
+ public:
+  Conv4(const Params& p, uint64_t seed) : Classifier("conv4", p) {
+    const auto& shape = input_shape();
+    VT_CHECK_ARG(shape.size() == 3, "input_shape", "expected [C, H, W], got ", shape_string(shape));
+    const int64_t blocks = p.integer("blocks"), channels = p.integer("channels");
+    VT_CHECK_ARG(blocks >= 1, "blocks", "expected >= 1, got ", blocks);
+    VT_CHECK_ARG(channels >= 1, "channels", "expected >= 1, got ", channels);
+    const auto& order = p.str("block_order");
+    VT_CHECK_ARG(order == "conv-bn-relu-pool" || order == "conv-relu-bn-pool", "block_order",
+                 "expected 'conv-bn-relu-pool' (the paper) or 'conv-relu-bn-pool' (the public code), got '", order,
+                 "'");
+    int64_t h = shape[1], w = shape[2], in = shape[0];
+    add_layer("input", "input");
+    for (int64_t b = 0; b < blocks; ++b) {
+      h /= 2;
+      w /= 2;
+      VT_CHECK_ARG(h >= 1 && w >= 1, "input_shape", "images of ", shape_string(shape), " are too small for ", blocks,
+                   " max-pooled blocks");
+      blocks_.push_back(std::make_shared<ConvBlockImpl>(in, channels, order == "conv-bn-relu-pool"));
+      add_layer("block" + std::to_string(b + 1), "encoder", blocks_.back());
+      in = channels;
+    }
+    add_head(channels * h * w);
+    initialize(seed);
+  }
+
+  void run_layers(const at::Tensor& x, const at::Tensor&, const Emit& emit, const std::string& stop_after) override {
+    auto h = x;
+    emit("input", h);
+    if (stop_after == "input") return;
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      h = blocks_[b]->forward(h);
+      const auto name = "block" + std::to_string(b + 1);
+      emit(name, h);
+      if (name == stop_after) return;
+    }
+    emit("logits", head(h.flatten(1)));
+  }
+
+ private:
+  std::vector<std::shared_ptr<ConvBlockImpl>> blocks_;
+};
+
+}  // namespace
+
+VT_REGISTER(ModelRegistry,
+            {"conv4", "classifier",
+             "4 × [Conv 3×3 → BatchNorm → ReLU → MaxPool 2×2] → FC (Similarity of Pre-trained and Fine-tuned "
+             "Representations); block_order 'conv-relu-bn-pool' is the public follow-up code's order.",
+             {{"input_shape", ParamType::Ints, std::vector<int64_t>{3, 32, 32}, "[C, H, W]"},
+              num_classes_spec(),
+              {"channels", ParamType::Int, int64_t{64}, "filters per block"},
+              {"blocks", ParamType::Int, int64_t{4}, "number of blocks"},
+              {"block_order", ParamType::String, std::string("conv-bn-relu-pool"),
+               "'conv-bn-relu-pool' (paper) or 'conv-relu-bn-pool'"}},
+             [](const Params& p, uint64_t seed) -> std::unique_ptr<Model> { return std::make_unique<Conv4>(p, seed); }});
+
+}  // namespace vaetransfer::nn

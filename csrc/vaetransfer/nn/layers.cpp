@@ -1,0 +1,56 @@
+#include "vaetransfer/nn/layers.h"
+
+#include "vaetransfer/common/check.h"
+#include "vaetransfer/nn/model.h"
+
+namespace vaetransfer::nn {
+
+Activation parse_activation(const std::string& name, const char* arg) {
+  if (name == "relu") return Activation::ReLU;
+  if (name == "tanh") return Activation::Tanh;
+  if (name == "none") return Activation::None;
+  VT_CHECK_ARG(false, arg, "expected 'relu', 'tanh' or 'none', got '", name, "'");
+  return Activation::None;
+}
+
+at::Tensor apply(Activation act, const at::Tensor& x) {
+  switch (act) {
+    case Activation::ReLU: return at::relu(x);
+    case Activation::Tanh: return at::tanh(x);
+    case Activation::None: break;
+  }
+  return x;
+}
+
+at::Tensor DenseStep::operator()(const at::Tensor& x) const {
+  auto y = apply(activation, forward(x));
+  if (!reshape.empty()) {
+    std::vector<int64_t> shape{y.size(0)};
+    shape.insert(shape.end(), reshape.begin(), reshape.end());
+    y = y.reshape(shape);
+  }
+  return y;
+}
+
+DenseStep linear_step(const std::string& name, int64_t in, int64_t out, Activation act) {
+  auto m = torch::nn::Linear(in, out);
+  return {name, m.ptr(), [m](const at::Tensor& x) { return m.ptr()->forward(x.dim() > 2 ? x.flatten(1) : x); }, act, {}};
+}
+
+DenseStep conv_step(const std::string& name, int64_t in, int64_t out, int64_t kernel, Activation act) {
+  auto m = torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel).stride(2).padding((kernel - 2) / 2));
+  return {name, m.ptr(), [m](const at::Tensor& x) { return m.ptr()->forward(x); }, act, {}};
+}
+
+DenseStep deconv_step(const std::string& name, int64_t in, int64_t out, int64_t kernel, Activation act) {
+  auto m = torch::nn::ConvTranspose2d(
+      torch::nn::ConvTranspose2dOptions(in, out, kernel).stride(2).padding((kernel - 2) / 2));
+  return {name, m.ptr(), [m](const at::Tensor& x) { return m.ptr()->forward(x); }, act, {}};
+}
+
+void check_kernels(const std::vector<int64_t>& k, size_t n, const char* arg) {
+  VT_CHECK_ARG(k.size() == n, arg, "expected ", n, " kernel sizes, got ", k.size());
+  for (auto v : k) VT_CHECK_ARG(v >= 2 && v % 2 == 0, arg, "expected even kernel sizes >= 2, got ", shape_string(k));
+}
+
+}  // namespace vaetransfer::nn

@@ -1,0 +1,88 @@
+// MLP classifier: layers fc1..fcK, each Linear → [BatchNorm1d] → ReLU or tanh, then the linear
+// head "logits" (RR peak test: one layer + BN + ReLU; the 12-bit task of Shwartz-Ziv & Tishby:
+// tanh layers). Inputs are flattened. Parameters fc<i>.linear.{weight,bias},
+// fc<i>.bn.{weight,bias} (+ running statistics), logits.{weight,bias}.
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/linear.h>
+
+#include "vaetransfer/common/check.h"
+#include "vaetransfer/nn/classifier.h"
+#include "vaetransfer/nn/layers.h"
+
+namespace vaetransfer::nn {
+namespace {
+
+struct DenseLayerImpl : torch::nn::Module {
+  DenseLayerImpl(int64_t in, int64_t out, bool batch_norm, Activation act)
+      : linear(register_module("linear", torch::nn::Linear(in, out))), activation(act) {
+    if (batch_norm) bn = register_module("bn", torch::nn::BatchNorm1d(out));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    auto h = linear->forward(x);
+    if (bn) h = bn->forward(h);
+    return vaetransfer::nn::apply(activation, h);
+  }
+  torch::nn::Linear linear;
+  torch::nn::BatchNorm1d bn{nullptr};
+  Activation activation;
+};
+
+class MLPClassifier : public Classifier {
+ public:
+  MLPClassifier(const Params& p, uint64_t seed) : Classifier("mlp-classifier", p) {
+    auto hidden = p.ints("hidden");
+    if (hidden.empty()) {
+      const int64_t depth = p.integer("depth"), width = p.integer("width");
+      VT_CHECK_ARG(depth >= 0, "depth", "expected depth >= 0, got ", depth);
+      VT_CHECK_ARG(width >= 1, "width", "expected width >= 1, got ", width);
+      hidden.assign(depth, width);
+    } else {
+      VT_CHECK_ARG(!p.given("depth") && !p.given("width"), "hidden", "give either hidden or depth/width, not both");
+      for (auto v : hidden) VT_CHECK_ARG(v >= 1, "hidden", "expected positive widths, got ", shape_string(hidden));
+    }
+    const auto act = parse_activation(p.str("activation"));
+    int64_t in = product(input_shape());
+    add_layer("input", "input");
+    for (size_t i = 0; i < hidden.size(); ++i) {
+      layers_.push_back(std::make_shared<DenseLayerImpl>(in, hidden[i], p.flag("batch_norm"), act));
+      add_layer("fc" + std::to_string(i + 1), "encoder", layers_.back());
+      in = hidden[i];
+    }
+    add_head(in);
+    initialize(seed);
+  }
+
+  void run_layers(const at::Tensor& x, const at::Tensor&, const Emit& emit, const std::string& stop_after) override {
+    emit("input", x);
+    if (stop_after == "input") return;
+    auto h = x.flatten(1);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      h = layers_[i]->forward(h);
+      const auto name = "fc" + std::to_string(i + 1);
+      emit(name, h);
+      if (name == stop_after) return;
+    }
+    emit("logits", head(h));
+  }
+
+ private:
+  std::vector<std::shared_ptr<DenseLayerImpl>> layers_;
+};
+
+}  // namespace
+
+VT_REGISTER(ModelRegistry,
+            {"mlp-classifier", "classifier",
+             "Linear → [BatchNorm] → ReLU/tanh layers fc1..fcK and a linear head (RR peak and 12-bit tasks).",
+             {{"input_shape", ParamType::Ints, std::vector<int64_t>{}, "[D] or [C, H, W] (flattened)"},
+              num_classes_spec(),
+              {"hidden", ParamType::Ints, std::vector<int64_t>{}, "hidden widths (overrides depth/width)"},
+              {"depth", ParamType::Int, int64_t{1}, "number of hidden layers"},
+              {"width", ParamType::Int, int64_t{128}, "units per hidden layer"},
+              {"batch_norm", ParamType::Bool, false, "BatchNorm1d after each linear map"},
+              {"activation", ParamType::String, std::string("relu"), "'relu' or 'tanh'"}},
+             [](const Params& p, uint64_t seed) -> std::unique_ptr<Model> {
+               return std::make_unique<MLPClassifier>(p, seed);
+             }});
+
+}  // namespace vaetransfer::nn

@@ -1,0 +1,39 @@
+#include "vaetransfer/objectives/task.h"
+
+#include "vaetransfer/common/check.h"
+
+namespace vaetransfer::objectives {
+
+TaskPtr make_task(const std::string& name, const std::map<std::string, ParamValue>& params) {
+  return TaskPtr(TaskRegistry::get().make(name, params, "objective"));
+}
+
+Weights Task::default_weights(int64_t step) const {
+  Weights w;
+  for (const auto& s : weights()) w[s.name] = s.schedule->value(step);
+  return w;
+}
+
+void Task::check_data(const nn::Model& model, const at::Tensor& x, const at::Tensor& y) const {
+  if (needs_labels())
+    VT_CHECK_ARG(y.defined(), "labels", "the '", name(), "' objective needs labels; give a labelled data set");
+}
+
+void check_family(const Task& task, const nn::Model& model) {
+  VT_CHECK_ARG(task.family() == model.family(), "objective", "the '", task.name(), "' objective trains ", task.family(),
+               " models; the '", model.architecture(), "' model is a ", model.family());
+}
+
+std::vector<std::string> expand_columns(const Named& scalars) {
+  std::vector<std::string> out;
+  for (const auto& [n, t] : scalars) {
+    if (t.dim() == 0) {
+      out.push_back(n);
+    } else {
+      for (int64_t i = 0; i < t.numel(); ++i) out.push_back(n + std::to_string(i));
+    }
+  }
+  return out;
+}
+
+}  // namespace vaetransfer::objectives

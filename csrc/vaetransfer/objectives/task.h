@@ -1,0 +1,81 @@
+// Tasks: what a training step optimises. A task turns a batch into a differentiable loss and
+// named scalars; the trainer's history columns are those names. Tasks are built by name
+// through the task registry (one file and one registration each): the VAE objectives of
+// vae-transfer-cka App. E (beta-vae, beta-tc-vae, annealed-vae, dip-vae-ii) and
+// classification. A task's loss weights (β, the Annealed VAE's capacity, …) are *weights*: each
+// has a default schedule built from the task's parameters and may be given another schedule.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vaetransfer/common/params.h"
+#include "vaetransfer/nn/model.h"
+#include "vaetransfer/train/schedule.h"
+
+namespace vaetransfer::objectives {
+
+using nn::Named;
+using Weights = std::map<std::string, double>;
+
+struct Batch {
+  at::Tensor x;  // float [B, input_shape...] on the model's device, in [0, 1] for images
+  at::Tensor y;  // labels [B] (int64) or undefined
+};
+
+struct StepContext {
+  int64_t step = 0;               // 0-based index of the optimisation step
+  Weights weights;                // every weight's value at this step
+  at::Generator* noise = nullptr; // the stream of the model's per-example noise
+  bool capture_layers = false;    // fill TaskOutput::layers (a regulariser needs them)
+};
+
+struct TaskOutput {
+  at::Tensor loss;  // 0-D, differentiable
+  // Named values to report: 0-D tensors, or 1-D tensors whose entry i becomes column "<name><i>".
+  Named scalars;
+  Named layers;     // every layer's output of the forward pass, when captured
+};
+
+struct WeightSpec {
+  std::string name;
+  train::SchedulePtr schedule;  // the default, from the task's parameters
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  const std::string& name() const { return params_.owner(); }
+  const Params& params() const { return params_; }
+  virtual std::string family() const = 0;  // the model family it trains
+  virtual bool needs_labels() const { return false; }
+  virtual std::vector<WeightSpec> weights() const { return {}; }
+  // Names of the scalars step() reports, in order, with 1-D entries expanded.
+  virtual std::vector<std::string> columns(const nn::Model& model) const = 0;
+  // Checks a data set for this task and model (shapes, labels); ArgumentError naming "data"/"labels".
+  virtual void check_data(const nn::Model& model, const at::Tensor& x, const at::Tensor& y) const;
+  virtual TaskOutput step(nn::Model& model, const Batch& batch, const StepContext& ctx) const = 0;
+
+  // Every weight's value at `step` under the default schedules.
+  Weights default_weights(int64_t step) const;
+
+ protected:
+  explicit Task(Params params) : params_(std::move(params)) {}
+
+ private:
+  Params params_;
+};
+
+using TaskPtr = std::shared_ptr<Task>;
+using TaskRegistry = Registry<Task>;
+
+TaskPtr make_task(const std::string& name, const std::map<std::string, ParamValue>& params);
+// The model's family must be the task's (ArgumentError naming "objective").
+void check_family(const Task& task, const nn::Model& model);
+// Column names of named scalars with 1-D entries expanded ("kl_" of length 3 → kl_0, kl_1, kl_2).
+std::vector<std::string> expand_columns(const Named& scalars);
+
+}  // namespace vaetransfer::objectives

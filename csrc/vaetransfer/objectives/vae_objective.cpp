@@ -1,0 +1,77 @@
+#include "vaetransfer/objectives/vae_objective.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include "vaetransfer/common/check.h"
+#include "vaetransfer/common/gaussian.h"
+#include "vaetransfer/estimators/total_correlation.h"
+
+namespace vaetransfer::objectives {
+
+void check_weight(double v, const char* arg) {
+  VT_CHECK_ARG(std::isfinite(v) && v >= 0.0, arg, "expected a finite value >= 0, got ", v);
+}
+
+std::vector<ParamSpec> vae_objective_specs(std::vector<ParamSpec> own) {
+  own.push_back({"likelihood", ParamType::String, std::string("bernoulli"), "'bernoulli' or 'gaussian'"});
+  own.push_back({"gaussian_std", ParamType::Float, 1.0, "σ of the Gaussian likelihood"});
+  own.push_back({"dataset_size", ParamType::Int, int64_t{0},
+                 "training-set size n for minibatch TC estimates (filled in by train())"});
+  own.push_back({"report_tc", ParamType::Bool, false, "also report the minibatch-weighted TC (no gradient)"});
+  return own;
+}
+
+VAEObjective::VAEObjective(const Params& p)
+    : Task(p),
+      likelihood_(parse_likelihood(p.str("likelihood"))),
+      gaussian_std_(p.number("gaussian_std")),
+      dataset_size_(p.integer("dataset_size")),
+      report_tc_(p.flag("report_tc")) {
+  VT_CHECK_ARG(likelihood_ != Likelihood::Categorical, "likelihood",
+               "a VAE over images takes 'bernoulli' or 'gaussian', got 'categorical'");
+  VT_CHECK_ARG(std::isfinite(gaussian_std_) && gaussian_std_ > 0, "gaussian_std", "expected a positive value, got ",
+               gaussian_std_);
+  VT_CHECK_ARG(dataset_size_ >= 0, "dataset_size", "expected >= 0, got ", dataset_size_);
+  VT_CHECK_ARG(!report_tc_ || dataset_size_ >= 1, "dataset_size",
+               "report_tc needs the number of training examples (>= 1), got ", dataset_size_);
+}
+
+std::vector<std::string> VAEObjective::columns(const nn::Model& model) const {
+  std::vector<std::string> out = {"reconstruction", "kl", "regularizer"};
+  if (computes_tc() || report_tc_) out.push_back("tc");
+  const auto& vae = dynamic_cast<const nn::VAE&>(model);
+  for (int64_t d = 0; d < vae.latent_dim(); ++d) out.push_back("kl_" + std::to_string(d));
+  return out;
+}
+
+VAETerms VAEObjective::terms(const at::Tensor& x, const nn::VAEOutputs& out, const Weights& weights) const {
+  VAETerms t;
+  t.reconstruction = -log_likelihood(x, out.logits, likelihood_, gaussian_std_).mean();
+  t.kl_per_dim = gaussian_kl(out.mean, out.logvar).mean(0);
+  t.kl = t.kl_per_dim.sum();
+  t.regularizer = regularizer(out, weights, t);
+  t.loss = t.reconstruction + t.regularizer;
+  if (report_tc_ && !t.tc.defined()) {
+    // Monitoring only: the minibatch-weighted TC of the estimators, outside the graph.
+    at::NoGradGuard no_grad;
+    t.tc = estimators::minibatch_total_correlation(out.z.detach(), out.mean.detach(), out.logvar.detach(),
+                                                   dataset_size_, estimators::TCSampling::MinibatchWeighted)
+               .tc;
+  }
+  return t;
+}
+
+TaskOutput VAEObjective::step(nn::Model& model, const Batch& batch, const StepContext& ctx) const {
+  auto& vae = dynamic_cast<nn::VAE&>(model);
+  auto eps = vae.draw_noise(batch.x.size(0), *ctx.noise);
+  TaskOutput o;
+  auto out = vae.forward(batch.x, eps, ctx.capture_layers ? &o.layers : nullptr);
+  auto t = terms(batch.x, out, ctx.weights);
+  o.loss = t.loss;
+  o.scalars = {{"reconstruction", t.reconstruction}, {"kl", t.kl}, {"regularizer", t.regularizer}};
+  if (t.tc.defined()) o.scalars.emplace_back("tc", t.tc);
+  o.scalars.emplace_back("kl_", t.kl_per_dim);
+  return o;
+}
+
+}  // namespace vaetransfer::objectives

@@ -1,0 +1,51 @@
+// The VAE objectives (vae-transfer-cka App. E): loss per example = −log p(x|z) + R, averaged
+// over the batch, KL = KL(q(z|x) ‖ N(0, I)) summed over latents. A new objective is one file
+// with a class overriding `regularizer` and one registration with its parameters appended to
+// vae_objective_specs().
+#pragma once
+#include "vaetransfer/common/likelihood.h"
+#include "vaetransfer/nn/vae.h"
+#include "vaetransfer/objectives/task.h"
+
+namespace vaetransfer::objectives {
+
+struct VAETerms {
+  at::Tensor loss;            // reconstruction + regulariser (differentiable)
+  at::Tensor reconstruction;  // −E log p(x|z), summed over pixels, batch mean
+  at::Tensor kl;              // KL(q(z|x) ‖ N(0, I)), summed over latents, batch mean
+  at::Tensor kl_per_dim;      // [latent], batch mean
+  at::Tensor regularizer;     // the objective's R
+  at::Tensor tc;              // total correlation with its constants (β-TC-VAE, or report_tc); may be undefined
+};
+
+class VAEObjective : public Task {
+ public:
+  std::string family() const override { return "vae"; }
+  std::vector<std::string> columns(const nn::Model& model) const override;
+  TaskOutput step(nn::Model& model, const Batch& batch, const StepContext& ctx) const override;
+
+  // Reconstruction and KL, then R = regularizer(...), then loss; TC reported when report_tc.
+  VAETerms terms(const at::Tensor& x, const nn::VAEOutputs& out, const Weights& weights) const;
+  // The regulariser R of the batch (differentiable, 0-D); `t` already holds reconstruction, kl
+  // and kl_per_dim; set t.tc when the objective computes it.
+  virtual at::Tensor regularizer(const nn::VAEOutputs& out, const Weights& weights, VAETerms& t) const = 0;
+  virtual bool computes_tc() const { return false; }
+
+ protected:
+  explicit VAEObjective(const Params& p);
+  int64_t dataset_size() const { return dataset_size_; }
+
+ private:
+  Likelihood likelihood_;
+  double gaussian_std_;
+  int64_t dataset_size_;
+  bool report_tc_;
+};
+
+// The parameters every VAE objective has (likelihood, gaussian_std, dataset_size, report_tc)
+// after the objective's own.
+std::vector<ParamSpec> vae_objective_specs(std::vector<ParamSpec> own);
+// A finite value >= 0 (ArgumentError naming `arg`).
+void check_weight(double v, const char* arg);
+
+}  // namespace vaetransfer::objectives

@@ -1,0 +1,50 @@
+"""Regularisers added to any objective's loss (C++ core: ``csrc/vaetransfer/regularizers``).
+
+``RegularizerConfig(name, weight=λ, label=None, **params)`` adds ``λ·term`` to the loss; ``λ`` is a
+number or a :class:`~vaetransfer.schedules.ScheduleConfig`. The term (unweighted) is a history
+column named ``label`` (default: the regulariser's name), and a scheduled λ the column
+``<label>_weight``. Registered now (:func:`registered`, from the core): ``l2`` — Σ‖θ‖² over the
+parameters of ``groups`` (gradient 2λθ). The RR reverse pass and SRIP arrive the same way.
+"""
+from __future__ import annotations
+
+from . import _C
+from ._checks import type_error
+from ._registry import RegisteredConfig
+from .schedules import ScheduleConfig, make_schedule
+
+__all__ = ["RegularizerConfig", "registered", "make_regularizer"]
+
+
+def registered() -> list[dict]:
+    return list(_C.regularizers.registered())
+
+
+class RegularizerConfig(RegisteredConfig):
+    _entries = staticmethod(lambda: _C.regularizers.registered())
+
+    def __init__(self, name: str | None = None, weight: "float | ScheduleConfig | dict" = 1.0,
+                 label: str | None = None, **params):
+        super().__init__(name, **params)
+        self.weight = ScheduleConfig.from_dict(weight) if isinstance(weight, dict) else weight
+        self.label = label
+
+    @property
+    def column(self) -> str:
+        return self.label or self.canonical_name()
+
+    def to_dict(self) -> dict:
+        w = self.weight.to_dict() if isinstance(self.weight, ScheduleConfig) else self.weight
+        return {"name": self.name, "weight": w, "label": self.label, **self.params}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RegularizerConfig":
+        d = dict(d)
+        return cls(d.pop("name", None), d.pop("weight", 1.0), d.pop("label", None), **d)
+
+
+def make_regularizer(config: RegularizerConfig) -> tuple:
+    """``(label, core regulariser, core weight schedule)`` for the trainer."""
+    if not isinstance(config, RegularizerConfig):
+        raise type_error("regularizers", f"expected RegularizerConfig entries, got {type(config).__name__}")
+    return (config.column, _C.regularizers.make_regularizer(config.name, config.params), make_schedule(config.weight))
