@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "vaetransfer/common/check.h"
+#include "vaetransfer/common/gaussian.h"
 #include "vaetransfer/estimators/fused_lse_cpu.h"
 #if VT_WITH_CUDA
 #include "vaetransfer/estimators/cuda/log_density_lse_cuda.h"
@@ -14,8 +15,6 @@
 
 namespace vaetransfer::estimators {
 namespace {
-
-constexpr double kLog2Pi = 1.8378770664093454836;
 
 at::ScalarType compute_type(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar, bool f64) {
   if (f64) return at::kDouble;

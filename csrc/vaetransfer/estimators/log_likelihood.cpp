@@ -7,12 +7,11 @@
 #include <limits>
 
 #include "vaetransfer/common/check.h"
+#include "vaetransfer/common/gaussian.h"
 #include "vaetransfer/estimators/log_density.h"
 
 namespace vaetransfer::estimators {
 namespace {
-
-constexpr double kLog2Pi = 1.8378770664093454836;
 
 void check_x(const at::Tensor& x, const at::Tensor& mask, int64_t b, Likelihood likelihood) {
   if (likelihood == Likelihood::Custom) return;

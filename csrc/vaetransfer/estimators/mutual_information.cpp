@@ -6,11 +6,10 @@
 #include <cmath>
 
 #include "vaetransfer/common/check.h"
+#include "vaetransfer/common/gaussian.h"
 
 namespace vaetransfer::estimators {
 namespace {
-
-constexpr double kLog2Pi = 1.8378770664093454836;
 
 at::ScalarType work_type(const at::Tensor& mean, const DensityOptions& o) {
   if (o.accumulate_float64 || mean.scalar_type() == at::kDouble) return at::kDouble;
@@ -49,7 +48,7 @@ RateDecomposition rate_decomposition(const at::Tensor& mean, const at::Tensor& l
   out.num_encodings = n;
   out.samples = options.samples;
   out.log_n = log_n;
-  out.rate_analytic = ((m * m + lv.exp() - lv - 1.0).sum(1) * 0.5).mean().item<double>();
+  out.rate_analytic = gaussian_kl(m, lv).sum(1).mean().item<double>();
   double sum_mi = 0, sum_kl = 0;
 
   if (options.estimator == RateEstimator::WholeDataset) {

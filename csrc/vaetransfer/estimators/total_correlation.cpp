@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "vaetransfer/common/check.h"
+#include "vaetransfer/common/gaussian.h"
 
 namespace vaetransfer::estimators {
 namespace {
@@ -129,7 +130,7 @@ KLDecomposition whole_data_kl_decomposition(const at::Tensor& mean, const at::Te
   out.dimensionwise_kl = (log_qzj - log_pzj).sum(1).mean().item<double>();
   out.marginal_kl = (log_qz - log_pz).mean().item<double>();
   out.rate = (log_q_cond - log_pz).mean().item<double>();
-  out.rate_analytic = ((m * m + lv.exp() - lv - 1.0).sum(1) * 0.5).mean().item<double>();
+  out.rate_analytic = gaussian_kl(m, lv).sum(1).mean().item<double>();
   out.num_encodings = n;
   out.num_queries = z.size(0);
   out.estimator = "whole-dataset";
