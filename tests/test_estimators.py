@@ -318,6 +318,17 @@ def test_rate_decomposition_matches_brute_force():
     assert rb.marginal_kl == pytest.approx(r.marginal_kl, abs=1e-10)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_whole_dataset_rate_is_the_kl_decomposition(dtype):
+    # one whole-data path: the rate decomposition's I_q and marginal KL are those of the KL decomposition
+    mean, logvar = posteriors(40, 3, seed=31, dtype=dtype)
+    opts = est.DensityOptions(accumulate_float64=True)
+    r = est.rate_decomposition(mean, logvar, estimator="whole-dataset", samples=3, seed=6, options=opts)
+    k = est.whole_data_kl_decomposition(mean, logvar, samples=3, seed=6, options=opts)
+    assert (r.mutual_information, r.marginal_kl) == (k.mutual_information, k.marginal_kl)
+    assert r.rate_analytic == k.rate_analytic and r.rate == pytest.approx(k.rate, abs=1e-12)
+
+
 def test_minibatch_rate_estimator_brute_force_weights():
     n, d, b = 10, 2, 4
     mean, logvar = posteriors(n, d, seed=17)
