@@ -164,10 +164,6 @@ void init_estimators(py::module_& m) {
   py::enum_<MIEstimator>(m, "MIEstimator")
       .value("WholeDataset", MIEstimator::WholeDataset)
       .value("Minibatch", MIEstimator::Minibatch);
-  py::enum_<Likelihood>(m, "Likelihood")
-      .value("Bernoulli", Likelihood::Bernoulli)
-      .value("Categorical", Likelihood::Categorical)
-      .value("Custom", Likelihood::Custom);
 
   m.def(
       "rate_decomposition",
@@ -225,8 +221,8 @@ void init_estimators(py::module_& m) {
   m.def(
       "importance_weighted_log_likelihood",
       [](std::optional<at::Tensor> x, const at::Tensor& mean, const at::Tensor& logvar, const py::function& decoder,
-         Likelihood likelihood, int64_t num_samples, int64_t samples_per_chunk, int64_t seed,
-         std::optional<at::Tensor> mask) {
+         const std::string& likelihood, int64_t num_samples, int64_t samples_per_chunk, int64_t seed,
+         double gaussian_std, std::optional<at::Tensor> mask) {
         const py::function* fn = &decoder;
         Decoder call = [fn](const at::Tensor& z) {
           py::gil_scoped_acquire gil;
@@ -241,7 +237,8 @@ void init_estimators(py::module_& m) {
         o.num_samples = num_samples;
         o.samples_per_chunk = samples_per_chunk;
         o.seed = seed;
-        o.likelihood = likelihood;
+        o.likelihood = parse_iw_likelihood(likelihood);
+        o.gaussian_std = gaussian_std;
         IWEstimate est;
         {
           py::gil_scoped_release no_gil;
@@ -252,7 +249,7 @@ void init_estimators(py::module_& m) {
       },
       py::arg("x"), py::arg("mean"), py::arg("logvar"), py::arg("decoder"), py::arg("likelihood"),
       py::arg("num_samples") = 500, py::arg("samples_per_chunk") = 50, py::arg("seed") = 0,
-      py::arg("mask") = py::none());
+      py::arg("gaussian_std") = IWOptions{}.gaussian_std, py::arg("mask") = py::none());
 
   m.def(
       "binned_mutual_information",

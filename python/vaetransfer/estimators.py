@@ -25,10 +25,9 @@ _E = _C.estimators
 TCSampling = _E.TCSampling
 RateEstimator = _E.RateEstimator
 MIEstimator = _E.MIEstimator
-Likelihood = _E.Likelihood
 
 __all__ = [
-    "ActiveUnits", "BinnedMI", "DensityOptions", "IWEstimate", "KLDecomposition", "Likelihood",
+    "ActiveUnits", "BinnedMI", "DensityOptions", "IWEstimate", "KLDecomposition",
     "MIEstimator", "MutualInformation", "RateDecomposition", "RateEstimator", "TCSampling", "TotalCorrelation",
     "active_units", "bin_activations", "binned_mutual_information", "gaussian_log_density_matrix",
     "gaussian_log_density_per_dim", "importance_weighted_log_likelihood", "logsumexp_log_density",
@@ -270,7 +269,7 @@ def importance_weighted_log_likelihood(x: Optional[torch.Tensor], mean: torch.Te
                                        decoder: Callable[[torch.Tensor], torch.Tensor],
                                        likelihood: str = "bernoulli", var: Optional[torch.Tensor] = None,
                                        num_samples: int = 500, samples_per_chunk: int = 50,
-                                       mask: Optional[torch.Tensor] = None, seed: int = 0,
+                                       gaussian_std: float = 1.0, mask: Optional[torch.Tensor] = None, seed: int = 0,
                                        generator: Optional[torch.Generator] = None) -> IWEstimate:
     """``log p(x) ~ logsumexp_k[log p(x|z_k) + log p(z_k) - log q(z_k|x)] - log K`` (Burda et al. 2016).
 
@@ -278,18 +277,20 @@ def importance_weighted_log_likelihood(x: Optional[torch.Tensor], mean: torch.Te
     C <= ``samples_per_chunk``) and returns, by ``likelihood``:
 
     - ``"bernoulli"``: logits ``[B*C, *x.shape[1:]]`` (x in [0, 1]);
+    - ``"gaussian"``: means ``[B*C, *x.shape[1:]]``, ``p(x|z) = N(x; mean, gaussian_std**2 I)``;
     - ``"categorical"``: logits ``[B*C, T, V]`` for int64 tokens x ``[B, T]`` (optional ``mask`` ``[B, T]``);
-    - ``"custom"``: ``log p(x|z)`` ``[B*C]`` directly (x unused, may be None), e.g. a Gaussian likelihood.
+    - ``"custom"``: ``log p(x|z)`` ``[B*C]`` directly (x unused, may be None).
 
-    Runs without autograd. mean, logvar: ``[B, D]``.
+    Another name raises ``vaetransfer.ArgumentError`` naming ``likelihood``. Runs without autograd.
+    mean, logvar: ``[B, D]``.
     """
-    kinds = {"bernoulli": Likelihood.Bernoulli, "categorical": Likelihood.Categorical, "custom": Likelihood.Custom}
-    if likelihood not in kinds:
-        raise _error(_C.ArgumentError, "likelihood", f"expected one of {sorted(kinds)}, got {likelihood!r}")
+    if not isinstance(likelihood, str):
+        raise _error(_C.ArgumentTypeError, "likelihood", f"expected a name, got {type(likelihood).__name__}")
     if not callable(decoder):
         raise _error(_C.ArgumentTypeError, "decoder", f"expected a callable, got {type(decoder).__name__}")
-    log_px, elbo = _E.importance_weighted_log_likelihood(x, mean, _logvar(logvar, var), decoder, kinds[likelihood],
-                                                         num_samples, samples_per_chunk, _seed(seed, generator), mask)
+    log_px, elbo = _E.importance_weighted_log_likelihood(x, mean, _logvar(logvar, var), decoder, likelihood,
+                                                         num_samples, samples_per_chunk, _seed(seed, generator),
+                                                         gaussian_std, mask)
     return IWEstimate(log_px, elbo)
 
 
