@@ -580,6 +580,34 @@ def test_binned_mi_extremes():
     assert est.bin_activations(torch.tensor([[0.0], [0.5], [1.0]]), 2).flatten().tolist() == [0, 1, 1]
 
 
+# ----------------------------------------------------------------------------- result records
+
+def test_results_are_read_only_records_with_one_field_list():
+    mean, logvar = posteriors(6, 2, seed=32)
+    r = est.rate_decomposition(mean, logvar, estimator="whole-dataset")
+    assert isinstance(r, est.RateDecomposition)
+    assert list(r.to_dict()) == list(est.RateDecomposition._fields)
+    assert r.to_dict()["mutual_information"] == r.mutual_information and r.estimator == "whole-dataset"
+    assert r == est.rate_decomposition(mean, logvar, estimator="whole-dataset")
+    assert r != est.rate_decomposition(mean, logvar, estimator="whole-dataset", seed=1)
+    assert repr(r).startswith("RateDecomposition(rate=")
+    with pytest.raises(AttributeError):
+        r.rate = 0.0
+    # results index and unpack in field order (the core returned tuples for these)
+    tc = est.minibatch_total_correlation(mean, mean, logvar, dataset_size=10, sampling="mss")
+    assert est.TotalCorrelation._fields == ("tc", "log_qz", "log_prod_qzj", "estimator")
+    value, log_qz, _, name = tc
+    assert torch.equal(tc[0], value) and torch.equal(tc[-3], log_qz) and name == "minibatch-stratified"
+    with pytest.raises(IndexError):
+        tc[4]
+    au = est.active_units(mean)
+    assert len(au) == 4 and au.count == au[0]
+    # options: defaults from the core's default-constructed struct, overridable by keyword
+    default = est.DensityOptions()
+    assert est.DensityOptions(**default.to_dict()) == default
+    assert est.DensityOptions(row_chunk=3).to_dict() == {**default.to_dict(), "row_chunk": 3}
+
+
 # ----------------------------------------------------------------------------- bad input
 
 def _arg(excinfo):

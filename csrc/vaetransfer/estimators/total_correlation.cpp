@@ -93,6 +93,7 @@ TotalCorrelation minibatch_total_correlation(const at::Tensor& z, const at::Tens
     }
   }
   out.tc = (out.log_qz - out.log_prod_qzj).mean();
+  out.estimator = to_string(sampling);
   return out;
 }
 

@@ -21,6 +21,7 @@ struct TotalCorrelation {
   at::Tensor tc;            // scalar, differentiable: mean_i[log q(z_i) - sum_j log q(z_ij)], constants included
   at::Tensor log_qz;        // [B] estimate of log q(z_i)
   at::Tensor log_prod_qzj;  // [B] estimate of sum_j log q(z_ij)
+  std::string estimator;    // to_string(sampling)
 };
 
 // z, mean, logvar: [B, D] floating (z_i ~ q(z|x_i)); dataset_size N >= B.
