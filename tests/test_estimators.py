@@ -318,6 +318,17 @@ def test_rate_decomposition_matches_brute_force():
     assert rb.marginal_kl == pytest.approx(r.marginal_kl, abs=1e-10)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_whole_dataset_rate_is_the_kl_decomposition(dtype):
+    # one whole-data path: the rate decomposition's I_q and marginal KL are those of the KL decomposition
+    mean, logvar = posteriors(40, 3, seed=31, dtype=dtype)
+    opts = est.DensityOptions(accumulate_float64=True)
+    r = est.rate_decomposition(mean, logvar, estimator="whole-dataset", samples=3, seed=6, options=opts)
+    k = est.whole_data_kl_decomposition(mean, logvar, samples=3, seed=6, options=opts)
+    assert (r.mutual_information, r.marginal_kl) == (k.mutual_information, k.marginal_kl)
+    assert r.rate_analytic == k.rate_analytic and r.rate == pytest.approx(k.rate, abs=1e-12)
+
+
 def test_minibatch_rate_estimator_brute_force_weights():
     n, d, b = 10, 2, 4
     mean, logvar = posteriors(n, d, seed=17)
@@ -366,18 +377,23 @@ def linear_gaussian(seed=20, d=3, p=5, sigma=0.5):
     return w, bias, sigma
 
 
-def test_iw_log_px_exact_for_linear_gaussian_with_exact_posterior():
-    # Orthogonal columns make the exact posterior diagonal: every importance weight equals p(x).
-    d, p, sigma = 3, 6, 0.5
+def exact_linear_gaussian(b=4, d=3, p=6, sigma=0.5):
+    """x = W z + bias + N(0, sigma^2 I): log p(x) = log N(x; bias, W W^T + sigma^2 I) in closed form, and the
+    exact posterior, diagonal because W has orthogonal columns (so every importance weight equals p(x))."""
     q, _ = torch.linalg.qr(torch.randn(p, d, dtype=torch.float64, generator=torch.Generator().manual_seed(21)))
     w = q * torch.tensor([2.0, 1.0, 0.5], dtype=torch.float64)
     bias = torch.randn(p, dtype=torch.float64, generator=torch.Generator().manual_seed(22))
-    x = torch.randn(4, p, dtype=torch.float64, generator=torch.Generator().manual_seed(23)) * 2
+    x = torch.randn(b, p, dtype=torch.float64, generator=torch.Generator().manual_seed(23)) * 2
     cov = w @ w.T + sigma**2 * torch.eye(p, dtype=torch.float64)
     exact = torch.distributions.MultivariateNormal(bias, cov).log_prob(x)
     post_cov = torch.linalg.inv(torch.eye(d, dtype=torch.float64) + w.T @ w / sigma**2)
     mean = (post_cov @ w.T @ (x - bias).T / sigma**2).T
-    logvar = post_cov.diagonal().log().expand(4, d).clone()
+    logvar = post_cov.diagonal().log().expand(b, d).clone()
+    return w, bias, sigma, x, exact, mean, logvar
+
+
+def test_iw_log_px_exact_for_linear_gaussian_with_exact_posterior():
+    w, bias, sigma, x, exact, mean, logvar = exact_linear_gaussian()
 
     def log_lik(z):  # z: [B*C, D], example-major
         c = z.shape[0] // 4
@@ -388,6 +404,41 @@ def test_iw_log_px_exact_for_linear_gaussian_with_exact_posterior():
                                                num_samples=7, samples_per_chunk=3)
     torch.testing.assert_close(r.log_px, exact, rtol=0, atol=1e-9)
     torch.testing.assert_close(r.elbo, exact, rtol=0, atol=1e-9)
+
+
+def test_iw_gaussian_likelihood_matches_closed_form_log_px():
+    # The decoder returns the mean W z + bias; the estimator applies N(x; mean, sigma^2 I) itself.
+    w, bias, sigma, x, exact, mean, logvar = exact_linear_gaussian()
+    decoder = lambda z: z @ w.T + bias
+    r = est.importance_weighted_log_likelihood(x, mean, logvar, decoder=decoder, likelihood="gaussian",
+                                               gaussian_std=sigma, num_samples=7, samples_per_chunk=3, seed=4)
+    torch.testing.assert_close(r.log_px, exact, rtol=0, atol=1e-9)
+    torch.testing.assert_close(r.elbo, exact, rtol=0, atol=1e-9)
+
+    def log_lik(z):  # the same Gaussian log-density, returned by a "custom" decoder: same draws, same numbers
+        return torch.distributions.Normal(decoder(z), sigma).log_prob(x.repeat_interleave(len(z) // 4, 0)).sum(1)
+    custom = est.importance_weighted_log_likelihood(None, mean, logvar, decoder=log_lik, likelihood="custom",
+                                                    num_samples=7, samples_per_chunk=3, seed=4)
+    torch.testing.assert_close(r.log_px, custom.log_px, rtol=0, atol=1e-12)
+
+
+def test_iw_likelihood_names_come_from_the_core():
+    mean, logvar = posteriors(4, 3, seed=29)
+    with pytest.raises(vt.ArgumentError, match="'bernoulli', 'gaussian', 'categorical', 'custom'") as e:
+        est.importance_weighted_log_likelihood(torch.rand(4, 6), mean, logvar, decoder=lambda z: z,
+                                               likelihood="poisson")
+    assert _arg(e) == "likelihood"
+    with pytest.raises(vt.ArgumentTypeError) as e:
+        est.importance_weighted_log_likelihood(torch.rand(4, 6), mean, logvar, decoder=lambda z: z, likelihood=None)
+    assert _arg(e) == "likelihood"
+    with pytest.raises(vt.ArgumentError) as e:
+        est.importance_weighted_log_likelihood(torch.rand(4, 3), mean, logvar, decoder=lambda z: z,
+                                               likelihood="gaussian", gaussian_std=0.0)
+    assert _arg(e) == "gaussian_std"
+    with pytest.raises(vt.ArgumentError) as e:
+        est.importance_weighted_log_likelihood(torch.rand(4, 3), mean, logvar, decoder=lambda z: z,
+                                               likelihood="gaussian", mask=torch.ones(4, 3))
+    assert _arg(e) == "mask"
 
 
 def test_iw_log_px_bounds_and_monotone_in_k_for_approximate_posterior():
@@ -527,6 +578,34 @@ def test_binned_mi_extremes():
     unique = est.binned_mutual_information(torch.arange(n, dtype=torch.float32)[:, None], labels, num_bins=n)
     assert unique.i_xt == pytest.approx(math.log2(n)) and unique.i_ty == pytest.approx(1.0)
     assert est.bin_activations(torch.tensor([[0.0], [0.5], [1.0]]), 2).flatten().tolist() == [0, 1, 1]
+
+
+# ----------------------------------------------------------------------------- result records
+
+def test_results_are_read_only_records_with_one_field_list():
+    mean, logvar = posteriors(6, 2, seed=32)
+    r = est.rate_decomposition(mean, logvar, estimator="whole-dataset")
+    assert isinstance(r, est.RateDecomposition)
+    assert list(r.to_dict()) == list(est.RateDecomposition._fields)
+    assert r.to_dict()["mutual_information"] == r.mutual_information and r.estimator == "whole-dataset"
+    assert r == est.rate_decomposition(mean, logvar, estimator="whole-dataset")
+    assert r != est.rate_decomposition(mean, logvar, estimator="whole-dataset", seed=1)
+    assert repr(r).startswith("RateDecomposition(rate=")
+    with pytest.raises(AttributeError):
+        r.rate = 0.0
+    # results index and unpack in field order (the core returned tuples for these)
+    tc = est.minibatch_total_correlation(mean, mean, logvar, dataset_size=10, sampling="mss")
+    assert est.TotalCorrelation._fields == ("tc", "log_qz", "log_prod_qzj", "estimator")
+    value, log_qz, _, name = tc
+    assert torch.equal(tc[0], value) and torch.equal(tc[-3], log_qz) and name == "minibatch-stratified"
+    with pytest.raises(IndexError):
+        tc[4]
+    au = est.active_units(mean)
+    assert len(au) == 4 and au.count == au[0]
+    # options: defaults from the core's default-constructed struct, overridable by keyword
+    default = est.DensityOptions()
+    assert est.DensityOptions(**default.to_dict()) == default
+    assert est.DensityOptions(row_chunk=3).to_dict() == {**default.to_dict(), "row_chunk": 3}
 
 
 # ----------------------------------------------------------------------------- bad input

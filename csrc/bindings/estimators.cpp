@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
+#include "bindings/record.h"
 #include "vaetransfer/common/check.h"
 #include "vaetransfer/estimators/binned_mi.h"
 #include "vaetransfer/estimators/log_density.h"
@@ -17,65 +18,120 @@ namespace vaetransfer::bindings {
 namespace {
 using namespace vaetransfer::estimators;
 
-DensityOptions density_options(int64_t row_chunk, int64_t col_chunk, bool accumulate_float64, bool fused_kernels) {
-  DensityOptions o;
-  o.row_chunk = row_chunk;
-  o.col_chunk = col_chunk;
-  o.accumulate_float64 = accumulate_float64;
-  o.fused_kernels = fused_kernels;
-  return o;
-}
+// Results and options as read-only classes; their fields are listed here once.
+void bind_records(py::module_& m) {
+  Record<DensityOptions>(m, "DensityOptions",
+                         "Tiling of the streamed log-density / log-sum-exp.\n\n"
+                         "``row_chunk`` queries x ``col_chunk`` components per tile (memory ~ row_chunk * col_chunk "
+                         "numbers); ``accumulate_float64`` computes tiles and sums in float64; ``fused_kernels`` "
+                         "takes, for float32 input without per-entry weights, the fused CPU kernel (tile in "
+                         "registers/L1, one exp per entry, runtime-dispatched AVX-512/AVX2/baseline) or, on CUDA "
+                         "tensors when the core was compiled with CUDA, the fused CUDA kernel; otherwise tiles are "
+                         "composed from ATen ops.",
+                         /*indexable=*/false)
+      .field("row_chunk", &DensityOptions::row_chunk)
+      .field("col_chunk", &DensityOptions::col_chunk)
+      .field("accumulate_float64", &DensityOptions::accumulate_float64)
+      .field("fused_kernels", &DensityOptions::fused_kernels)
+      .cls()
+      .def(py::init([](int64_t row_chunk, int64_t col_chunk, bool accumulate_float64, bool fused_kernels) {
+             return DensityOptions{.row_chunk = row_chunk,
+                                   .col_chunk = col_chunk,
+                                   .accumulate_float64 = accumulate_float64,
+                                   .fused_kernels = fused_kernels};
+           }),
+           py::arg("row_chunk") = DensityOptions{}.row_chunk, py::arg("col_chunk") = DensityOptions{}.col_chunk,
+           py::arg("accumulate_float64") = DensityOptions{}.accumulate_float64,
+           py::arg("fused_kernels") = DensityOptions{}.fused_kernels);
 
-#define VT_DENSITY_ARGS                                                                                   \
-  py::arg("row_chunk") = DensityOptions{}.row_chunk, py::arg("col_chunk") = DensityOptions{}.col_chunk, \
-  py::arg("accumulate_float64") = false, py::arg("fused_kernels") = true
+  Record<TotalCorrelation>(m, "TotalCorrelation",
+                           "Minibatch TC estimate (Chen et al. 2018, Eq. 12 / App. C.2), constants included: ``tc`` "
+                           "(scalar, differentiable), ``log_qz`` and ``log_prod_qzj`` ([B]), ``estimator``.")
+      .field("tc", &TotalCorrelation::tc)
+      .field("log_qz", &TotalCorrelation::log_qz)
+      .field("log_prod_qzj", &TotalCorrelation::log_prod_qzj)
+      .field("estimator", &TotalCorrelation::estimator);
 
-py::dict to_dict(const KLDecomposition& k) {
-  py::dict d;
-  d["mutual_information"] = k.mutual_information;
-  d["total_correlation"] = k.total_correlation;
-  d["dimensionwise_kl"] = k.dimensionwise_kl;
-  d["marginal_kl"] = k.marginal_kl;
-  d["rate"] = k.rate;
-  d["rate_analytic"] = k.rate_analytic;
-  d["num_encodings"] = k.num_encodings;
-  d["num_queries"] = k.num_queries;
-  d["estimator"] = k.estimator;
-  return d;
-}
+  Record<KLDecomposition>(m, "KLDecomposition",
+                          "``E_x KL(q(z|x)||p(z)) = I_q + TC + dimension-wise KL`` (Chen et al. Eq. 2), whole "
+                          "data set.")
+      .field("mutual_information", &KLDecomposition::mutual_information)
+      .field("total_correlation", &KLDecomposition::total_correlation)
+      .field("dimensionwise_kl", &KLDecomposition::dimensionwise_kl)
+      .field("marginal_kl", &KLDecomposition::marginal_kl)
+      .field("rate", &KLDecomposition::rate)
+      .field("rate_analytic", &KLDecomposition::rate_analytic)
+      .field("num_encodings", &KLDecomposition::num_encodings)
+      .field("num_queries", &KLDecomposition::num_queries)
+      .field("estimator", &KLDecomposition::estimator);
 
-py::dict to_dict(const RateDecomposition& r) {
-  py::dict d;
-  d["rate"] = r.rate;
-  d["mutual_information"] = r.mutual_information;
-  d["marginal_kl"] = r.marginal_kl;
-  d["rate_analytic"] = r.rate_analytic;
-  d["log_n"] = r.log_n;
-  d["num_encodings"] = r.num_encodings;
-  d["batch_size"] = r.batch_size;
-  d["samples"] = r.samples;
-  d["estimator"] = r.estimator;
-  return d;
-}
+  Record<RateDecomposition>(m, "RateDecomposition",
+                            "``R = I_q(x; z) + KL(q(z)||p(z))`` (Bozkurt et al. §4); ``estimator`` names how q(z) was "
+                            "estimated.")
+      .field("rate", &RateDecomposition::rate)
+      .field("mutual_information", &RateDecomposition::mutual_information)
+      .field("marginal_kl", &RateDecomposition::marginal_kl)
+      .field("rate_analytic", &RateDecomposition::rate_analytic)
+      .field("log_n", &RateDecomposition::log_n)
+      .field("num_encodings", &RateDecomposition::num_encodings)
+      .field("batch_size", &RateDecomposition::batch_size)
+      .field("samples", &RateDecomposition::samples)
+      .field("estimator", &RateDecomposition::estimator);
 
-py::dict to_dict(const MutualInformation& r) {
-  py::dict d;
-  d["value"] = r.value;
-  d["cap"] = r.cap;
-  d["negative_entropy"] = r.negative_entropy;
-  d["mean_log_qz"] = r.mean_log_qz;
-  d["num_encodings"] = r.num_encodings;
-  d["batch_size"] = r.batch_size;
-  d["estimator"] = r.estimator;
-  return d;
+  Record<MutualInformation>(m, "MutualInformation",
+                            "Hoffman & Johnson MI ``E[-H(q(z|x))] - E[log q(z)]``; at most ``cap`` (log N or log B).")
+      .field("value", &MutualInformation::value)
+      .field("cap", &MutualInformation::cap)
+      .field("negative_entropy", &MutualInformation::negative_entropy)
+      .field("mean_log_qz", &MutualInformation::mean_log_qz)
+      .field("num_encodings", &MutualInformation::num_encodings)
+      .field("batch_size", &MutualInformation::batch_size)
+      .field("estimator", &MutualInformation::estimator);
+
+  Record<ActiveUnits>(m, "ActiveUnits",
+                      "Active units (Burda et al. 2016): ``Var_x(E[z_d|x]) > threshold``; ``variance`` [D] float64, "
+                      "``active`` [D] bool.")
+      .field("count", &ActiveUnits::count)
+      .field("variance", &ActiveUnits::variance)
+      .field("active", &ActiveUnits::active)
+      .field("threshold", &ActiveUnits::threshold);
+
+  Record<IWEstimate>(m, "IWEstimate",
+                     "Per-example importance-weighted ``log p(x)`` and the Monte Carlo ELBO of the same samples, [B].")
+      .field("log_px", &IWEstimate::log_px)
+      .field("elbo", &IWEstimate::elbo);
+
+  Record<BinnedMI>(m, "BinnedMI",
+                   "Information-plane coordinates in bits: ``I(X;T) = H(T)``, ``I(T;Y) = H(T) + H(Y) - H(T,Y)``.")
+      .field("i_xt", &BinnedMI::i_xt)
+      .field("i_ty", &BinnedMI::i_ty)
+      .field("h_t", &BinnedMI::h_t)
+      .field("h_y", &BinnedMI::h_y)
+      .field("num_symbols", &BinnedMI::num_symbols)
+      .field("num_bins", &BinnedMI::num_bins);
 }
 
 }  // namespace
 
+// Estimators run without the GIL (py::call_guard; results are converted after it is taken back).
 void init_estimators(py::module_& m) {
+  using release_gil = py::call_guard<py::gil_scoped_release>;
   py::enum_<TCSampling>(m, "TCSampling")
       .value("MinibatchWeighted", TCSampling::MinibatchWeighted)
       .value("MinibatchStratified", TCSampling::MinibatchStratified);
+  py::enum_<RateEstimator>(m, "RateEstimator")
+      .value("WholeDataset", RateEstimator::WholeDataset)
+      .value("MinibatchMonteCarlo", RateEstimator::MinibatchMonteCarlo);
+  py::enum_<MIEstimator>(m, "MIEstimator")
+      .value("WholeDataset", MIEstimator::WholeDataset)
+      .value("Minibatch", MIEstimator::Minibatch);
+  bind_records(m);
+  // Argument defaults come from default-constructed options, never restated here.
+  const DensityOptions density_defaults;
+  const WholeDataOptions whole_defaults;
+  const RateOptions rate_defaults;
+  const MIOptions mi_defaults;
+  const IWOptions iw_defaults;
 
   m.def("logvar_from_variance",
         [](const at::Tensor& variance, const std::string& name) { return logvar_from_variance(variance, name.c_str()); },
@@ -84,53 +140,37 @@ void init_estimators(py::module_& m) {
   m.def(
       "gaussian_log_density_matrix",
       [](const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar, bool f64) {
-        py::gil_scoped_release no_gil;
-        return gaussian_log_density_matrix(z, mean, logvar, density_options(512, 2048, f64, true));
+        DensityOptions o;
+        o.accumulate_float64 = f64;
+        return gaussian_log_density_matrix(z, mean, logvar, o);
       },
-      py::arg("z"), py::arg("mean"), py::arg("logvar"), py::arg("accumulate_float64") = false);
+      py::arg("z"), py::arg("mean"), py::arg("logvar"),
+      py::arg("accumulate_float64") = density_defaults.accumulate_float64, release_gil());
 
-  m.def(
-      "gaussian_log_density_per_dim",
-      [](const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar) {
-        py::gil_scoped_release no_gil;
-        return gaussian_log_density_per_dim(z, mean, logvar);
-      },
-      py::arg("z"), py::arg("mean"), py::arg("logvar"));
+  m.def("gaussian_log_density_per_dim", &gaussian_log_density_per_dim, py::arg("z"), py::arg("mean"),
+        py::arg("logvar"), release_gil());
 
   m.def(
       "logsumexp_log_density",
       [](const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar, std::optional<at::Tensor> log_weights,
-         bool per_dimension, int64_t row_chunk, int64_t col_chunk, bool f64, bool fused) {
-        py::gil_scoped_release no_gil;
-        const auto o = density_options(row_chunk, col_chunk, f64, fused);
+         bool per_dimension, const DensityOptions& o) {
         const auto w = log_weights.value_or(at::Tensor());
         return per_dimension ? logsumexp_log_density_per_dim(z, mean, logvar, w, o)
                              : logsumexp_log_density(z, mean, logvar, w, o);
       },
       py::arg("z"), py::arg("mean"), py::arg("logvar"), py::arg("log_weights") = py::none(),
-      py::arg("per_dimension") = false, VT_DENSITY_ARGS);
+      py::arg("per_dimension") = false, py::arg("options") = density_defaults, release_gil());
 
   m.def(
       "sample_gaussian",
       [](const at::Tensor& mean, const at::Tensor& logvar, int64_t samples, int64_t seed) {
         check_posterior_arguments(mean, logvar);
-        py::gil_scoped_release no_gil;
         return sample_gaussian(mean, logvar, samples, seed);
       },
-      py::arg("mean"), py::arg("logvar"), py::arg("samples"), py::arg("seed"));
+      py::arg("mean"), py::arg("logvar"), py::arg("samples"), py::arg("seed"), release_gil());
 
-  m.def(
-      "minibatch_total_correlation",
-      [](const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar, int64_t dataset_size,
-         TCSampling sampling) {
-        TotalCorrelation tc;
-        {
-          py::gil_scoped_release no_gil;
-          tc = minibatch_total_correlation(z, mean, logvar, dataset_size, sampling);
-        }
-        return py::make_tuple(tc.tc, tc.log_qz, tc.log_prod_qzj);
-      },
-      py::arg("z"), py::arg("mean"), py::arg("logvar"), py::arg("dataset_size"), py::arg("sampling"));
+  m.def("minibatch_total_correlation", &minibatch_total_correlation, py::arg("z"), py::arg("mean"), py::arg("logvar"),
+        py::arg("dataset_size"), py::arg("sampling"), release_gil());
 
   m.def(
       "tc_log_weights",
@@ -142,144 +182,75 @@ void init_estimators(py::module_& m) {
   m.def(
       "whole_data_kl_decomposition",
       [](const at::Tensor& mean, const at::Tensor& logvar, int64_t samples, int64_t max_queries, int64_t seed,
-         int64_t row_chunk, int64_t col_chunk, bool f64, bool fused) {
-        WholeDataOptions o;
-        o.samples = samples;
-        o.max_queries = max_queries;
-        o.seed = seed;
-        o.density = density_options(row_chunk, col_chunk, f64, fused);
-        KLDecomposition k;
-        {
-          py::gil_scoped_release no_gil;
-          k = whole_data_kl_decomposition(mean, logvar, o);
-        }
-        return to_dict(k);
+         const DensityOptions& density) {
+        return whole_data_kl_decomposition(
+            mean, logvar, {.samples = samples, .max_queries = max_queries, .seed = seed, .density = density});
       },
-      py::arg("mean"), py::arg("logvar"), py::arg("samples") = 1, py::arg("max_queries") = -1, py::arg("seed") = 0,
-      VT_DENSITY_ARGS);
-
-  py::enum_<RateEstimator>(m, "RateEstimator")
-      .value("WholeDataset", RateEstimator::WholeDataset)
-      .value("MinibatchMonteCarlo", RateEstimator::MinibatchMonteCarlo);
-  py::enum_<MIEstimator>(m, "MIEstimator")
-      .value("WholeDataset", MIEstimator::WholeDataset)
-      .value("Minibatch", MIEstimator::Minibatch);
-  py::enum_<Likelihood>(m, "Likelihood")
-      .value("Bernoulli", Likelihood::Bernoulli)
-      .value("Categorical", Likelihood::Categorical)
-      .value("Custom", Likelihood::Custom);
+      py::arg("mean"), py::arg("logvar"), py::arg("samples") = whole_defaults.samples,
+      py::arg("max_queries") = whole_defaults.max_queries, py::arg("seed") = whole_defaults.seed,
+      py::arg("options") = density_defaults, release_gil());
 
   m.def(
       "rate_decomposition",
       [](const at::Tensor& mean, const at::Tensor& logvar, RateEstimator estimator, int64_t batch_size, int64_t samples,
-         int64_t seed, int64_t row_chunk, int64_t col_chunk, bool f64, bool fused) {
-        RateOptions o;
-        o.estimator = estimator;
-        o.batch_size = batch_size;
-        o.samples = samples;
-        o.seed = seed;
-        o.density = density_options(row_chunk, col_chunk, f64, fused);
-        RateDecomposition r;
-        {
-          py::gil_scoped_release no_gil;
-          r = rate_decomposition(mean, logvar, o);
-        }
-        return to_dict(r);
+         int64_t seed, const DensityOptions& density) {
+        return rate_decomposition(
+            mean, logvar,
+            {.estimator = estimator, .batch_size = batch_size, .samples = samples, .seed = seed, .density = density});
       },
-      py::arg("mean"), py::arg("logvar"), py::arg("estimator"), py::arg("batch_size") = 512, py::arg("samples") = 1,
-      py::arg("seed") = 0, VT_DENSITY_ARGS);
+      py::arg("mean"), py::arg("logvar"), py::arg("estimator") = rate_defaults.estimator,
+      py::arg("batch_size") = rate_defaults.batch_size, py::arg("samples") = rate_defaults.samples,
+      py::arg("seed") = rate_defaults.seed, py::arg("options") = density_defaults, release_gil());
 
   m.def(
       "mutual_information",
       [](const at::Tensor& mean, const at::Tensor& logvar, MIEstimator estimator, int64_t batch_size, int64_t samples,
-         int64_t seed, int64_t row_chunk, int64_t col_chunk, bool f64, bool fused) {
-        MIOptions o;
-        o.estimator = estimator;
-        o.batch_size = batch_size;
-        o.samples = samples;
-        o.seed = seed;
-        o.density = density_options(row_chunk, col_chunk, f64, fused);
-        MutualInformation r;
-        {
-          py::gil_scoped_release no_gil;
-          r = mutual_information(mean, logvar, o);
-        }
-        return to_dict(r);
+         int64_t seed, const DensityOptions& density) {
+        return mutual_information(
+            mean, logvar,
+            {.estimator = estimator, .batch_size = batch_size, .samples = samples, .seed = seed, .density = density});
       },
-      py::arg("mean"), py::arg("logvar"), py::arg("estimator"), py::arg("batch_size") = 0, py::arg("samples") = 1,
-      py::arg("seed") = 0, VT_DENSITY_ARGS);
+      py::arg("mean"), py::arg("logvar"), py::arg("estimator") = mi_defaults.estimator,
+      py::arg("batch_size") = mi_defaults.batch_size, py::arg("samples") = mi_defaults.samples,
+      py::arg("seed") = mi_defaults.seed, py::arg("options") = density_defaults, release_gil());
 
-  m.def(
-      "active_units",
-      [](const at::Tensor& mean, double threshold, bool unbiased) {
-        ActiveUnits a;
-        {
-          py::gil_scoped_release no_gil;
-          a = active_units(mean, threshold, unbiased);
-        }
-        return py::make_tuple(a.count, a.variance, a.active, a.threshold);
-      },
-      py::arg("mean"), py::arg("threshold") = 0.01, py::arg("unbiased") = true);
+  m.def("active_units", &active_units, py::arg("mean"), py::arg("threshold") = 0.01, py::arg("unbiased") = true,
+        release_gil());
 
   // The Python callable is referenced (never copied) by the C++ decoder and called with the GIL held.
   m.def(
       "importance_weighted_log_likelihood",
       [](std::optional<at::Tensor> x, const at::Tensor& mean, const at::Tensor& logvar, const py::function& decoder,
-         Likelihood likelihood, int64_t num_samples, int64_t samples_per_chunk, int64_t seed,
-         std::optional<at::Tensor> mask) {
+         const std::string& likelihood, int64_t num_samples, int64_t samples_per_chunk, int64_t seed,
+         double gaussian_std, std::optional<at::Tensor> mask) {
         const py::function* fn = &decoder;
         Decoder call = [fn](const at::Tensor& z) {
           py::gil_scoped_acquire gil;
           py::object out = (*fn)(z);
           if (!THPVariable_Check(out.ptr())) {
             throw vaetransfer::ArgumentTypeError("decoder", "expected the decoder to return a tensor, got " +
-                                                                std::string(py::str(out.get_type())));
+                                                                std::string(py::str(py::type::of(out))));
           }
           return THPVariable_Unpack(out.ptr());
         };
-        IWOptions o;
-        o.num_samples = num_samples;
-        o.samples_per_chunk = samples_per_chunk;
-        o.seed = seed;
-        o.likelihood = likelihood;
-        IWEstimate est;
-        {
-          py::gil_scoped_release no_gil;
-          est = importance_weighted_log_likelihood(x.value_or(at::Tensor()), mean, logvar, call, o,
-                                                   mask.value_or(at::Tensor()));
-        }
-        return py::make_tuple(est.log_px, est.elbo);
+        const IWOptions o{.num_samples = num_samples,
+                          .samples_per_chunk = samples_per_chunk,
+                          .seed = seed,
+                          .likelihood = parse_iw_likelihood(likelihood),
+                          .gaussian_std = gaussian_std};
+        py::gil_scoped_release no_gil;
+        return importance_weighted_log_likelihood(x.value_or(at::Tensor()), mean, logvar, call, o,
+                                                  mask.value_or(at::Tensor()));
       },
       py::arg("x"), py::arg("mean"), py::arg("logvar"), py::arg("decoder"), py::arg("likelihood"),
-      py::arg("num_samples") = 500, py::arg("samples_per_chunk") = 50, py::arg("seed") = 0,
+      py::arg("num_samples") = iw_defaults.num_samples, py::arg("samples_per_chunk") = iw_defaults.samples_per_chunk,
+      py::arg("seed") = iw_defaults.seed, py::arg("gaussian_std") = iw_defaults.gaussian_std,
       py::arg("mask") = py::none());
 
-  m.def(
-      "binned_mutual_information",
-      [](const at::Tensor& activations, const at::Tensor& labels, int64_t num_bins) {
-        BinnedMI r;
-        {
-          py::gil_scoped_release no_gil;
-          r = binned_mutual_information(activations, labels, num_bins);
-        }
-        py::dict d;
-        d["i_xt"] = r.i_xt;
-        d["i_ty"] = r.i_ty;
-        d["h_t"] = r.h_t;
-        d["h_y"] = r.h_y;
-        d["num_symbols"] = r.num_symbols;
-        d["num_bins"] = r.num_bins;
-        return d;
-      },
-      py::arg("activations"), py::arg("labels"), py::arg("num_bins") = 30);
+  m.def("binned_mutual_information", &binned_mutual_information, py::arg("activations"), py::arg("labels"),
+        py::arg("num_bins") = 30, release_gil());
 
-  m.def(
-      "bin_activations",
-      [](const at::Tensor& activations, int64_t num_bins) {
-        py::gil_scoped_release no_gil;
-        return bin_activations(activations, num_bins);
-      },
-      py::arg("activations"), py::arg("num_bins") = 30);
+  m.def("bin_activations", &bin_activations, py::arg("activations"), py::arg("num_bins") = 30, release_gil());
 }
 
 }  // namespace vaetransfer::bindings

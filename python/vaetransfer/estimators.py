@@ -9,10 +9,12 @@ arguments accept ``logvar=`` or, alternatively, ``var=`` (variances, checked to 
 Every estimate that depends on how ``q(z)`` is estimated says so in its ``estimator`` field:
 ``"whole-dataset"`` (log q(z) summed over all N encodings), ``"minibatch-monte-carlo(B=...)"``,
 ``"minibatch(B=...)"``, ``"minibatch-weighted"`` / ``"minibatch-stratified"``.
+
+Results (and ``DensityOptions``) are the core's read-only records: fields as attributes, ``_fields``,
+``to_dict()``, ``==``; results also index and unpack in field order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Optional, Union
 
 import torch
@@ -22,40 +24,27 @@ from ._checks import argument_error as _error
 
 _E = _C.estimators
 
+# The core's enums, options and result records (each record's fields are defined once, in C++).
 TCSampling = _E.TCSampling
 RateEstimator = _E.RateEstimator
 MIEstimator = _E.MIEstimator
-Likelihood = _E.Likelihood
+DensityOptions = _E.DensityOptions
+TotalCorrelation = _E.TotalCorrelation
+KLDecomposition = _E.KLDecomposition
+RateDecomposition = _E.RateDecomposition
+MutualInformation = _E.MutualInformation
+ActiveUnits = _E.ActiveUnits
+IWEstimate = _E.IWEstimate
+BinnedMI = _E.BinnedMI
 
 __all__ = [
-    "ActiveUnits", "BinnedMI", "DensityOptions", "IWEstimate", "KLDecomposition", "Likelihood",
+    "ActiveUnits", "BinnedMI", "DensityOptions", "IWEstimate", "KLDecomposition",
     "MIEstimator", "MutualInformation", "RateDecomposition", "RateEstimator", "TCSampling", "TotalCorrelation",
     "active_units", "bin_activations", "binned_mutual_information", "gaussian_log_density_matrix",
     "gaussian_log_density_per_dim", "importance_weighted_log_likelihood", "logsumexp_log_density",
     "minibatch_total_correlation", "mutual_information", "rate_decomposition", "sample_gaussian",
     "tc_log_weights", "whole_data_kl_decomposition",
 ]
-
-
-@dataclass(frozen=True)
-class DensityOptions:
-    """Tiling of the streamed log-density / log-sum-exp.
-
-    ``row_chunk`` queries x ``col_chunk`` components per tile (memory ~ row_chunk * col_chunk
-    numbers); ``accumulate_float64`` computes tiles and sums in float64; ``fused_kernels`` takes,
-    for float32 input without per-entry weights, the fused CPU kernel (tile in registers/L1, one exp per
-    entry, runtime-dispatched AVX-512/AVX2/baseline) or, on CUDA tensors when the core was compiled
-    with CUDA, the fused CUDA kernel; otherwise tiles are composed from ATen ops.
-    """
-
-    row_chunk: int = 512
-    col_chunk: int = 2048
-    accumulate_float64: bool = False
-    fused_kernels: bool = True
-
-    def kwargs(self) -> dict:
-        return dict(row_chunk=self.row_chunk, col_chunk=self.col_chunk,
-                    accumulate_float64=self.accumulate_float64, fused_kernels=self.fused_kernels)
 
 
 def _seed(seed: int, generator: Optional[torch.Generator]) -> int:
@@ -107,7 +96,7 @@ def logsumexp_log_density(z: torch.Tensor, mean: torch.Tensor, logvar: Optional[
     Never materialises the ``[N, M]`` matrix: tiles of ``options.row_chunk x options.col_chunk``.
     With ``log_weights = -log M`` this is ``log q(z_i)`` of the aggregate posterior. No autograd.
     """
-    return _E.logsumexp_log_density(z, mean, _logvar(logvar, var), log_weights, per_dimension, **options.kwargs())
+    return _E.logsumexp_log_density(z, mean, _logvar(logvar, var), log_weights, per_dimension, options)
 
 
 def sample_gaussian(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *, var: Optional[torch.Tensor] = None,
@@ -118,16 +107,6 @@ def sample_gaussian(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *
 
 # ---------------------------------------------------------------- total correlation
 
-@dataclass
-class TotalCorrelation:
-    """Minibatch TC estimate (Chen et al. 2018, Eq. 12 / App. C.2), constants included."""
-
-    tc: torch.Tensor            # scalar, differentiable
-    log_qz: torch.Tensor        # [B]
-    log_prod_qzj: torch.Tensor  # [B]
-    estimator: str
-
-
 def minibatch_total_correlation(z: torch.Tensor, mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,
                                 var: Optional[torch.Tensor] = None, dataset_size: int,
                                 sampling: Union[str, TCSampling] = "mws") -> TotalCorrelation:
@@ -137,30 +116,12 @@ def minibatch_total_correlation(z: torch.Tensor, mean: torch.Tensor, logvar: Opt
     ``"mss"`` (minibatch-stratified): weights 1/N on the diagonal, (N-M)/(N M) on (i, i+1 mod B),
     1/M elsewhere (M = B-1). Differentiable w.r.t. z, mean and logvar.
     """
-    s = _sampling(sampling)
-    tc, log_qz, log_prod = _E.minibatch_total_correlation(z, mean, _logvar(logvar, var), int(dataset_size), s)
-    return TotalCorrelation(tc, log_qz, log_prod, "minibatch-weighted" if s == TCSampling.MinibatchWeighted
-                            else "minibatch-stratified")
+    return _E.minibatch_total_correlation(z, mean, _logvar(logvar, var), int(dataset_size), _sampling(sampling))
 
 
 def tc_log_weights(batch_size: int, dataset_size: int, sampling: Union[str, TCSampling] = "mss") -> torch.Tensor:
     """The ``[B, B]`` float64 matrix ``log w_ik`` of a TC sampling scheme (rows of MSS sum to 1)."""
     return _E.tc_log_weights(int(batch_size), int(dataset_size), _sampling(sampling))
-
-
-@dataclass
-class KLDecomposition:
-    """``E_x KL(q(z|x)||p(z)) = I_q + TC + dimension-wise KL`` (Chen et al. Eq. 2), whole data set."""
-
-    mutual_information: float
-    total_correlation: float
-    dimensionwise_kl: float
-    marginal_kl: float
-    rate: float
-    rate_analytic: float
-    num_encodings: int
-    num_queries: int
-    estimator: str
 
 
 def whole_data_kl_decomposition(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,
@@ -173,27 +134,11 @@ def whole_data_kl_decomposition(mean: torch.Tensor, logvar: Optional[torch.Tenso
     Query points ``z ~ q(z|x_n)``, ``samples`` per encoding (a random subset of ``max_queries``
     of them when given). Cost: O(queries * N * D).
     """
-    d = _E.whole_data_kl_decomposition(mean, _logvar(logvar, var), samples, -1 if max_queries is None else max_queries,
-                                       _seed(seed, generator), **options.kwargs())
-    return KLDecomposition(**d)
+    return _E.whole_data_kl_decomposition(mean, _logvar(logvar, var), samples,
+                                          -1 if max_queries is None else max_queries, _seed(seed, generator), options)
 
 
 # ---------------------------------------------------------------- rate, MI, active units
-
-@dataclass
-class RateDecomposition:
-    """``R = I_q(x; z) + KL(q(z)||p(z))`` (Bozkurt et al. §4); ``estimator`` names how q(z) was estimated."""
-
-    rate: float
-    mutual_information: float
-    marginal_kl: float
-    rate_analytic: float
-    log_n: float
-    num_encodings: int
-    batch_size: int
-    samples: int
-    estimator: str
-
 
 def rate_decomposition(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,
                        var: Optional[torch.Tensor] = None, estimator: str = "minibatch", batch_size: int = 512,
@@ -210,22 +155,8 @@ def rate_decomposition(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None
     kinds = {"minibatch": RateEstimator.MinibatchMonteCarlo, "whole-dataset": RateEstimator.WholeDataset}
     if estimator not in kinds:
         raise _error(_C.ArgumentError, "estimator", f"expected one of {sorted(kinds)}, got {estimator!r}")
-    d = _E.rate_decomposition(mean, _logvar(logvar, var), kinds[estimator], batch_size, samples,
-                              _seed(seed, generator), **options.kwargs())
-    return RateDecomposition(**d)
-
-
-@dataclass
-class MutualInformation:
-    """Hoffman & Johnson MI ``E[-H(q(z|x))] - E[log q(z)]``; at most ``cap`` (log N or log B)."""
-
-    value: float
-    cap: float
-    negative_entropy: float
-    mean_log_qz: float
-    num_encodings: int
-    batch_size: int
-    estimator: str
+    return _E.rate_decomposition(mean, _logvar(logvar, var), kinds[estimator], batch_size, samples,
+                                 _seed(seed, generator), options)
 
 
 def mutual_information(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,
@@ -235,42 +166,23 @@ def mutual_information(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None
     """MI between x and z over the whole evaluation set (``batch_size=None``, cap log N) or, for
     comparison with public text-VAE code, averaged over consecutive minibatches (cap log B)."""
     est = MIEstimator.WholeDataset if batch_size is None else MIEstimator.Minibatch
-    d = _E.mutual_information(mean, _logvar(logvar, var), est, 0 if batch_size is None else int(batch_size), samples,
-                              _seed(seed, generator), **options.kwargs())
-    return MutualInformation(**d)
-
-
-@dataclass
-class ActiveUnits:
-    """Active units (Burda et al. 2016): ``Var_x(E[z_d|x]) > threshold``."""
-
-    count: int
-    variance: torch.Tensor  # [D] float64
-    active: torch.Tensor    # [D] bool
-    threshold: float
+    return _E.mutual_information(mean, _logvar(logvar, var), est, 0 if batch_size is None else int(batch_size),
+                                 samples, _seed(seed, generator), options)
 
 
 def active_units(mean: torch.Tensor, threshold: float = 0.01, unbiased: bool = True) -> ActiveUnits:
     """Counts latent dimensions whose posterior mean varies over the data (mean: ``[N, D]``)."""
-    return ActiveUnits(*_E.active_units(mean, threshold, unbiased))
+    return _E.active_units(mean, threshold, unbiased)
 
 
 # ---------------------------------------------------------------- log p(x)
-
-@dataclass
-class IWEstimate:
-    """Per-example importance-weighted ``log p(x)`` and the Monte Carlo ELBO of the same samples."""
-
-    log_px: torch.Tensor  # [B]
-    elbo: torch.Tensor    # [B]
-
 
 def importance_weighted_log_likelihood(x: Optional[torch.Tensor], mean: torch.Tensor,
                                        logvar: Optional[torch.Tensor] = None, *,
                                        decoder: Callable[[torch.Tensor], torch.Tensor],
                                        likelihood: str = "bernoulli", var: Optional[torch.Tensor] = None,
                                        num_samples: int = 500, samples_per_chunk: int = 50,
-                                       mask: Optional[torch.Tensor] = None, seed: int = 0,
+                                       gaussian_std: float = 1.0, mask: Optional[torch.Tensor] = None, seed: int = 0,
                                        generator: Optional[torch.Generator] = None) -> IWEstimate:
     """``log p(x) ~ logsumexp_k[log p(x|z_k) + log p(z_k) - log q(z_k|x)] - log K`` (Burda et al. 2016).
 
@@ -278,39 +190,27 @@ def importance_weighted_log_likelihood(x: Optional[torch.Tensor], mean: torch.Te
     C <= ``samples_per_chunk``) and returns, by ``likelihood``:
 
     - ``"bernoulli"``: logits ``[B*C, *x.shape[1:]]`` (x in [0, 1]);
+    - ``"gaussian"``: means ``[B*C, *x.shape[1:]]``, ``p(x|z) = N(x; mean, gaussian_std**2 I)``;
     - ``"categorical"``: logits ``[B*C, T, V]`` for int64 tokens x ``[B, T]`` (optional ``mask`` ``[B, T]``);
-    - ``"custom"``: ``log p(x|z)`` ``[B*C]`` directly (x unused, may be None), e.g. a Gaussian likelihood.
+    - ``"custom"``: ``log p(x|z)`` ``[B*C]`` directly (x unused, may be None).
 
-    Runs without autograd. mean, logvar: ``[B, D]``.
+    Another name raises ``vaetransfer.ArgumentError`` naming ``likelihood``. Runs without autograd.
+    mean, logvar: ``[B, D]``.
     """
-    kinds = {"bernoulli": Likelihood.Bernoulli, "categorical": Likelihood.Categorical, "custom": Likelihood.Custom}
-    if likelihood not in kinds:
-        raise _error(_C.ArgumentError, "likelihood", f"expected one of {sorted(kinds)}, got {likelihood!r}")
+    if not isinstance(likelihood, str):
+        raise _error(_C.ArgumentTypeError, "likelihood", f"expected a name, got {type(likelihood).__name__}")
     if not callable(decoder):
         raise _error(_C.ArgumentTypeError, "decoder", f"expected a callable, got {type(decoder).__name__}")
-    log_px, elbo = _E.importance_weighted_log_likelihood(x, mean, _logvar(logvar, var), decoder, kinds[likelihood],
-                                                         num_samples, samples_per_chunk, _seed(seed, generator), mask)
-    return IWEstimate(log_px, elbo)
+    return _E.importance_weighted_log_likelihood(x, mean, _logvar(logvar, var), decoder, likelihood, num_samples,
+                                                 samples_per_chunk, _seed(seed, generator), gaussian_std, mask)
 
 
 # ---------------------------------------------------------------- binned MI
 
-@dataclass
-class BinnedMI:
-    """Information-plane coordinates in bits: ``I(X;T) = H(T)``, ``I(T;Y) = H(T) + H(Y) - H(T,Y)``."""
-
-    i_xt: float
-    i_ty: float
-    h_t: float
-    h_y: float
-    num_symbols: int
-    num_bins: int
-
-
 def binned_mutual_information(activations: torch.Tensor, labels: torch.Tensor, num_bins: int = 30) -> BinnedMI:
     """Binned MI of a layer (Shwartz-Ziv & Tishby 2017): each neuron cut into ``num_bins`` equal bins over its
     observed range, the binned layer vector is one symbol. activations: ``[N, ...]``; labels: ``[N]`` int."""
-    return BinnedMI(**_E.binned_mutual_information(activations, labels, num_bins))
+    return _E.binned_mutual_information(activations, labels, num_bins)
 
 
 def bin_activations(activations: torch.Tensor, num_bins: int = 30) -> torch.Tensor:

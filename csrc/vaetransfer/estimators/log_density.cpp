@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "vaetransfer/common/check.h"
+#include "vaetransfer/common/gaussian.h"
 #include "vaetransfer/estimators/fused_lse_cpu.h"
 #if VT_WITH_CUDA
 #include "vaetransfer/estimators/cuda/log_density_lse_cuda.h"
@@ -14,8 +15,6 @@
 
 namespace vaetransfer::estimators {
 namespace {
-
-constexpr double kLog2Pi = 1.8378770664093454836;
 
 at::ScalarType compute_type(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar, bool f64) {
   if (f64) return at::kDouble;
@@ -139,6 +138,10 @@ at::Tensor stream_per_dim(const Prepared& p, const at::Tensor& log_weights, cons
 }
 
 }  // namespace
+
+at::ScalarType evaluation_type(const at::Tensor& mean, const DensityOptions& options) {
+  return options.accumulate_float64 || mean.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
 
 void check_gaussian_arguments(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar) {
   check_dim(z, 2, "z");
@@ -265,6 +268,32 @@ at::Tensor sample_gaussian(const at::Tensor& mean, const at::Tensor& logvar, int
   auto eps = at::randn({samples, mean.size(0), mean.size(1)}, gen, at::TensorOptions().dtype(type));
   eps = eps.to(mean.device());
   return mean.to(type).unsqueeze(0) + at::exp(logvar.to(type) * 0.5).unsqueeze(0) * eps;
+}
+
+AggregatePosteriorSample sample_aggregate_posterior(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples,
+                                                    int64_t seed, const DensityOptions& options, int64_t max_queries) {
+  check_posterior_arguments(mean, logvar);
+  VT_CHECK_ARG(samples >= 1, "samples", "expected a positive number of samples, got ", samples);
+  at::NoGradGuard no_grad;
+  const auto type = evaluation_type(mean, options);
+  auto m = mean.to(type), lv = logvar.to(type);
+  const int64_t n = m.size(0);
+  auto z = sample_gaussian(m, lv, samples, seed).reshape({-1, m.size(1)});
+  auto owner = at::arange(n, at::TensorOptions().dtype(at::kLong).device(m.device())).repeat({samples});
+  const int64_t total = z.size(0);
+  if (max_queries >= 0 && max_queries < total) {
+    VT_CHECK_ARG(max_queries >= 1, "max_queries", "expected at least one query point, got ", max_queries);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed) ^ 0x9E3779B97F4A7C15ULL);
+    auto pick = at::randperm(total, gen, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, max_queries);
+    pick = pick.to(m.device());
+    z = z.index_select(0, pick);
+    owner = owner.index_select(0, pick);
+  }
+  AggregatePosteriorSample out;
+  out.log_q_cond = gaussian_log_density_diagonal(z, m.index_select(0, owner), lv.index_select(0, owner));
+  out.log_qz = logsumexp_log_density(z, m, lv, {}, options) - std::log(static_cast<double>(n));
+  out.z = z;
+  return out;
 }
 
 }  // namespace vaetransfer::estimators

@@ -21,6 +21,9 @@ struct DensityOptions {
   bool fused_kernels = true;        // float32: fused CPU kernel (CPU tensors) / CUDA kernel (CUDA tensors, when compiled in)
 };
 
+// The dtype the estimators compute in: float64 for float64 input or options.accumulate_float64, else float32.
+at::ScalarType evaluation_type(const at::Tensor& mean, const DensityOptions& options);
+
 // Validates z [N, D], mean [M, D], logvar [M, D]: 2-D, floating, finite, same device, same D.
 void check_gaussian_arguments(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar);
 
@@ -68,5 +71,19 @@ at::Tensor gaussian_log_density_diagonal(const at::Tensor& z, const at::Tensor& 
 // z = mean + exp(logvar / 2) * eps, eps ~ N(0, I) drawn on the CPU from `seed` (device-independent
 // streams), `samples` draws per row: [samples, N, D].
 at::Tensor sample_gaussian(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples, int64_t seed);
+
+// The aggregate posterior q(z) = 1/N sum_n q(z|x_n) at its own samples: the one whole-data
+// path behind the KL decomposition, the whole-dataset rate and MI. Query points z ~ q(z|x_n),
+// `samples` per encoding (row s*N + n), or a random subset of `max_queries` of them (< 0: all);
+// computed in evaluation_type. Validates mean / logvar. Evaluation only.
+struct AggregatePosteriorSample {
+  at::Tensor z;           // [Q, D] query points
+  at::Tensor log_q_cond;  // [Q] log q(z | x_n) of the encoding each point was drawn from
+  at::Tensor log_qz;      // [Q] log q(z), summed over all N encodings
+};
+
+AggregatePosteriorSample sample_aggregate_posterior(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples,
+                                                    int64_t seed, const DensityOptions& options = {},
+                                                    int64_t max_queries = -1);
 
 }  // namespace vaetransfer::estimators

@@ -3,32 +3,33 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "vaetransfer/common/check.h"
+#include "vaetransfer/common/gaussian.h"
 #include "vaetransfer/estimators/log_density.h"
 
 namespace vaetransfer::estimators {
 namespace {
 
-constexpr double kLog2Pi = 1.8378770664093454836;
-
-void check_x(const at::Tensor& x, const at::Tensor& mask, int64_t b, Likelihood likelihood) {
-  if (likelihood == Likelihood::Custom) return;
+void check_x(const at::Tensor& x, const at::Tensor& mask, int64_t b, const IWLikelihood& likelihood) {
+  if (!likelihood) return;
   check_defined(x, "x");
   VT_CHECK_ARG(x.dim() >= 1 && x.size(0) == b, "x", "expected ", b, " examples like 'mean', got shape ", x.sizes());
-  if (likelihood == Likelihood::Bernoulli) {
-    check_finite(x, "x");
-    VT_CHECK_ARG(x.numel() == 0 || (x.min().item<double>() >= 0 && x.max().item<double>() <= 1), "x",
-                 "expected Bernoulli targets in [0, 1]");
-  } else {
+  if (*likelihood == Likelihood::Categorical) {
     check_dim(x, 2, "x");
     check_integral(x, "x");
     VT_CHECK_ARG(x.numel() == 0 || x.min().item<int64_t>() >= 0, "x", "expected non-negative token ids");
+  } else {
+    check_finite(x, "x");
+    VT_CHECK_ARG(*likelihood != Likelihood::Bernoulli || x.numel() == 0 ||
+                     (x.min().item<double>() >= 0 && x.max().item<double>() <= 1),
+                 "x", "expected Bernoulli targets in [0, 1]");
   }
   if (mask.defined()) {
-    VT_CHECK_ARG(likelihood == Likelihood::Categorical, "mask", "a mask is only used with the categorical likelihood");
+    VT_CHECK_ARG(*likelihood == Likelihood::Categorical, "mask", "a mask is only used with the categorical likelihood");
     VT_CHECK_ARG(mask.sizes() == x.sizes(), "mask", "expected the shape of 'x' ", x.sizes(), ", got ", mask.sizes());
     check_same_device(x, "x", mask, "mask");
   }
@@ -36,50 +37,48 @@ void check_x(const at::Tensor& x, const at::Tensor& mask, int64_t b, Likelihood 
 
 // log p(x|z) [B, C] from the decoder's output for one chunk.
 at::Tensor chunk_log_likelihood(const at::Tensor& out, const at::Tensor& x, const at::Tensor& mask, int64_t b, int64_t c,
-                                Likelihood likelihood, at::ScalarType type) {
+                                const IWOptions& options, at::ScalarType type) {
   check_defined(out, "decoder");
   VT_CHECK_ARG(out.dim() >= 1 && out.size(0) == b * c, "decoder", "expected an output with ", b * c,
                " rows (examples x samples in the chunk), got shape ", out.sizes());
   check_floating(out, "decoder");
   VT_CHECK_ARG(out.numel() == 0 || at::isfinite(out).all().item<bool>(), "decoder",
                "the decoder returned NaN or inf");
-  if (likelihood == Likelihood::Custom) {
+  if (!options.likelihood) {
     VT_CHECK_ARG(out.numel() == b * c, "decoder", "expected one log-likelihood per row, got shape ", out.sizes());
     return out.reshape({b, c}).to(type);
   }
-  if (likelihood == Likelihood::Bernoulli) {
-    std::vector<int64_t> want{b * c};
-    for (int64_t i = 1; i < x.dim(); ++i) want.push_back(x.size(i));
-    VT_CHECK_ARG(out.sizes() == at::IntArrayRef(want), "decoder", "expected logits of shape ", at::IntArrayRef(want),
-                 ", got ", out.sizes());
-    auto logits = out.to(type);
-    std::vector<int64_t> full{b, c};
-    for (int64_t i = 1; i < x.dim(); ++i) full.push_back(x.size(i));
-    auto target = x.to(type).unsqueeze(1).expand(full).reshape(logits.sizes());
-    auto nll = at::binary_cross_entropy_with_logits(logits, target, {}, {}, at::Reduction::None);
-    return -nll.reshape({b, c, -1}).sum(2);
+  const Likelihood likelihood = *options.likelihood;
+  if (likelihood == Likelihood::Categorical) {
+    VT_CHECK_ARG(out.dim() == 3 && out.size(1) == x.size(1), "decoder", "expected logits of shape [", b * c, ", ",
+                 x.size(1), ", V], got ", out.sizes());
+    const int64_t vocab = out.size(2);
+    VT_CHECK_ARG(x.numel() == 0 || x.max().item<int64_t>() < vocab, "x",
+                 "expected token ids below the vocabulary size ", vocab, ", got ", x.max().item<int64_t>());
+  } else {
+    auto want = x.sizes().vec();
+    want[0] = b * c;
+    VT_CHECK_ARG(out.sizes() == at::IntArrayRef(want), "decoder", "expected ",
+                 likelihood == Likelihood::Gaussian ? "means" : "logits", " of shape ", at::IntArrayRef(want), ", got ",
+                 out.sizes());
   }
-  // Categorical
-  VT_CHECK_ARG(out.dim() == 3 && out.size(1) == x.size(1), "decoder", "expected logits of shape [", b * c, ", ",
-               x.size(1), ", V], got ", out.sizes());
-  const int64_t vocab = out.size(2);
-  VT_CHECK_ARG(x.numel() == 0 || x.max().item<int64_t>() < vocab, "x", "expected token ids below the vocabulary size ",
-               vocab, ", got ", x.max().item<int64_t>());
-  auto lsm = at::log_softmax(out.to(type), -1);
-  auto target = x.to(at::kLong).unsqueeze(1).expand({b, c, x.size(1)}).reshape({b * c, x.size(1), 1});
-  auto ll = lsm.gather(2, target).squeeze(2);  // [B*C, T]
-  if (mask.defined()) ll = ll * mask.to(type).unsqueeze(1).expand({b, c, x.size(1)}).reshape({b * c, x.size(1)});
-  return ll.sum(1).reshape({b, c});
+  // Example-major rows: each example's x (and mask) is repeated for its C samples.
+  auto target = (likelihood == Likelihood::Categorical ? x : x.to(type)).repeat_interleave(c, 0);
+  auto row_mask = mask.defined() ? mask.repeat_interleave(c, 0) : mask;
+  return log_likelihood(target, out.to(type), likelihood, options.gaussian_std, row_mask).reshape({b, c});
 }
 
 }  // namespace
 
-std::string to_string(Likelihood likelihood) {
-  switch (likelihood) {
-    case Likelihood::Bernoulli: return "bernoulli";
-    case Likelihood::Categorical: return "categorical";
-    default: return "custom";
+IWLikelihood parse_iw_likelihood(const std::string& name) {
+  if (name == "custom") return std::nullopt;
+  const auto names = likelihood_names();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    std::string expected;
+    for (const auto& n : names) expected += "'" + n + "', ";
+    VT_CHECK_ARG(false, "likelihood", "expected one of ", expected, "'custom', got '", name, "'");
   }
+  return parse_likelihood(name);
 }
 
 IWEstimate importance_weighted_log_likelihood(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& logvar,
@@ -110,7 +109,7 @@ IWEstimate importance_weighted_log_likelihood(const at::Tensor& x, const at::Ten
     auto log_q = (eps * eps).sum(2) * -0.5 + log_q_shift.unsqueeze(1);    // [B, C]
     auto log_pz = standard_normal_log_density(z);                         // [B, C]
     auto out = decoder(z.reshape({b * c, d}));
-    auto log_px_z = chunk_log_likelihood(out, x, mask, b, c, options.likelihood, type);
+    auto log_px_z = chunk_log_likelihood(out, x, mask, b, c, options, type);
     auto log_w = log_px_z.to(m.device()) + log_pz - log_q;
     elbo_sum += log_w.sum(1);
     auto m_new = at::maximum(run_max, log_w.amax(1));

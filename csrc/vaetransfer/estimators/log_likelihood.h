@@ -8,24 +8,34 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+
+#include "vaetransfer/common/likelihood.h"
 
 namespace vaetransfer::estimators {
 
-enum class Likelihood {
-  Bernoulli,    // decoder(z) -> logits [B*C, *event]; x [B, *event] in [0, 1]; log p = -BCE-with-logits summed
-  Categorical,  // decoder(z) -> logits [B*C, T, V]; x int64 tokens [B, T]; optional mask [B, T]
-  Custom,       // decoder(z) -> log p(x|z) [B*C] directly (the callable knows x); x unused
-};
-
 // z: [B*C, D], example-major (row b*C + c is sample c of example b), C = samples in this chunk.
+// What the decoder returns depends on IWOptions::likelihood:
+//   Bernoulli:   logits [B*C, *event]; x [B, *event] in [0, 1]
+//   Gaussian:    means [B*C, *event]; x [B, *event] real, N(x; mean, gaussian_std^2)
+//   Categorical: logits [B*C, T, V]; x int64 tokens [B, T]; optional mask [B, T]
+//   nullopt:     "custom", log p(x|z) [B*C] directly (the callable knows x); x unused
 using Decoder = std::function<at::Tensor(const at::Tensor& z)>;
+
+// An observation model of common/likelihood.h, or nullopt for a decoder that returns log p(x|z)
+// itself ("custom"): the estimator's one mode that is not an observation model.
+using IWLikelihood = std::optional<Likelihood>;
+
+// likelihood_names() or "custom"; anything else is an ArgumentError naming 'likelihood'.
+IWLikelihood parse_iw_likelihood(const std::string& name);
 
 struct IWOptions {
   int64_t num_samples = 500;       // K
   int64_t samples_per_chunk = 50;  // C: samples decoded per call
   int64_t seed = 0;                // the draws depend on (seed, samples_per_chunk)
-  Likelihood likelihood = Likelihood::Bernoulli;
+  IWLikelihood likelihood = Likelihood::Bernoulli;
+  double gaussian_std = 1.0;       // σ of the Gaussian likelihood
 };
 
 struct IWEstimate {
@@ -36,7 +46,5 @@ struct IWEstimate {
 IWEstimate importance_weighted_log_likelihood(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& logvar,
                                               const Decoder& decoder, const IWOptions& options = {},
                                               const at::Tensor& mask = {});
-
-std::string to_string(Likelihood likelihood);
 
 }  // namespace vaetransfer::estimators

@@ -6,16 +6,11 @@
 #include <cmath>
 
 #include "vaetransfer/common/check.h"
+#include "vaetransfer/common/gaussian.h"
+#include "vaetransfer/estimators/total_correlation.h"
 
 namespace vaetransfer::estimators {
 namespace {
-
-constexpr double kLog2Pi = 1.8378770664093454836;
-
-at::ScalarType work_type(const at::Tensor& mean, const DensityOptions& o) {
-  if (o.accumulate_float64 || mean.scalar_type() == at::kDouble) return at::kDouble;
-  return at::kFloat;
-}
 
 void check_posterior(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples) {
   check_posterior_arguments(mean, logvar);
@@ -39,32 +34,30 @@ std::vector<std::pair<int64_t, int64_t>> batches(int64_t n, int64_t b) {
 RateDecomposition rate_decomposition(const at::Tensor& mean, const at::Tensor& logvar, const RateOptions& options) {
   check_posterior(mean, logvar, options.samples);
   at::NoGradGuard no_grad;
-  const auto type = work_type(mean, options.density);
+  const auto type = evaluation_type(mean, options.density);
   auto m = mean.to(type), lv = logvar.to(type);
   const int64_t n = m.size(0);
   const double log_n = std::log(static_cast<double>(n));
-  auto z = sample_gaussian(m, lv, options.samples, options.seed);  // [S, N, D]
 
   RateDecomposition out;
   out.num_encodings = n;
   out.samples = options.samples;
   out.log_n = log_n;
-  out.rate_analytic = ((m * m + lv.exp() - lv - 1.0).sum(1) * 0.5).mean().item<double>();
+  out.rate_analytic = gaussian_kl(m, lv).sum(1).mean().item<double>();
   double sum_mi = 0, sum_kl = 0;
 
   if (options.estimator == RateEstimator::WholeDataset) {
-    auto zf = z.reshape({-1, m.size(1)});
-    auto owner_m = m.repeat({options.samples, 1}), owner_lv = lv.repeat({options.samples, 1});
-    auto log_cond = gaussian_log_density_diagonal(zf, owner_m, owner_lv);
-    auto log_qz = logsumexp_log_density(zf, m, lv, {}, options.density) - log_n;
-    auto log_pz = standard_normal_log_density(zf);
-    sum_mi = (log_cond - log_qz).mean().item<double>();
-    sum_kl = (log_qz - log_pz).mean().item<double>();
+    const auto k = whole_data_kl_decomposition(
+        mean, logvar,
+        {.samples = options.samples, .seed = options.seed, .density = options.density, .per_dimension = false});
+    sum_mi = k.mutual_information;
+    sum_kl = k.marginal_kl;
     out.batch_size = n;
     out.estimator = "whole-dataset";
   } else {
     VT_CHECK_ARG(options.batch_size >= 2 || n == 1, "batch_size", "expected a batch size of at least 2, got ",
                  options.batch_size);
+    auto z = sample_gaussian(m, lv, options.samples, options.seed);  // [S, N, D]
     auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(options.seed) ^ 0xD1B54A32D192ED03ULL);
     auto perm = at::randperm(n, gen, at::TensorOptions().dtype(at::kLong)).to(m.device());
     auto mp = m.index_select(0, perm), lvp = lv.index_select(0, perm);
@@ -104,18 +97,16 @@ RateDecomposition rate_decomposition(const at::Tensor& mean, const at::Tensor& l
 MutualInformation mutual_information(const at::Tensor& mean, const at::Tensor& logvar, const MIOptions& options) {
   check_posterior(mean, logvar, options.samples);
   at::NoGradGuard no_grad;
-  const auto type = work_type(mean, options.density);
+  const auto type = evaluation_type(mean, options.density);
   auto m = mean.to(type), lv = logvar.to(type);
   const int64_t n = m.size(0), d = m.size(1);
-  auto z = sample_gaussian(m, lv, options.samples, options.seed);  // [S, N, D]
 
   MutualInformation out;
   out.num_encodings = n;
   out.negative_entropy = ((1.0 + lv).sum(1) * -0.5 - 0.5 * kLog2Pi * static_cast<double>(d)).mean().item<double>();
   if (options.estimator == MIEstimator::WholeDataset) {
-    auto zf = z.reshape({-1, d});
     out.mean_log_qz =
-        (logsumexp_log_density(zf, m, lv, {}, options.density) - std::log(static_cast<double>(n))).mean().item<double>();
+        sample_aggregate_posterior(m, lv, options.samples, options.seed, options.density).log_qz.mean().item<double>();
     out.cap = std::log(static_cast<double>(n));
     out.batch_size = n;
     out.estimator = "whole-dataset";
@@ -123,6 +114,7 @@ MutualInformation mutual_information(const at::Tensor& mean, const at::Tensor& l
     VT_CHECK_ARG(options.batch_size >= 1, "batch_size", "expected a positive batch size for the minibatch estimator, got ",
                  options.batch_size);
     const int64_t b = std::min(options.batch_size, n);
+    auto z = sample_gaussian(m, lv, options.samples, options.seed);  // [S, N, D]
     at::Tensor acc = at::zeros({}, m.options());
     for (int64_t start = 0; start < n; start += b) {
       const int64_t size = std::min(b, n - start);

@@ -16,7 +16,8 @@ namespace vaetransfer::estimators {
 // How q(z) is estimated at a point z_i ~ q(z|x_i).
 enum class RateEstimator {
   // log q(z_i) = logsumexp_n log q(z_i|x_n) - log N over all N encodings (exact up to the
-  // sampling of z); I_q <= log N holds sample by sample.
+  // sampling of z); I_q <= log N holds sample by sample. The I_q and marginal KL of
+  // whole_data_kl_decomposition (total_correlation.h).
   WholeDataset,
   // Batches of `batch_size` (a random partition of the data): the stratified estimator of
   // Esmaeili et al. (2019) used by Bozkurt et al.,

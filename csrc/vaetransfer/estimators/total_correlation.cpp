@@ -1,11 +1,12 @@
 #include "vaetransfer/estimators/total_correlation.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
+#include <limits>
 
 #include "vaetransfer/common/check.h"
+#include "vaetransfer/common/gaussian.h"
 
 namespace vaetransfer::estimators {
 namespace {
@@ -92,46 +93,35 @@ TotalCorrelation minibatch_total_correlation(const at::Tensor& z, const at::Tens
     }
   }
   out.tc = (out.log_qz - out.log_prod_qzj).mean();
+  out.estimator = to_string(sampling);
   return out;
 }
 
 KLDecomposition whole_data_kl_decomposition(const at::Tensor& mean, const at::Tensor& logvar,
                                             const WholeDataOptions& options) {
-  check_posterior_arguments(mean, logvar);
-  VT_CHECK_ARG(options.samples >= 1, "samples", "expected a positive number of samples, got ", options.samples);
+  auto q = sample_aggregate_posterior(mean, logvar, options.samples, options.seed, options.density,
+                                      options.max_queries);
   at::NoGradGuard no_grad;
-  const int64_t n = mean.size(0), d = mean.size(1);
-  auto z = sample_gaussian(mean, logvar, options.samples, options.seed).reshape({-1, d});
-  auto owner = at::arange(n, at::TensorOptions().dtype(at::kLong).device(mean.device())).repeat({options.samples});
-  const int64_t total = z.size(0);
-  if (options.max_queries >= 0 && options.max_queries < total) {
-    VT_CHECK_ARG(options.max_queries >= 1, "max_queries", "expected at least one query point, got ",
-                 options.max_queries);
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(options.seed) ^ 0x9E3779B97F4A7C15ULL);
-    auto pick = at::randperm(total, gen, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, options.max_queries);
-    pick = pick.to(mean.device());
-    z = z.index_select(0, pick);
-    owner = owner.index_select(0, pick);
-  }
-  const auto type = options.density.accumulate_float64 ? at::kDouble : z.scalar_type();
-  z = z.to(type);
+  const auto type = q.z.scalar_type();
   auto m = mean.to(type), lv = logvar.to(type);
-  const double log_n = std::log(static_cast<double>(n));
-  auto log_q_cond = gaussian_log_density_diagonal(z, m.index_select(0, owner), lv.index_select(0, owner));
-  auto log_qz = logsumexp_log_density(z, m, lv, {}, options.density) - log_n;
-  auto log_qzj = logsumexp_log_density_per_dim(z, m, lv, {}, options.density) - log_n;
-  auto log_pzj = standard_normal_log_density_per_dim(z);
+  auto log_pzj = standard_normal_log_density_per_dim(q.z);
   auto log_pz = log_pzj.sum(1);
 
   KLDecomposition out;
-  out.mutual_information = (log_q_cond - log_qz).mean().item<double>();
-  out.total_correlation = (log_qz - log_qzj.sum(1)).mean().item<double>();
-  out.dimensionwise_kl = (log_qzj - log_pzj).sum(1).mean().item<double>();
-  out.marginal_kl = (log_qz - log_pz).mean().item<double>();
-  out.rate = (log_q_cond - log_pz).mean().item<double>();
-  out.rate_analytic = ((m * m + lv.exp() - lv - 1.0).sum(1) * 0.5).mean().item<double>();
-  out.num_encodings = n;
-  out.num_queries = z.size(0);
+  out.mutual_information = (q.log_q_cond - q.log_qz).mean().item<double>();
+  out.marginal_kl = (q.log_qz - log_pz).mean().item<double>();
+  out.rate = (q.log_q_cond - log_pz).mean().item<double>();
+  out.rate_analytic = gaussian_kl(m, lv).sum(1).mean().item<double>();
+  if (options.per_dimension) {
+    auto log_qzj = logsumexp_log_density_per_dim(q.z, m, lv, {}, options.density) -
+                   std::log(static_cast<double>(m.size(0)));
+    out.total_correlation = (q.log_qz - log_qzj.sum(1)).mean().item<double>();
+    out.dimensionwise_kl = (log_qzj - log_pzj).sum(1).mean().item<double>();
+  } else {
+    out.total_correlation = out.dimensionwise_kl = std::numeric_limits<double>::quiet_NaN();
+  }
+  out.num_encodings = m.size(0);
+  out.num_queries = q.z.size(0);
   out.estimator = "whole-dataset";
   return out;
 }

@@ -21,6 +21,7 @@ struct TotalCorrelation {
   at::Tensor tc;            // scalar, differentiable: mean_i[log q(z_i) - sum_j log q(z_ij)], constants included
   at::Tensor log_qz;        // [B] estimate of log q(z_i)
   at::Tensor log_prod_qzj;  // [B] estimate of sum_j log q(z_ij)
+  std::string estimator;    // to_string(sampling)
 };
 
 // z, mean, logvar: [B, D] floating (z_i ~ q(z|x_i)); dataset_size N >= B.
@@ -53,8 +54,8 @@ std::string to_string(TCSampling sampling);
 // `max_queries` of them). p(z) = N(0, I).
 struct KLDecomposition {
   double mutual_information = 0;  // E[log q(z|x) - log q(z)]
-  double total_correlation = 0;   // E[log q(z) - sum_j log q(z_j)]
-  double dimensionwise_kl = 0;    // E[sum_j log q(z_j) - log p(z_j)]
+  double total_correlation = 0;   // E[log q(z) - sum_j log q(z_j)] (NaN without per_dimension)
+  double dimensionwise_kl = 0;    // E[sum_j log q(z_j) - log p(z_j)] (NaN without per_dimension)
   double marginal_kl = 0;         // E[log q(z) - log p(z)] = TC + dimension-wise KL
   double rate = 0;                // E[log q(z|x) - log p(z)] (Monte Carlo)
   double rate_analytic = 0;       // mean_n KL(q(z|x_n) || N(0, I)) in closed form
@@ -68,6 +69,7 @@ struct WholeDataOptions {
   int64_t max_queries = -1;      // < 0: all N * samples query points
   int64_t seed = 0;
   DensityOptions density{};
+  bool per_dimension = true;     // false: skip the marginals q(z_j), half the cost, for I_q and KL(q(z)||p(z)) only
 };
 
 KLDecomposition whole_data_kl_decomposition(const at::Tensor& mean, const at::Tensor& logvar,

@@ -3,13 +3,13 @@
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include "vaetransfer/common/gaussian.h"
 #include "vaetransfer/estimators/cuda/log_density_lse.h"
 
 namespace vaetransfer::estimators::cuda {
 
 at::Tensor logsumexp_log_density_cuda(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
                                       const at::Tensor& log_weights, bool per_dim) {
-  constexpr double kLog2Pi = 1.8378770664093454836;
   c10::cuda::CUDAGuard guard(z.device());
   auto m = mean.to(at::kFloat);
   auto lv = logvar.to(at::kFloat);
