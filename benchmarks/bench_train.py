@@ -1,12 +1,14 @@
-"""Training-step speed: the C++ loop (vaetransfer._C.train.Trainer, GIL released, fused Adam)
-vs the idiomatic PyTorch Python loop (torch.nn twin, torch.optim.Adam defaults, .item() per
-step), same architecture, same initial weights, same batch size, same thread count, β-VAE
-with Bernoulli likelihood.
+"""Training-step speed: the C++ loop (vaetransfer._C.train.Trainer, GIL released, fused
+optimisers) vs the idiomatic PyTorch Python loop (torch.nn twin, torch.optim defaults, .item()
+per step), same architecture, same initial weights, same batch size, same thread count.
 
-Cases (issue 4): (a) Locatello conv VAE on dSprites, batch 64 (goal ≥ 1.0×); (b) 3-layer
-MLP (512) on Tetrominoes, batch 128 (goal ≥ 1.25×); (c) tiny MLP 12-10-7-5-4-3-2 on the
-4,096 12-bit patterns, batch 256 (goal ≥ 2×). A third column runs the Python loop with
-torch.optim.Adam(fused=True) to show how much of the gap is the optimiser.
+VAE cases (β-VAE, Bernoulli likelihood, Adam): (a) Locatello conv VAE on dSprites, batch 64
+(goal ≥ 1.1×); (b) 3-layer MLP (512) on Tetrominoes, batch 128 (goal ≥ 1.3×); (c) tiny MLP
+12-10-7-5-4-3-2 on the 4,096 12-bit patterns, batch 256 (goal ≥ 2×). Classifier case
+(cross-entropy, SGD momentum 0.9, lr 1e-3): (d) the 4-block conv net of "Similarity of
+Pre-trained and Fine-tuned Representations" on Tetrominoes labelled by hue, batch 32 (goal
+≥ 1.1×). The "py fused" column runs the Python loop with the fused torch.optim kernel
+(Adam(fused=True) / SGD(fused=True)) to show how much of the gap is the optimiser.
 
 GFLOP/s counts 3× the forward multiply-adds ×2 (forward + backward ≈ 3 forward passes).
 The fp32 peak is estimated as cores × clock × 64 FLOP/cycle (AVX-512: 16 lanes × 2 for
@@ -26,10 +28,10 @@ from torch import nn
 from _common import header
 import vaetransfer as vt
 from vaetransfer import _C
-from vaetransfer.torch_reference import ReferenceVAE, train_python
+from vaetransfer.torch_reference import train_python, train_python_classifier
 
 
-def forward_macs(ref: ReferenceVAE, shape) -> int:
+def forward_macs(ref: nn.Module, shape) -> int:
     """Multiply-adds of one example's forward pass, from the layer shapes."""
     total = 0
 
@@ -44,7 +46,9 @@ def forward_macs(ref: ReferenceVAE, shape) -> int:
 
     hs = [m.register_forward_hook(hook) for m in ref.modules() if isinstance(m, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d))]
     with torch.no_grad():
+        ref.eval()
         ref(torch.zeros(1, *shape))
+        ref.train()
     for h in hs:
         h.remove()
     return total
@@ -68,21 +72,32 @@ def peak_gflops() -> tuple[float, str]:
     return threads * mhz / 1000 * per_cycle, f"{threads} core(s) × {mhz / 1000:.2f} GHz × {per_cycle} FLOP/cycle"
 
 
-def time_cpp(model: vt.VAE, data: torch.Tensor, batch: int, steps: int, warmup: int, scale: float) -> float:
-    cfg = vt.TrainConfig(model=model.config, steps=warmup + steps, batch_size=batch, optimizer=vt.OptimizerConfig())
-    trainer = _C.train.Trainer(model._impl, vt.objectives.make_objective(vt.ObjectiveConfig()),
-                               cfg.optimizer.to_spec(), data, cfg.to_spec("", scale))
+SGD = vt.OptimizerConfig(name="sgd", lr=1e-3, momentum=0.9)
+
+
+def time_cpp(model: vt.Model, data: torch.Tensor, labels, batch: int, steps: int, warmup: int, scale: float) -> float:
+    classifier = labels is not None
+    cfg = vt.TrainConfig(model=model.config, steps=warmup + steps, batch_size=batch,
+                         optimizer=SGD if classifier else vt.OptimizerConfig())
+    task = vt.objectives.make_objective(vt.TaskConfig("classification" if classifier else "beta-vae"))
+    trainer = _C.train.Trainer(model._impl, task, [], {}, cfg.optimizer.to_spec(), data, labels, None, None,
+                               cfg.to_spec("", scale))
     trainer.run(None, None, warmup)
     start = time.perf_counter()
     trainer.run(None, None, warmup + steps)
     return (time.perf_counter() - start) / steps
 
 
-def time_python(ref: nn.Module, data: torch.Tensor, batch: int, steps: int, warmup: int, scale: float,
+def time_python(ref: nn.Module, data: torch.Tensor, labels, batch: int, steps: int, warmup: int, scale: float,
                 fused: bool = False) -> float:
-    train_python(ref, data, warmup, batch, data_scale=scale, fused=fused)
+    if labels is None:
+        loop = lambda n: train_python(ref, data, n, batch, data_scale=scale, fused=fused)  # noqa: E731
+    else:
+        loop = lambda n: train_python_classifier(ref, data, labels, n, batch, lr=1e-3, momentum=0.9,  # noqa: E731
+                                                 data_scale=scale, fused=fused)
+    loop(warmup)
     start = time.perf_counter()
-    train_python(ref, data, steps, batch, data_scale=scale, fused=fused)
+    loop(steps)
     return (time.perf_counter() - start) / steps
 
 
@@ -99,33 +114,40 @@ def main() -> None:
     print(f"fp32 peak estimate {peak:.0f} GFLOP/s = {how}")
 
     bits = ((torch.arange(4096).unsqueeze(1) >> torch.arange(11, -1, -1)) & 1).to(torch.uint8)
+
+    def hue_labelled():
+        d = vt.data.tetrominoes(torch.arange(0, 163840, 20)).to_dataset(label="hue")
+        return d.images, d.labels
+
     cases = [
-        ("(a) conv VAE, dSprites", vt.ModelConfig(), lambda: vt.data.dsprites(torch.arange(0, 737280, 90)).imgs.unsqueeze(1),
-         64, 1.0, 20, 1.0),
+        ("(a) conv VAE, dSprites", vt.ModelConfig(),
+         lambda: (vt.data.dsprites(torch.arange(0, 737280, 90)).imgs.unsqueeze(1), None), 64, 1.0, 20, 1.1),
         ("(b) MLP 3x512, Tetrominoes", vt.ModelConfig(architecture="mlp", input_shape=(3, 32, 32), depth=3),
-         lambda: vt.data.tetrominoes(torch.arange(0, 163840, 20)).images, 128, 1 / 255, 100, 1.25),
+         lambda: (vt.data.tetrominoes(torch.arange(0, 163840, 20)).images, None), 128, 1 / 255, 100, 1.3),
         ("(c) tiny MLP 12-10-7-5-4-3-2", vt.ModelConfig(architecture="mlp", input_shape=(12,), hidden=(10, 7, 5, 4, 3),
-                                                        latent_dim=2), lambda: bits, 256, 1.0, 1000, 2.0),
+                                                        latent_dim=2), lambda: (bits, None), 256, 1.0, 1000, 2.0),
+        ("(d) conv4 classifier, SGD", vt.ModelConfig(architecture="conv4", num_classes=8), hue_labelled, 32, 1 / 255,
+         50, 1.1),
     ]
     print(f"{'case':<30} {'batch':>5} {'python ms':>10} {'py fused':>9} {'C++ ms':>9} {'ratio':>7} {'goal':>6} "
           f"{'GFLOP/s':>8} {'% peak':>7}")
     for name, mcfg, make_data, batch, scale, steps, goal in cases:
-        data = make_data()
+        data, labels = make_data()
         steps = a.steps or steps
         warmup = max(3, steps // 10)
-        model = vt.VAE(mcfg, seed=0)
+        model = vt.build_model(mcfg, seed=0)
         init = model.state_dict()
         ref = model.to_torch()
         ref_fused = model.to_torch()
         best_cpp = best_py = best_fused = float("inf")
         for _ in range(a.repeat):
             model.load_state_dict(init)
-            best_cpp = min(best_cpp, time_cpp(model, data, batch, steps, warmup, scale))
+            best_cpp = min(best_cpp, time_cpp(model, data, labels, batch, steps, warmup, scale))
             ref.load_state_dict(init)
-            best_py = min(best_py, time_python(ref, data, batch, steps, warmup, scale))
+            best_py = min(best_py, time_python(ref, data, labels, batch, steps, warmup, scale))
             ref_fused.load_state_dict(init)
-            best_fused = min(best_fused, time_python(ref_fused, data, batch, steps, warmup, scale, fused=True))
-        flops = 3 * 2 * forward_macs(ref, mcfg.input_shape) * batch
+            best_fused = min(best_fused, time_python(ref_fused, data, labels, batch, steps, warmup, scale, fused=True))
+        flops = 3 * 2 * forward_macs(ref, model.input_shape) * batch
         gflops = flops / best_cpp / 1e9
         print(f"{name:<30} {batch:>5} {best_py * 1e3:>10.3f} {best_fused * 1e3:>9.3f} {best_cpp * 1e3:>9.3f} "
               f"{best_py / best_cpp:>6.2f}× {goal:>5.2f}× {gflops:>8.2f} {100 * gflops / peak:>6.1f}%")

@@ -418,20 +418,20 @@ class ReferenceMLPClassifier(nn.Module):
 
 def train_python_classifier(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, steps: int,
                             batch_size: int = 32, lr: float = 1e-3, momentum: float = 0.9, seed: int = 0,
-                            data_scale: float = 1.0) -> list[float]:
+                            data_scale: float = 1.0, fused: bool = False) -> list[float]:
     """The idiomatic PyTorch classifier loop, used as the benchmark baseline: ``model.train()``,
     batches of ``batch_size`` rows drawn in the order of a permutation seeded with ``seed``
     (a new one whenever fewer than ``batch_size`` rows are left, like :func:`train_python`),
     x = images[batch].float() · data_scale, mean cross-entropy of ``model(x)`` against
     ``labels[batch]`` (int64 [N]), ``torch.optim.SGD(lr, momentum)`` (the protocol of the
     public code of *Similarity of Pre-trained and Fine-tuned Representations*: batch 32,
-    lr 1e-3, momentum 0.9). Returns the loss of every step."""
+    lr 1e-3, momentum 0.9). ``fused=True`` uses ``SGD(fused=True)``. Returns the loss of every step."""
     if len(images) != len(labels):
         raise ValueError(f"images and labels differ in length: {len(images)} vs {len(labels)}")
     if not 0 < batch_size <= len(images):
         raise ValueError(f"batch_size: expected 1 to {len(images)}, got {batch_size}")
     g = torch.Generator().manual_seed(seed)
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, fused=fused)
     model.train()
     labels = labels.long()
     losses = []

@@ -55,6 +55,20 @@ class Params {
   std::map<std::string, ParamValue> given_;
 };
 
+// Base of everything a registry builds: its registered name and resolved parameters.
+class Registered {
+ public:
+  virtual ~Registered() = default;
+  const std::string& name() const { return params_.owner(); }
+  const Params& params() const { return params_; }
+
+ protected:
+  explicit Registered(Params params) : params_(std::move(params)) {}
+
+ private:
+  Params params_;
+};
+
 // Builds `T` by name. Entries register themselves at static-initialisation time
 // (VT_REGISTER); the core is linked as object files so no registration is dropped.
 template <typename T, typename... Args>

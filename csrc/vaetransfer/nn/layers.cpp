@@ -48,6 +48,19 @@ DenseStep deconv_step(const std::string& name, int64_t in, int64_t out, int64_t 
   return {name, m.ptr(), [m](const at::Tensor& x) { return m.ptr()->forward(x); }, act, {}};
 }
 
+std::vector<int64_t> hidden_widths(const Params& p) {
+  auto hidden = p.ints("hidden");
+  if (hidden.empty()) {
+    const int64_t depth = p.integer("depth"), width = p.integer("width");
+    VT_CHECK_ARG(depth >= 0, "depth", "expected depth >= 0, got ", depth);
+    VT_CHECK_ARG(width >= 1, "width", "expected width >= 1, got ", width);
+    return std::vector<int64_t>(depth, width);
+  }
+  VT_CHECK_ARG(!p.given("depth") && !p.given("width"), "hidden", "give either hidden or depth/width, not both");
+  for (auto v : hidden) VT_CHECK_ARG(v >= 1, "hidden", "expected positive widths, got ", shape_string(hidden));
+  return hidden;
+}
+
 void check_kernels(const std::vector<int64_t>& k, size_t n, const char* arg) {
   VT_CHECK_ARG(k.size() == n, arg, "expected ", n, " kernel sizes, got ", k.size());
   for (auto v : k) VT_CHECK_ARG(v >= 2 && v % 2 == 0, arg, "expected even kernel sizes >= 2, got ", shape_string(k));

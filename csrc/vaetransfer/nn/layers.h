@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "vaetransfer/common/params.h"
+
 namespace vaetransfer::nn {
 
 enum class Activation { None, ReLU, Tanh };
@@ -30,6 +32,9 @@ DenseStep linear_step(const std::string& name, int64_t in, int64_t out, Activati
 // Stride 2 with "same" padding (k − 2)/2 for an even kernel: H → H/2 (conv), H → 2H (deconv).
 DenseStep conv_step(const std::string& name, int64_t in, int64_t out, int64_t kernel, Activation act);
 DenseStep deconv_step(const std::string& name, int64_t in, int64_t out, int64_t kernel, Activation act);
+
+// Hidden widths from "hidden" (explicit) or "depth" × "width" (ArgumentError naming the key).
+std::vector<int64_t> hidden_widths(const Params& p);
 
 // Even kernel sizes >= 2, `n` of them (ArgumentError naming `arg`).
 void check_kernels(const std::vector<int64_t>& k, size_t n, const char* arg);

@@ -30,16 +30,7 @@ struct DenseLayerImpl : torch::nn::Module {
 class MLPClassifier : public Classifier {
  public:
   MLPClassifier(const Params& p, uint64_t seed) : Classifier("mlp-classifier", p) {
-    auto hidden = p.ints("hidden");
-    if (hidden.empty()) {
-      const int64_t depth = p.integer("depth"), width = p.integer("width");
-      VT_CHECK_ARG(depth >= 0, "depth", "expected depth >= 0, got ", depth);
-      VT_CHECK_ARG(width >= 1, "width", "expected width >= 1, got ", width);
-      hidden.assign(depth, width);
-    } else {
-      VT_CHECK_ARG(!p.given("depth") && !p.given("width"), "hidden", "give either hidden or depth/width, not both");
-      for (auto v : hidden) VT_CHECK_ARG(v >= 1, "hidden", "expected positive widths, got ", shape_string(hidden));
-    }
+    const auto hidden = hidden_widths(p);
     const auto act = parse_activation(p.str("activation"));
     int64_t in = product(input_shape());
     add_layer("input", "input");

@@ -108,16 +108,8 @@ VAE::VAE(const std::string& architecture, const Params& p, uint64_t seed)
       dec = {256, 1200, 1200};
       dec_act = Activation::Tanh;
     } else {
-      enc = p.ints("hidden");
-      if (enc.empty()) {
-        const int64_t depth = p.integer("depth"), width = p.integer("width");
-        VT_CHECK_ARG(depth >= 1, "depth", "expected depth >= 1, got ", depth);
-        VT_CHECK_ARG(width >= 1, "width", "expected width >= 1, got ", width);
-        enc.assign(depth, width);
-      } else {
-        VT_CHECK_ARG(!p.given("depth") && !p.given("width"), "hidden", "give either hidden or depth/width, not both");
-        check_positive(enc, "hidden");
-      }
+      enc = hidden_widths(p);
+      VT_CHECK_ARG(!enc.empty(), "depth", "expected at least one hidden layer");
       dec.assign(enc.rbegin(), enc.rend());
     }
     int64_t in = D;

@@ -45,11 +45,8 @@ struct WeightSpec {
   train::SchedulePtr schedule;  // the default, from the task's parameters
 };
 
-class Task {
+class Task : public Registered {
  public:
-  virtual ~Task() = default;
-  const std::string& name() const { return params_.owner(); }
-  const Params& params() const { return params_; }
   virtual std::string family() const = 0;  // the model family it trains
   virtual bool needs_labels() const { return false; }
   virtual std::vector<WeightSpec> weights() const { return {}; }
@@ -63,10 +60,7 @@ class Task {
   Weights default_weights(int64_t step) const;
 
  protected:
-  explicit Task(Params params) : params_(std::move(params)) {}
-
- private:
-  Params params_;
+  using Registered::Registered;
 };
 
 using TaskPtr = std::shared_ptr<Task>;

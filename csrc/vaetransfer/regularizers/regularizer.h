@@ -15,11 +15,8 @@
 
 namespace vaetransfer::regularizers {
 
-class Regularizer {
+class Regularizer : public Registered {
  public:
-  virtual ~Regularizer() = default;
-  const std::string& name() const { return params_.owner(); }
-  const Params& params() const { return params_; }
   // True when term() reads the forward pass's layer outputs (TaskOutput::layers).
   virtual bool needs_layers() const { return false; }
   // The unweighted, differentiable 0-D term for this step.
@@ -27,10 +24,7 @@ class Regularizer {
                           const objectives::StepContext& ctx) const = 0;
 
  protected:
-  explicit Regularizer(Params params) : params_(std::move(params)) {}
-
- private:
-  Params params_;
+  using Registered::Registered;
 };
 
 using RegularizerPtr = std::shared_ptr<Regularizer>;

@@ -12,7 +12,7 @@ std::string Schedule::describe() const {
   std::ostringstream out;
   out << kind() << "(";
   bool first = true;
-  for (const auto& [k, v] : params_.values()) {
+  for (const auto& [k, v] : params().values()) {
     out << (first ? "" : ", ") << k << "=" << to_string(v);
     first = false;
   }

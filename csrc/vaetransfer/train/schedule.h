@@ -17,21 +17,16 @@
 
 namespace vaetransfer::train {
 
-class Schedule {
+class Schedule : public Registered {
  public:
-  virtual ~Schedule() = default;
   virtual double value(int64_t step) const = 0;
   virtual bool is_constant() const { return false; }
   // "linear(start=0, end=1, steps=1000, delay=0)": stored in snapshots and checked on resume.
   std::string describe() const;
-  const Params& params() const { return params_; }
-  const std::string& kind() const { return params_.owner(); }
+  const std::string& kind() const { return name(); }
 
  protected:
-  explicit Schedule(Params params) : params_(std::move(params)) {}
-
- private:
-  Params params_;
+  using Registered::Registered;
 };
 
 using SchedulePtr = std::shared_ptr<Schedule>;
