@@ -3,34 +3,25 @@ import json
 import subprocess
 import sys
 
-from vaetransfer import cli, data
+from vaetransfer import cli
 
 
-def test_quickstart_writes_figures_and_summary(tmp_path):
-    out = tmp_path / "qs"
-    # A short version of the main job: full data sets, two tiny training runs.
-    assert cli.main(["quickstart", "--out", str(out), "--steps", "30", "--n", "512", "--similarity-n", "200",
-                     "--quiet"]) == 0
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["data"]["dsprites"]["count"] == data.DSPRITES_COUNT
-    assert summary["data"]["tetrominoes"]["count"] == data.TETROMINOES_COUNT
-    assert summary["data"]["tetrominoes"]["bin_counts_per_factor"] == [[data.TETROMINOES_COUNT // 8] * 8] * 5
-    assert 0 < summary["data"]["dsprites"]["mean_pixel"] < 0.2
-    runs = summary["training"]["runs"]
-    assert set(runs) == {"β=1", "β=8"} and all(r["steps"] == 30 for r in runs.values())
-    assert all(r["loss_last"] < r["loss_first"] for r in runs.values())
-    for name in ("dsprites_samples", "dsprites_shapes", "tetrominoes_samples", "tetrominoes_factors",
-                 "loss_curves", "reconstructions", "traversal_beta_1", "traversal_beta_8",
-                 "heatmap_cka", "heatmap_procrustes"):
-        png = (out / f"{name}.png").read_bytes()
-        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5_000, name
-    sim = summary["similarity"]
-    assert sim["n"] == 200 and len(sim["layers"]) == 15
-    assert sim["diagonal"]["cka"]["input"] == 1.0 and sim["diagonal"]["procrustes"]["input"] == 1.0
-    assert all(0.0 <= v <= 1.0 for d in sim["diagonal"].values() for v in d.values())
-    index = (out / "index.md").read_text()
-    assert "tetrominoes_factors.png" in index
-    assert not list(out.glob(".*.tmp"))  # atomic writes leave no temporaries
+def test_quickstart_is_the_small_quickstart_study(tmp_path, monkeypatch):
+    """`vaetransfer quickstart` = `vaetransfer run quickstart --preset small`; the old options map to --set.
+    (The study itself runs in tests/test_studies.py with its smoke preset.)"""
+    from vaetransfer.experiments import quickstart
+
+    seen = []
+    monkeypatch.setattr(quickstart, "run", lambda config, out_dir, progress=True: seen.append((config, out_dir, progress)))
+    assert cli.main(["quickstart", "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert seen[-1] == (quickstart.PRESETS["small"], tmp_path / "a", False)
+    assert cli.main(["quickstart", "--out", str(tmp_path / "b"), "--seed", "3", "--steps", "30", "--n", "512",
+                     "--similarity-n", "200"]) == 0
+    config, _, progress = seen[-1]
+    assert (config.seed, config.steps, config.n, config.similarity_n, progress) == (3, 30, 512, 200, True)
+    assert config.batch_size == quickstart.PRESETS["small"].batch_size
+    study = json.loads((tmp_path / "b" / "study.json").read_text())
+    assert study["study"] == "quickstart" and study["preset"] == "small" and study["config"]["steps"] == 30
 
 
 def test_info_command_runs_as_module():

@@ -5,12 +5,30 @@ import argparse
 import json
 import sys
 
+from ._C import ArgumentError, ArgumentTypeError
+
+
+def _run(args) -> int:
+    from . import experiments
+
+    if args.list:
+        for name in experiments.available():
+            study = experiments.get(name)
+            print(f"{name}  (presets: {', '.join(study.PRESETS)})\n    {experiments.describe(study)}")
+        return 0
+    if not args.study or not args.out:
+        args.parser.error("expected a study and --out DIR (or --list)")
+    experiments.run_study(args.study, args.out, preset=args.preset, config_file=args.config, sets=args.set,
+                          progress=not args.quiet)
+    return 0
+
 
 def _quickstart(args) -> int:
-    from .experiments import quickstart
+    from . import experiments
 
-    quickstart.run(args.out, seed=args.seed, steps=args.steps, n=args.n, similarity_n=args.similarity_n,
-                   progress=not args.quiet)
+    sets = [f"{key}={value}" for key, value in (("seed", args.seed), ("steps", args.steps), ("n", args.n),
+                                                ("similarity_n", args.similarity_n)) if value is not None]
+    experiments.run_study("quickstart", args.out, preset="small", sets=sets, progress=not args.quiet)
     return 0
 
 
@@ -31,12 +49,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vaetransfer", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("quickstart", help="generate the built-in data sets and write a first report")
+    p = sub.add_parser("run", help="run a study (vaetransfer run --list); a re-run resumes",
+                       description="Runs a study into --out: results.json, figures and index.md. The config is the "
+                                   "preset, then --config's values, then each --set; a re-run with the same config "
+                                   "resumes, another config needs another --out.")
+    p.add_argument("study", nargs="?", help="the study (a module of vaetransfer.experiments)")
+    p.add_argument("--list", action="store_true", help="list the studies and their presets")
+    p.add_argument("--preset", default="small", help="smoke (seconds), small (default; a laptop) or paper")
+    p.add_argument("--config", metavar="FILE.json", help="a JSON object of config values over the preset")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one config value (dotted keys for nested configs; JSON values, e.g. betas=[1,4])")
+    p.add_argument("--out", metavar="DIR", help="output directory")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=_run, parser=p)
+
+    p = sub.add_parser("quickstart", help="the quickstart study, preset small (= run quickstart --preset small)")
     p.add_argument("--out", default="runs/quickstart", help="output directory (default: runs/quickstart)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--steps", type=int, default=1500, help="training steps of each quickstart model (default 1500)")
-    p.add_argument("--n", type=int, default=16384, help="dSprites images the models train on (0: all)")
-    p.add_argument("--similarity-n", type=int, default=1000, help="images the CKA/Procrustes heatmaps use")
+    p.add_argument("--seed", type=int, default=None, help="= --set seed=...")
+    p.add_argument("--steps", type=int, default=None, help="= --set steps=... (training steps of each model)")
+    p.add_argument("--n", type=int, default=None, help="= --set n=... (dSprites images to train on; 0: all)")
+    p.add_argument("--similarity-n", type=int, default=None, help="= --set similarity_n=... (images of the heatmaps)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=_quickstart)
 
@@ -51,7 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     if rest and not getattr(args, "forwards", False):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     args.rest = rest
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (ArgumentError, ArgumentTypeError) as exc:  # bad input: the message, no traceback
+        print(f"vaetransfer {args.command}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
