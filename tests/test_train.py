@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -311,10 +312,11 @@ def test_resume_reproduces_uninterrupted_run(dsprites_small, tmp_path):
 def test_finished_run_is_not_retrained_and_config_is_checked(dsprites_small, tmp_path):
     cfg = _mlp_config(steps=10)
     run = vt.train(cfg, dsprites_small, tmp_path / "r", progress=False)
-    mtime = run.snapshots()[-1][1]
-    stamp = (tmp_path / "r" / "history.csv").stat().st_mtime_ns
+    files = [tmp_path / "r" / "history.csv"] + [Path(p) for _, p in run.snapshots()]
+    stamps = [f.stat().st_mtime_ns for f in files]
     again = vt.train(cfg, dsprites_small, tmp_path / "r", progress=False)
-    assert again.finished and (tmp_path / "r" / "history.csv").stat().st_mtime_ns == stamp and again.snapshots()[-1][1] == mtime
+    assert again.finished and again.snapshots() == run.snapshots()
+    assert [f.stat().st_mtime_ns for f in files] == stamps  # nothing was rewritten
     assert vt.TrainConfig.load(tmp_path / "r" / "config.json") == vt.TrainConfig.from_dict(cfg.to_dict() | {"dataset": "dsprites"})
     with pytest.raises(vt.ArgumentError) as e:
         vt.train(_mlp_config(steps=10, seed=4), dsprites_small, tmp_path / "r", progress=False)
