@@ -106,6 +106,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--steps", type=int, default=None, help="timed steps per case (default per case)")
     p.add_argument("--repeat", type=int, default=3, help="alternating repetitions; the best is kept")
+    p.add_argument("--only", default="", help="run only the cases whose letters are given, e.g. 'ad'")
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -132,6 +133,8 @@ def main() -> None:
     print(f"{'case':<30} {'batch':>5} {'python ms':>10} {'py fused':>9} {'C++ ms':>9} {'ratio':>7} {'goal':>6} "
           f"{'GFLOP/s':>8} {'% peak':>7}")
     for name, mcfg, make_data, batch, scale, steps, goal in cases:
+        if a.only and name[1] not in a.only:
+            continue
         data, labels = make_data()
         steps = a.steps or steps
         warmup = max(3, steps // 10)

@@ -44,15 +44,17 @@ def test_classifier_matches_torch_twin_in_both_modes_and_after_a_step(arch, kw):
     twin.train()
     ours = _C.train.Optimizer(vt.OptimizerConfig(name="sgd", lr=0.05, momentum=0.9).to_spec(), m._impl)
     theirs = torch.optim.SGD(twin.parameters(), lr=0.05, momentum=0.9)
+    # Conv families run channels-last (NHWC) in the core: equal up to float32 rounding, which
+    # BatchNorm over 6 examples amplifies a little after a step.
     for _ in range(2):
         out, ref = m.forward(x), twin(x)
-        assert out.shape == (6, m.num_classes) and _close(out.detach(), ref.detach())
+        assert out.shape == (6, m.num_classes) and _close(out.detach(), ref.detach(), 1e-4)
         ours.zero_grad()
         theirs.zero_grad()
         torch.nn.functional.cross_entropy(out, y).backward()
         torch.nn.functional.cross_entropy(ref, y).backward()
         for (name, p), (_, q) in zip(m.named_parameters().items(), twin.named_parameters()):
-            assert _close(p.grad, q.grad, 1e-4), name
+            assert _close(p.grad, q.grad, 1e-3), name
         ours.step()
         theirs.step()
     twin_buffers = dict(twin.named_buffers())
@@ -63,7 +65,7 @@ def test_classifier_matches_torch_twin_in_both_modes_and_after_a_step(arch, kw):
     twin.eval()
     before = m.state_dict()
     with torch.no_grad():
-        assert _close(m.forward(x), twin(x))
+        assert _close(m.forward(x), twin(x), 1e-4)
     assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
     # Layer activations equal the twin's.
     acts = m.activations(x)
@@ -71,7 +73,7 @@ def test_classifier_matches_torch_twin_in_both_modes_and_after_a_step(arch, kw):
         expected = twin.activations(x)
     assert list(acts) == list(expected) == m.layer_names
     for name in acts:
-        assert _close(acts[name], expected[name]), name
+        assert _close(acts[name], expected[name], 1e-4), name
 
 
 def test_conv4_names_parts_and_block_order():

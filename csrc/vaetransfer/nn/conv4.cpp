@@ -53,10 +53,11 @@ class Conv4 : public Classifier {
     }
     add_head(channels * h * w);
     initialize(seed);
+    use_channels_last();
   }
 
   void run_layers(const at::Tensor& x, const at::Tensor&, const Emit& emit, const std::string& stop_after) override {
-    auto h = x;
+    auto h = prepare(x);
     emit("input", h);
     if (stop_after == "input") return;
     for (size_t b = 0; b < blocks_.size(); ++b) {

@@ -28,10 +28,11 @@ class ConvClassifier : public Classifier {
     for (auto& s : trunk_) add_layer(s.name, "encoder", s.module);
     add_head(256);
     initialize(seed);
+    use_channels_last();
   }
 
   void run_layers(const at::Tensor& x, const at::Tensor&, const Emit& emit, const std::string& stop_after) override {
-    auto h = x;
+    auto h = prepare(x);
     emit("input", h);
     if (stop_after == "input") return;
     for (const auto& s : trunk_) {

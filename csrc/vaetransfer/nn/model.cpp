@@ -109,6 +109,17 @@ void Model::initialize(uint64_t seed) {
   }
 }
 
+void Model::use_channels_last() {
+  channels_last_ = true;
+  at::NoGradGuard no_grad;
+  for (auto& p : parameters(true))
+    if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
+}
+
+at::Tensor Model::prepare(const at::Tensor& x) const {
+  return channels_last_ && x.dim() == 4 ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
+}
+
 std::vector<std::string> Model::layer_names() const {
   std::vector<std::string> out;
   for (const auto& l : layers_) out.push_back(l.name);

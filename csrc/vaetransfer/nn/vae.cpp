@@ -136,6 +136,7 @@ VAE::VAE(const std::string& architecture, const Params& p, uint64_t seed)
   add_layer("sampled", "latent");
   for (auto& s : decoder_) add_layer(s.name, "decoder", s.module);
   initialize(seed);
+  if (a == "conv" || a == "cnn") use_channels_last();
 }
 
 at::Tensor VAE::draw_noise(int64_t n, at::Generator& gen) const {
@@ -157,7 +158,7 @@ at::Tensor VAE::decode_from(const at::Tensor& z, const Emit& emit, const std::st
 }
 
 void VAE::run_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit, const std::string& stop_after) {
-  auto h = x;
+  auto h = prepare(x);
   emit("input", h);
   if (stop_after == "input") return;
   for (const auto& s : encoder_) {
