@@ -47,7 +47,7 @@ def test_smoke_run_writes_results_report_and_figures(smoke):
         for measure in ("cka", "procrustes"):
             assert pair[measure]["diagonal"]["input"] == 1.0
             assert all(0.0 <= v <= 1.0 for v in pair[measure]["diagonal"].values())
-            assert 0.0 <= pair[measure]["encoder_mean"] <= 1.0
+            assert all(0.0 <= pair[measure][k] <= 1.0 for k in ("encoder_mean", "encoder_diagonal_mean", "decoder_mean"))
 
     figures = (["dsprites_samples", "dsprites_shapes", "tetrominoes_samples", "tetrominoes_factors", "loss_curves",
                 "reconstructions", "traversal_beta_1_seed_0", "traversal_beta_8_seed_1", "heatmap_cka",
