@@ -81,7 +81,7 @@ class Registry {
     std::string doc;
     std::vector<ParamSpec> params;
     Factory make;
-    std::vector<std::string> aliases;
+    std::vector<std::string> aliases{};  // optional: older names that still resolve
   };
 
   static Registry& get() {

@@ -13,16 +13,32 @@ Classifier::Classifier(const std::string& architecture, const Params& p)
   const auto& shape = input_shape();
   VT_CHECK_ARG(!shape.empty(), "input_shape", "expected the input shape, e.g. [3, 32, 32] or [784]");
   for (auto v : shape) VT_CHECK_ARG(v >= 1, "input_shape", "expected positive sizes, got ", shape_string(shape));
+  add_layer("input", "input");
+}
+
+void Classifier::add_encoder_layer(const std::string& name, std::shared_ptr<torch::nn::Module> module,
+                                   Forward forward) {
+  add_layer(name, "encoder", std::move(module));
+  encoder_.emplace_back(name, std::move(forward));
 }
 
 void Classifier::add_head(int64_t features) {
   auto step = linear_step("logits", features, num_classes_, Activation::None);
-  head_ = step.module;
-  head_forward_ = step.forward;
-  add_layer("logits", "head", head_);
+  head_ = step.forward;
+  add_layer("logits", "head", step.module);
 }
 
-at::Tensor Classifier::head(const at::Tensor& h) const { return head_forward_(h); }
+void Classifier::run_layers(const at::Tensor& x, const at::Tensor&, const Emit& emit, const std::string& stop_after) {
+  auto h = prepare(x);
+  emit("input", h);
+  if (stop_after == "input") return;
+  for (const auto& [name, forward] : encoder_) {
+    h = forward(h);
+    emit(name, h);
+    if (name == stop_after) return;
+  }
+  emit("logits", head_(h));  // linear_step flattens
+}
 
 at::Tensor Classifier::forward(const at::Tensor& x) {
   check_input(x, "x");

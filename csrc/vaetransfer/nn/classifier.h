@@ -17,17 +17,25 @@ class Classifier : public Model {
   int64_t num_classes() const { return num_classes_; }
   // Class logits [N, num_classes] (differentiable; BatchNorm follows the train/eval mode).
   at::Tensor forward(const at::Tensor& x);
+  // One pass for every family: input, the encoder layers in order, then "logits" on the
+  // flattened last encoder output.
+  void run_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit,
+                  const std::string& stop_after = "") override;
 
  protected:
+  using Forward = std::function<at::Tensor(const at::Tensor&)>;
+  // Declares the layer "input"; families then add their encoder layers and the head.
   Classifier(const std::string& architecture, const Params& params);
-  // Declares the head once the encoder layers are added.
+  // The next encoder layer: `module` is registered under `name`, `forward` maps its input to its
+  // output.
+  void add_encoder_layer(const std::string& name, std::shared_ptr<torch::nn::Module> module, Forward forward);
+  // Declares the linear head once the encoder layers are added.
   void add_head(int64_t features);
-  at::Tensor head(const at::Tensor& h) const;
 
  private:
   int64_t num_classes_;
-  std::shared_ptr<torch::nn::Module> head_;
-  std::function<at::Tensor(const at::Tensor&)> head_forward_;
+  std::vector<std::pair<std::string, Forward>> encoder_;
+  Forward head_;
 };
 
 // Parameter specs every classifier shares.

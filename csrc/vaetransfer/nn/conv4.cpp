@@ -41,36 +41,20 @@ class Conv4 : public Classifier {
                  "expected 'conv-bn-relu-pool' (the paper) or 'conv-relu-bn-pool' (the public code), got '", order,
                  "'");
     int64_t h = shape[1], w = shape[2], in = shape[0];
-    add_layer("input", "input");
     for (int64_t b = 0; b < blocks; ++b) {
       h /= 2;
       w /= 2;
       VT_CHECK_ARG(h >= 1 && w >= 1, "input_shape", "images of ", shape_string(shape), " are too small for ", blocks,
                    " max-pooled blocks");
-      blocks_.push_back(std::make_shared<ConvBlockImpl>(in, channels, order == "conv-bn-relu-pool"));
-      add_layer("block" + std::to_string(b + 1), "encoder", blocks_.back());
+      auto block = std::make_shared<ConvBlockImpl>(in, channels, order == "conv-bn-relu-pool");
+      add_encoder_layer("block" + std::to_string(b + 1), block,
+                        [block](const at::Tensor& x) { return block->forward(x); });
       in = channels;
     }
     add_head(channels * h * w);
     initialize(seed);
     use_channels_last();
   }
-
-  void run_layers(const at::Tensor& x, const at::Tensor&, const Emit& emit, const std::string& stop_after) override {
-    auto h = prepare(x);
-    emit("input", h);
-    if (stop_after == "input") return;
-    for (size_t b = 0; b < blocks_.size(); ++b) {
-      h = blocks_[b]->forward(h);
-      const auto name = "block" + std::to_string(b + 1);
-      emit(name, h);
-      if (name == stop_after) return;
-    }
-    emit("logits", head(h.flatten(1)));
-  }
-
- private:
-  std::vector<std::shared_ptr<ConvBlockImpl>> blocks_;
 };
 
 }  // namespace

@@ -19,32 +19,17 @@ class ConvClassifier : public Classifier {
     check_kernels(ks, 4, "kernel_sizes");
     const std::vector<int64_t> ch = {32, 32, 64, 64};
     int64_t in = shape[0];
-    add_layer("input", "input");
+    std::vector<DenseStep> trunk;
     for (size_t i = 0; i < 4; ++i) {
-      trunk_.push_back(conv_step("enc" + std::to_string(i + 1), in, ch[i], ks[i], Activation::ReLU));
+      trunk.push_back(conv_step("enc" + std::to_string(i + 1), in, ch[i], ks[i], Activation::ReLU));
       in = ch[i];
     }
-    trunk_.push_back(linear_step("enc5", 64 * 4 * 4, 256, Activation::ReLU));
-    for (auto& s : trunk_) add_layer(s.name, "encoder", s.module);
+    trunk.push_back(linear_step("enc5", 64 * 4 * 4, 256, Activation::ReLU));
+    for (auto& s : trunk) add_encoder_layer(s.name, s.module, s);
     add_head(256);
     initialize(seed);
     use_channels_last();
   }
-
-  void run_layers(const at::Tensor& x, const at::Tensor&, const Emit& emit, const std::string& stop_after) override {
-    auto h = prepare(x);
-    emit("input", h);
-    if (stop_after == "input") return;
-    for (const auto& s : trunk_) {
-      h = s(h);
-      emit(s.name, h);
-      if (s.name == stop_after) return;
-    }
-    emit("logits", head(h));
-  }
-
- private:
-  std::vector<DenseStep> trunk_;
 };
 
 }  // namespace

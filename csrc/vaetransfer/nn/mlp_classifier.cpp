@@ -33,31 +33,15 @@ class MLPClassifier : public Classifier {
     const auto hidden = hidden_widths(p);
     const auto act = parse_activation(p.str("activation"));
     int64_t in = product(input_shape());
-    add_layer("input", "input");
     for (size_t i = 0; i < hidden.size(); ++i) {
-      layers_.push_back(std::make_shared<DenseLayerImpl>(in, hidden[i], p.flag("batch_norm"), act));
-      add_layer("fc" + std::to_string(i + 1), "encoder", layers_.back());
+      auto layer = std::make_shared<DenseLayerImpl>(in, hidden[i], p.flag("batch_norm"), act);
+      add_encoder_layer("fc" + std::to_string(i + 1), layer,
+                        [layer](const at::Tensor& h) { return layer->forward(h.flatten(1)); });
       in = hidden[i];
     }
     add_head(in);
     initialize(seed);
   }
-
-  void run_layers(const at::Tensor& x, const at::Tensor&, const Emit& emit, const std::string& stop_after) override {
-    emit("input", x);
-    if (stop_after == "input") return;
-    auto h = x.flatten(1);
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      h = layers_[i]->forward(h);
-      const auto name = "fc" + std::to_string(i + 1);
-      emit(name, h);
-      if (name == stop_after) return;
-    }
-    emit("logits", head(h));
-  }
-
- private:
-  std::vector<std::shared_ptr<DenseLayerImpl>> layers_;
 };
 
 }  // namespace
