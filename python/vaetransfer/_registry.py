@@ -51,6 +51,20 @@ class RegisteredConfig:
                 return p["default"]
         raise AttributeError(f"{type(self).__name__} {self.name!r} has no parameter {key!r}")
 
+    def typed(self) -> "RegisteredConfig":
+        """A copy whose numbers follow the declared types (an int given for a float parameter
+        becomes a float), so equal configs have one JSON form (e.g. for sweep run ids)."""
+        e = self.entry(self.name) if isinstance(self.name, str) else None
+        kinds = {p["name"]: p["type"] for p in (e or {}).get("params", [])}
+        params = {}
+        for k, v in self.params.items():
+            if kinds.get(k) == "float" and isinstance(v, int) and not isinstance(v, bool):
+                v = float(v)
+            elif kinds.get(k) == "list[float]" and isinstance(v, list):
+                v = [float(x) if isinstance(x, int) and not isinstance(x, bool) else x for x in v]
+            params[k] = v
+        return type(self).from_dict({**self.to_dict(), **params})
+
     def to_dict(self) -> dict:
         return {"name": self.name, **self.params}
 

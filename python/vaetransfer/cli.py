@@ -38,6 +38,12 @@ def _train(args) -> int:
     return train_main(args.rest)
 
 
+def _sweep(args) -> int:
+    from .sweep import main as sweep_main
+
+    return sweep_main(args.rest)
+
+
 def _info(args) -> int:
     from . import build_info
 
@@ -75,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     # Options are parsed by vaetransfer.train.train_main (`vaetransfer train --help`).
     p = sub.add_parser("train", help="train a VAE; a half-finished run resumes", add_help=False)
     p.set_defaults(func=_train, forwards=True)
+
+    # Options are parsed by vaetransfer.sweep.main (`vaetransfer sweep --help`).
+    p = sub.add_parser("sweep", help="run a sweep of many runs (local processes or Ray); status; results",
+                       add_help=False)
+    p.set_defaults(func=_sweep, forwards=True)
 
     p = sub.add_parser("info", help="print how the compiled core was built")
     p.set_defaults(func=_info)

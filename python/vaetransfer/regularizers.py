@@ -37,6 +37,14 @@ class RegularizerConfig(RegisteredConfig):
         w = self.weight.to_dict() if isinstance(self.weight, ScheduleConfig) else self.weight
         return {"name": self.name, "weight": w, "label": self.label, **self.params}
 
+    def typed(self) -> "RegularizerConfig":
+        c = super().typed()
+        if isinstance(c.weight, ScheduleConfig):
+            c.weight = c.weight.typed()
+        elif isinstance(c.weight, int) and not isinstance(c.weight, bool):
+            c.weight = float(c.weight)
+        return c
+
     @classmethod
     def from_dict(cls, d: dict) -> "RegularizerConfig":
         d = dict(d)

@@ -292,7 +292,8 @@ def _dataset(data, model_shape: tuple[int, ...], argument: str) -> Dataset:
     return ds
 
 
-def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=None, progress: bool = True,
+def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=None,
+          progress: bool | Callable[[int], None] = True,
           metrics_hook: Callable[[Model, dict], dict] | None = None) -> Run:
     """Trains (or resumes, or returns the finished) run in ``out_dir``.
 
@@ -302,7 +303,8 @@ def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=No
     shape in CPU memory. The objective decides whether labels are needed (classification).
     ``eval_data`` is evaluated every ``config.eval_every`` steps in eval mode without changing the
     training trajectory; its ``eval_*`` values go to metrics.jsonl. ``metrics_hook(model, report)
-    -> dict`` runs every ``config.metrics_every`` steps. ``progress=False`` silences the tqdm bar.
+    -> dict`` runs every ``config.metrics_every`` steps. ``progress=False`` silences the tqdm bar;
+    a callable instead receives the step reached (e.g. a sweep worker's progress file).
     Raises ``TrainingDivergedError`` (a FloatingPointError) when the loss becomes NaN/inf.
     """
     if not isinstance(config, TrainConfig):
@@ -360,12 +362,15 @@ def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=No
         write_text(metrics_path, "".join(l + "\n" for l in kept))
 
     bar = None
-    if progress:
+    on_step = progress if callable(progress) else None
+    if progress and on_step is None:
         from tqdm.auto import tqdm
         bar = tqdm(total=config.steps, initial=start, desc=f"{config.objective.canonical_name()} {out.name}",
                    unit="step")
 
     def on_progress(report: dict) -> None:
+        if on_step is not None:
+            on_step(report["step"])
         if bar is not None:
             bar.update(report["step"] - bar.n)
             shown = {k: f"{report[k]:.3g}" for k in ("loss", "kl", "accuracy") if k in report}
@@ -386,7 +391,7 @@ def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=No
 
     wants_metrics = metrics_hook is not None or config.eval_every > 0
     try:
-        trainer.run(on_progress if bar is not None else None, on_metrics if wants_metrics else None, 0)
+        trainer.run(on_progress if (bar is not None or on_step is not None) else None, on_metrics if wants_metrics else None, 0)
     finally:
         if bar is not None:
             bar.close()

@@ -34,7 +34,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from .._checks import type_error, value_error
 from ..io import write_json
 
-__all__ = ["available", "get", "describe", "make_config", "config_to_dict", "config_from_dict", "step", "run_study",
+__all__ = ["available", "get", "describe", "make_config", "override", "config_to_dict", "config_from_dict", "step",
+           "run_study",
            "STUDY_FILE", "STEPS_DIR"]
 
 STUDY_FILE = "study.json"  #: ``{"study", "preset", "config"}`` of the study an out_dir holds
@@ -304,6 +305,20 @@ def make_config(study: str | types.ModuleType, preset: str = "small", config_fil
     return config
 
 
+def override(config, values: Mapping[str, Any]) -> Any:
+    """``config`` with ``values`` set: dotted keys (``"inner.width"``) name one field, plain keys
+    may hold partial objects for nested configs; each value is checked against its field's type
+    (errors name the key), as :func:`make_config` checks ``--set`` values."""
+    if not isinstance(values, Mapping):
+        raise type_error("values", f"expected {{key: value}}, got {type(values).__name__}")
+    for key, value in values.items():
+        if not isinstance(key, str) or not key:
+            raise value_error("values", f"expected field names, got {key!r}")
+        raw = value if isinstance(value, str) else json.dumps(value)
+        config = _set(config, key.split("."), value, raw)
+    return config
+
+
 # ---------------------------------------------------------------------------------- running
 _STEP_NAME = re.compile(r"^[A-Za-z0-9_.=-]+$")
 
@@ -337,16 +352,23 @@ def step(out_dir: str | os.PathLike, name: str, compute: Callable[[], Any], *, k
 
 
 def run_study(name: str, out_dir: str | os.PathLike, *, preset: str = "small",
-              config_file: str | os.PathLike | None = None, sets: Iterable[str] = (), progress: bool = True) -> dict:
-    """Builds the study's config (:func:`make_config`), records it in ``out_dir/study.json`` and
-    runs the study into ``out_dir``; returns its results.
+              config_file: str | os.PathLike | None = None, sets: Iterable[str] = (), progress: bool = True,
+              config: Any = None) -> dict:
+    """Builds the study's config (:func:`make_config`; or takes ``config``, a whole ``Config`` of
+    the study, recorded under ``preset``), records it in ``out_dir/study.json`` and runs the study
+    into ``out_dir``; returns its results.
 
     An out_dir holding another study or another config is refused (ArgumentError naming
     ``out_dir``); the same study and config again resumes what is half done.
     """
     module = get(name)
     study = module.__name__.rsplit(".", 1)[-1]
-    config = make_config(module, preset, config_file, sets)
+    if config is None:
+        config = make_config(module, preset, config_file, sets)
+    elif not isinstance(config, module.Config):
+        raise type_error("config", f"expected a {study}.Config, got {type(config).__name__}")
+    elif config_file is not None or sets:
+        raise value_error("config", "give either a whole config or config_file/sets, not both")
     out = Path(out_dir)
     record = {"study": study, "preset": preset, "config": config_to_dict(config)}
     path = out / STUDY_FILE

@@ -1,0 +1,231 @@
+"""Where a sweep's runs execute: ``local`` (a pool of worker processes on this machine) or ``ray``
+(Ray tasks on a local instance or a cluster). Both run :func:`vaetransfer.sweep.jobs.execute`;
+the driver (:meth:`vaetransfer.sweep.Sweep.run`) submits runs, collects outcomes and owns the store.
+
+An outcome is ``(run_id, result, error)``: ``result`` is what ``execute`` returned, or ``error``
+the text of what went wrong (the exception and its traceback, or how the worker died).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import traceback
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_for
+from typing import Any
+
+from .._checks import type_error, value_error
+from . import jobs
+
+__all__ = ["LocalExecutor", "RayExecutor", "make_executor", "EXECUTORS"]
+
+Outcome = tuple[str, "dict | None", "str | None"]
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this worker when the driver dies (even by SIGKILL), so a killed
+    sweep leaves no process training a run that the next driver resumes."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: workers still exit when their pipe closes
+        pass
+
+
+def _worker_main(fd: int, parent_pid: int) -> None:
+    """A local worker: runs the tasks that arrive on its socket until told to stop. Started as
+    ``python -c`` (not multiprocessing's spawn), so the driver's script is never re-imported."""
+    from multiprocessing.connection import Connection
+
+    _die_with_parent()
+    if os.getppid() != parent_pid:  # the driver died before prctl took effect
+        os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    conn = Connection(fd)
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        job, run_id, config, run_dir, threads = task
+        try:
+            conn.send((run_id, jobs.execute(job, run_id, config, run_dir, threads), None))
+        except BaseException:  # noqa: BLE001 — every failure is reported to the driver as text
+            conn.send((run_id, None, traceback.format_exc(limit=20)))
+
+
+class LocalExecutor:
+    """``workers`` persistent Python processes on this machine (each with ``threads`` torch
+    threads). A worker that dies (killed, out of memory) fails its run's attempt and is replaced."""
+
+    name = "local"
+
+    def __init__(self, workers: int = 1, threads: int | None = 1):
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise value_error("workers", f"expected a number of processes >= 1, got {workers!r}")
+        self.workers, self.threads = workers, threads
+        self._procs: dict[int, subprocess.Popen] = {}
+        self._conns: dict[int, Connection] = {}
+        self._busy: dict[int, str] = {}  # worker slot → run id
+
+    def _start(self, slot: int) -> None:
+        ours, theirs = socket.socketpair()
+        code = f"from vaetransfer.sweep.executors import _worker_main; _worker_main({theirs.fileno()}, {os.getpid()})"
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        self._procs[slot] = subprocess.Popen([sys.executable, "-c", code], pass_fds=[theirs.fileno()], env=env,
+                                             stdin=subprocess.DEVNULL)
+        theirs.close()
+        self._conns[slot] = Connection(ours.detach())
+
+    @property
+    def capacity(self) -> int:
+        return self.workers - len(self._busy)
+
+    def submit(self, job: str, run_id: str, config: dict, run_dir: str) -> None:
+        slot = next(i for i in range(self.workers) if i not in self._busy)
+        if slot not in self._procs or self._procs[slot].poll() is not None:
+            self._start(slot)
+        self._conns[slot].send((job, run_id, config, run_dir, self.threads))
+        self._busy[slot] = run_id
+
+    def wait(self, timeout: float) -> list[Outcome]:
+        if not self._busy:
+            return []
+        watch = {self._conns[slot]: slot for slot in self._busy}
+        out = []
+        for ready in wait_for(list(watch), timeout):
+            slot = watch[ready]
+            try:
+                out.append(ready.recv())
+                del self._busy[slot]
+                continue
+            except (EOFError, OSError):  # the worker is gone
+                pass
+            proc = self._procs[slot]
+            try:
+                code = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+            how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+            out.append((self._busy.pop(slot), None, f"worker process {proc.pid} died ({how})"))
+            ready.close()
+        return out
+
+    def running(self) -> list[str]:
+        return list(self._busy.values())
+
+    def cancel(self) -> None:
+        """Stops every worker now (the runs keep their last snapshot)."""
+        for proc in self._procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self._procs.values():
+            proc.wait()
+        self._busy.clear()
+
+    def close(self) -> None:
+        for slot, conn in self._conns.items():
+            try:
+                if self._procs[slot].poll() is None:
+                    conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for proc in self._procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for conn in self._conns.values():
+            conn.close()
+
+
+def _ray_execute(job, run_id, config, run_dir, threads):
+    return jobs.execute(job, run_id, config, run_dir, threads)
+
+
+class RayExecutor:
+    """Runs as Ray tasks, ``num_cpus`` each. ``address=None`` starts a local Ray instance
+    (``cpus`` CPUs, default: this machine's) and shuts it down on close; an address (``"auto"``
+    or ``"ray://host:10001"``) joins a running cluster, which every run directory must be visible
+    from (a shared file system). Retries are the driver's, like the local executor's, so a
+    crashed worker and a raised exception count the same way."""
+
+    name = "ray"
+
+    def __init__(self, num_cpus: float = 1, threads: int | None = 1, address: str | None = None,
+                 cpus: int | None = None, max_concurrent: int | None = None):
+        try:
+            import ray
+        except ImportError as exc:  # ray is optional (the [ray] extra)
+            raise value_error("executor", "the ray executor needs Ray: pip install 'vaetransfer[ray]'") from exc
+        if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or num_cpus <= 0:
+            raise type_error("num_cpus", f"expected CPUs per run > 0, got {num_cpus!r}")
+        self.ray, self.threads = ray, threads
+        self._started = False
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": "warning"}
+            if address is None:
+                kwargs["num_cpus"] = cpus or os.cpu_count()
+            else:
+                kwargs["address"] = address
+            ray.init(**kwargs)
+            self._started = True
+        total = ray.cluster_resources().get("CPU", 1)
+        self.max_concurrent = max_concurrent or max(1, int(total // num_cpus))
+        self._remote = ray.remote(num_cpus=num_cpus, max_retries=0)(_ray_execute)
+        self._refs: dict[Any, str] = {}
+
+    @property
+    def capacity(self) -> int:
+        return self.max_concurrent - len(self._refs)
+
+    def submit(self, job: str, run_id: str, config: dict, run_dir: str) -> None:
+        self._refs[self._remote.remote(job, run_id, config, run_dir, self.threads)] = run_id
+
+    def wait(self, timeout: float) -> list[Outcome]:
+        if not self._refs:
+            return []
+        ready, _ = self.ray.wait(list(self._refs), num_returns=len(self._refs), timeout=timeout)
+        out = []
+        for ref in ready:
+            run_id = self._refs.pop(ref)
+            try:
+                out.append((run_id, self.ray.get(ref), None))
+            except Exception as exc:  # noqa: BLE001 — a task error or a crashed worker, reported as text
+                out.append((run_id, None, f"{type(exc).__name__}: {exc}"))
+        return out
+
+    def running(self) -> list[str]:
+        return list(self._refs.values())
+
+    def cancel(self) -> None:
+        for ref in list(self._refs):
+            try:
+                self.ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 — already finished
+                pass
+        self._refs.clear()
+
+    def close(self) -> None:
+        if self._started:
+            self.ray.shutdown()
+            self._started = False
+
+
+EXECUTORS = {"local": LocalExecutor, "ray": RayExecutor}
+
+
+def make_executor(name: str, **options):
+    if name not in EXECUTORS:
+        raise value_error("executor", f"expected one of {sorted(EXECUTORS)}, got {name!r}")
+    return EXECUTORS[name](**options)

@@ -1,0 +1,323 @@
+"""What one run of a sweep does, by job kind (a new kind is one class and one entry in :data:`JOBS`).
+
+* ``train``: a :class:`vaetransfer.TrainConfig` (its JSON) plus ``data`` — a registered data set by
+  name with an optional subset, class label and held-out split (:class:`DataSpec`) — and an
+  optional ``evaluate`` hook ``"module:function"`` called as ``function(run, train, test) -> dict``
+  on the finished run. Axes are TrainConfig fields (``seed``, ``objective.beta``,
+  ``model.latent_dim``, ``optimizer.lr``) or ``data.*``. Metrics: the last history row, the last
+  held-out evaluation (``eval_*``) and the hook's values.
+* ``study``: ``{"study": name, "preset": p, "config": {values over the preset}}``; axes are the
+  study's config fields. Metrics: the numbers of the study's ``results.json`` (nested keys dotted).
+* ``function``: ``{"function": "module:function", "args": {...}}``; axes are keys of ``args``.
+  The function is called as ``function(args, run_dir) -> dict`` of metrics.
+
+:func:`execute` is what every executor runs in its worker: it locks the run directory (two
+processes never train one run), returns a finished run's saved result without running it again,
+and writes ``result.json`` atomically only after the job returned — so a run counts as done only
+when its final snapshot (or results) is on disk.
+"""
+from __future__ import annotations
+
+import copy
+import fcntl
+import importlib
+import json
+import math
+import os
+import socket
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .._checks import type_error, value_error
+
+__all__ = ["JOBS", "DataSpec", "execute", "RESULT_FILE", "PROGRESS_FILE", "read_progress"]
+
+RESULT_FILE = "result.json"      #: written when a run has finished (metrics, status)
+PROGRESS_FILE = "progress.json"  #: the step a running run has reached, its pid and host
+_LOCK_FILE = ".lock"
+
+
+def set_path(d: dict, name: str, value: Any, known: Callable[[str], bool] = lambda key: True) -> None:
+    """``d[a][b]... = value`` for the dotted ``name``; the first key must satisfy ``known`` and
+    every intermediate one must hold an object."""
+    parts = name.split(".")
+    if not known(parts[0]):
+        raise value_error(name, f"unknown field {parts[0]!r}")
+    node = d
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise value_error(name, f"{'.'.join(parts[:i + 1])} is not an object of fields")
+        node = child
+    node[parts[-1]] = value
+
+
+def _import(ref: str, argument: str) -> Callable:
+    if not isinstance(ref, str) or ref.count(":") != 1:
+        raise value_error(argument, f"expected 'module:function', got {ref!r}")
+    module, name = ref.split(":")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise value_error(argument, f"cannot import {ref!r}: {exc}") from exc
+    if not callable(fn):
+        raise type_error(argument, f"{ref!r} is not callable")
+    return fn
+
+
+# ---------------------------------------------------------------------------------- train
+@dataclass
+class DataSpec:
+    """Training data by registered name (:data:`vaetransfer.data.REGISTRY`): ``n`` examples drawn
+    at random with ``subset_seed`` (0: all), ``label`` a factor whose classes become the labels
+    (classification), and ``test_fraction`` of them held out (seeded by ``split_seed``) as the
+    evaluation data of ``TrainConfig.eval_every``."""
+
+    name: str = "dsprites"
+    n: int = 0
+    subset_seed: int = 0
+    label: str | None = None
+    test_fraction: float = 0.0
+    split_seed: int = 0
+
+    @classmethod
+    def from_dict(cls, d: Mapping | None) -> "DataSpec":
+        from ..experiments import config_from_dict
+        from .. import data as vdata
+
+        spec = config_from_dict(cls, d or {}, argument="data")
+        if spec.name not in vdata.REGISTRY:
+            raise value_error("data.name", f"expected one of {sorted(vdata.REGISTRY)}, got {spec.name!r}")
+        if spec.n < 0:
+            raise value_error("data.n", f"expected a count >= 0 (0: all), got {spec.n}")
+        if not 0.0 <= spec.test_fraction < 1.0:
+            raise value_error("data.test_fraction", f"expected a fraction in [0, 1), got {spec.test_fraction}")
+        return spec
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def build(self):
+        """(train, test) :class:`vaetransfer.data.Dataset` (test is None without a held-out split)."""
+        import torch
+        from .. import data as vdata
+
+        indices = None
+        if self.n:
+            count = len(vdata.load(self.name, images=False))
+            if self.n > count:
+                raise value_error("data.n", f"{self.name} has {count} examples, asked for {self.n}")
+            gen = torch.Generator().manual_seed(self.subset_seed)
+            indices = torch.randperm(count, generator=gen)[: self.n].sort().values
+        ds = vdata.as_dataset(vdata.load(self.name, indices=indices), label=self.label)
+        if self.test_fraction:
+            return vdata.split(ds, self.test_fraction, seed=self.split_seed)
+        return ds, None
+
+
+class TrainJob:
+    """A training run (see the module docstring)."""
+
+    _EXTRA = ("data", "evaluate")
+
+    def __init__(self):
+        self._models: dict[str, None] = {}  # model configs already built once (validated)
+
+    def resolve(self, base: dict, params: Mapping[str, Any]) -> dict:
+        from ..experiments import _coerce, _hints
+        from ..nn import build_model
+        from ..objectives import make_objective
+        from ..regularizers import make_regularizer
+        from ..schedules import make_schedule
+        from ..train import TrainConfig
+
+        names = {f.name for f in fields(TrainConfig)} | set(self._EXTRA)
+        d = copy.deepcopy(base)
+        for name, value in params.items():
+            set_path(d, name, value, lambda key: key in names)
+        data = DataSpec.from_dict(d.pop("data", None))
+        evaluate = d.pop("evaluate", None)
+        if evaluate is not None:
+            _import(evaluate, "evaluate")
+        hints = _hints(TrainConfig)
+        for key in ("steps", "batch_size", "seed", "snapshot_every", "keep_snapshots", "metrics_every", "eval_every",
+                    "eval_batch_size", "data_scale", "device", "threads", "init_from", "dataset"):
+            if key in d:
+                d[key] = _coerce(d[key], hints[key], key)
+        config = TrainConfig.from_dict(d)
+        config.objective = config.objective.typed()
+        config.regularizers = tuple(r.typed() for r in config.regularizers)
+        config.schedules = {k: s.typed() for k, s in config.schedules.items()}
+        make_objective(config.objective, dataset_size=max(config.batch_size, 1))
+        for r in config.regularizers:
+            make_regularizer(r)
+        for s in config.schedules.values():
+            make_schedule(s)
+        model_key = json.dumps(config.model.to_dict(), sort_keys=True)
+        if model_key not in self._models:
+            build_model(config.model, seed=0)
+            self._models[model_key] = None
+        if data.test_fraction and not config.eval_every:
+            raise value_error("eval_every", "a held-out split (data.test_fraction) is evaluated every eval_every "
+                                            "steps; set eval_every > 0")
+        return {**config.to_dict(), "data": data.to_dict(), "evaluate": evaluate}
+
+    def execute(self, config: dict, run_dir: Path, report: Callable[[int, int], None]) -> dict:
+        from ..train import TrainConfig, train
+
+        d = dict(config)
+        data = DataSpec.from_dict(d.pop("data"))
+        evaluate = d.pop("evaluate", None)
+        cfg = TrainConfig.from_dict(d)
+        train_set, test_set = data.build()
+        run = train(cfg, train_set, run_dir, eval_data=test_set, progress=lambda step: report(step, cfg.steps))
+        metrics = final_metrics(run)
+        if evaluate is not None:
+            extra = _import(evaluate, "evaluate")(run, train_set, test_set) or {}
+            metrics.update({str(k): _number(v) for k, v in dict(extra).items()})
+        return metrics
+
+
+def final_metrics(run) -> dict:
+    """A finished run's last history row (``loss`` and the objective's scalars), its step, and its
+    last held-out evaluation (``eval_*``)."""
+    h = run.history
+    out = {k: float(v[-1]) for k, v in h.items() if len(v) and k != "step"}
+    out["step"] = run.step
+    evals = [m for m in run.metrics if any(k.startswith("eval_") for k in m)]
+    if evals:
+        out.update({k: float(v) for k, v in evals[-1].items() if k.startswith("eval_")})
+    return out
+
+
+def _number(v):
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+# ---------------------------------------------------------------------------------- study
+class StudyJob:
+    """A study run (see the module docstring)."""
+
+    def resolve(self, base: dict, params: Mapping[str, Any]) -> dict:
+        from .. import experiments
+
+        unknown = set(base) - {"study", "preset", "config"}
+        if unknown:
+            raise value_error("base", f"unknown keys {sorted(unknown)}; a study job has study, preset, config")
+        if "study" not in base:
+            raise value_error("base", "expected the study's name under 'study'")
+        preset = base.get("preset", "small")
+        config = experiments.make_config(base["study"], preset)
+        config = experiments.override(config, base.get("config") or {})
+        config = experiments.override(config, params)
+        name = experiments.get(base["study"]).__name__.rsplit(".", 1)[-1]
+        return {"study": name, "preset": preset, "config": experiments.config_to_dict(config)}
+
+    def execute(self, config: dict, run_dir: Path, report: Callable[[int, int], None]) -> dict:
+        from .. import experiments
+
+        study = experiments.get(config["study"])
+        cfg = experiments.config_from_dict(study.Config, config["config"])
+        results = experiments.run_study(config["study"], run_dir, preset=config["preset"], config=cfg,
+                                        progress=False)
+        return _flatten_numbers(results)
+
+
+def _flatten_numbers(d: Mapping, prefix: str = "", depth: int = 3) -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, (int, float)):
+            out[key] = _number(v)
+        elif isinstance(v, Mapping) and depth > 1:
+            out.update(_flatten_numbers(v, key, depth - 1))
+    return out
+
+
+# ---------------------------------------------------------------------------------- function
+class FunctionJob:
+    """Any importable function of (args, run_dir) (see the module docstring)."""
+
+    def resolve(self, base: dict, params: Mapping[str, Any]) -> dict:
+        unknown = set(base) - {"function", "args"}
+        if unknown:
+            raise value_error("base", f"unknown keys {sorted(unknown)}; a function job has function, args")
+        _import(base.get("function"), "function")
+        args = copy.deepcopy(base.get("args") or {})
+        if not isinstance(args, dict):
+            raise type_error("args", f"expected a JSON object, got {args!r}")
+        for name, value in params.items():
+            set_path(args, name, value)
+        return {"function": base["function"], "args": args}
+
+    def execute(self, config: dict, run_dir: Path, report: Callable[[int, int], None]) -> dict:
+        result = _import(config["function"], "function")(copy.deepcopy(config["args"]), run_dir)
+        if not isinstance(result, Mapping):
+            raise type_error("function", f"{config['function']} returned {type(result).__name__}, expected a dict "
+                                         "of metrics")
+        return {str(k): _number(v) for k, v in result.items()}
+
+
+#: Job kinds by name.
+JOBS = {"train": TrainJob(), "study": StudyJob(), "function": FunctionJob()}
+
+
+# ---------------------------------------------------------------------------------- worker side
+def read_progress(run_dir: str | os.PathLike) -> dict | None:
+    try:
+        return json.loads((Path(run_dir) / PROGRESS_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _reporter(run_dir: Path, every: float = 0.5) -> Callable[[int, int], None]:
+    from ..io import write_json
+
+    state = {"last": 0.0}
+    host, pid = socket.gethostname(), os.getpid()
+
+    def report(step: int, total: int, force: bool = False) -> None:
+        now = time.time()
+        if force or now - state["last"] >= every:
+            state["last"] = now
+            write_json(run_dir / PROGRESS_FILE, {"step": int(step), "total": int(total), "pid": pid, "host": host,
+                                                 "time": now})
+
+    return report
+
+
+def execute(job: str, run_id: str, config: dict, run_dir: str | os.PathLike, threads: int | None = None) -> dict:
+    """Runs one run in this process and returns its result ``{"status": "done"|"diverged",
+    "metrics", "error", "seconds", "host"}`` (also saved as ``run_dir/result.json``)."""
+    from ..io import write_json
+    from ..train import TrainingDivergedError
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / _LOCK_FILE, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # waits while another process still holds this run
+        saved = run_dir / RESULT_FILE
+        if saved.exists():
+            return json.loads(saved.read_text())
+        if threads:
+            import torch
+            torch.set_num_threads(int(threads))
+        write_json(run_dir / "run.json", {"id": run_id, "job": job, "config": config})
+        report = _reporter(run_dir)
+        report(0, 0, force=True)
+        start = time.perf_counter()
+        try:
+            metrics, status, error = JOBS[job].execute(config, run_dir, report), "done", None
+        except TrainingDivergedError as exc:  # deterministic: a retry would diverge again
+            metrics, status, error = {}, "diverged", str(exc)
+        result = {"status": status, "metrics": metrics, "error": error, "host": socket.gethostname(),
+                  "seconds": round(time.perf_counter() - start, 3)}
+        write_json(saved, result)
+        return result
