@@ -195,7 +195,10 @@ class RayExecutor:
     def wait(self, timeout: float) -> list[Outcome]:
         if not self._refs:
             return []
-        ready, _ = self.ray.wait(list(self._refs), num_returns=len(self._refs), timeout=timeout)
+        refs = list(self._refs)
+        ready, rest = self.ray.wait(refs, num_returns=1, timeout=timeout)  # returns at the first finished run
+        if ready and rest:
+            ready += self.ray.wait(rest, num_returns=len(rest), timeout=0)[0]
         out = []
         for ref in ready:
             run_id = self._refs.pop(ref)
