@@ -76,15 +76,11 @@ def test_compared_models_have_different_seeds_and_the_baseline_the_same(smoke):
 
 
 def test_rerun_reuses_finished_work(smoke):
-    out, first = smoke
+    out, _ = smoke
     before = _files(out)
     assert any(p.endswith(".pt") for p in before)
-    start = time.perf_counter()
     assert cli.main(["run", "quickstart", "--preset", "smoke", "--out", str(out), "--quiet"]) == 0
-    again = time.perf_counter() - start
-    assert _files(out) == before  # no snapshot retrained, no step redone
-    assert again < first / 4, (again, first)
-    assert json.loads((out / "results.json").read_text())["seconds"] < 2
+    assert _files(out) == before  # no snapshot retrained, no step redone (file times included)
 
 
 def test_set_reaches_the_config_and_an_incompatible_rerun_is_refused(smoke, tmp_path, monkeypatch, capsys):

@@ -191,6 +191,56 @@ def test_evaluation_does_not_change_the_trajectory(shapes, tmp_path):
     assert all(torch.equal(sa[k], sb[k]) for k in sa)  # BatchNorm statistics untouched by evaluation
 
 
+def test_evaluation_leaves_a_vae_trajectory_and_its_noise_untouched(tmp_path):
+    # A β-VAE draws noise every step: evaluation must not consume the training noise stream.
+    x = torch.rand(256, 12)
+    model = vt.ModelConfig(architecture="mlp", input_shape=(12,), hidden=(16,), latent_dim=3)
+    cfg = dict(model=model, steps=30, batch_size=32, snapshot_every=10, optimizer=vt.OptimizerConfig(lr=1e-3))
+    a = vt.train(vt.TrainConfig(**cfg), x, tmp_path / "a", progress=False)
+    b = vt.train(vt.TrainConfig(**cfg, eval_every=7), x, tmp_path / "b", eval_data=x[:64], progress=False)
+    for col in a.history:
+        assert torch.equal(a.history[col], b.history[col]), col
+    assert [m["step"] for m in b.metrics] == [7, 14, 21, 28]
+
+
+def test_a_bad_regulariser_group_fails_before_the_run_directory_is_written(tmp_path):
+    x = torch.rand(64, 12)
+    model = vt.ModelConfig(architecture="mlp", input_shape=(12,), hidden=(8,), latent_dim=2)
+    bad = vt.TrainConfig(model=model, steps=5, regularizers=(vt.RegularizerConfig("l2", groups=["decodr"]),))
+    with pytest.raises(vt.ArgumentError) as info:
+        vt.train(bad, x, tmp_path / "run", progress=False)
+    assert info.value.argument == "groups" and not (tmp_path / "run").exists()
+    good = vt.TrainConfig(model=model, steps=5, regularizers=(vt.RegularizerConfig("l2", groups=["decoder"]),))
+    assert vt.train(good, x, tmp_path / "run", progress=False).finished  # the directory is still usable
+    clash = vt.TrainConfig(model=model, steps=5, regularizers=(vt.RegularizerConfig("l2", label="kl"),))
+    with pytest.raises(vt.ArgumentError):
+        vt.train(clash, x, tmp_path / "clash", progress=False)
+    scheduled = vt.TrainConfig(model=model, steps=5, schedules={"beta": vt.ScheduleConfig("linear", start=0.0, end=1.0,
+                                                                                            steps=5)},
+                               regularizers=(vt.RegularizerConfig("l2", label="beta"),))
+    with pytest.raises(vt.ArgumentError) as info:
+        vt.train(scheduled, x, tmp_path / "scheduled", progress=False)
+    assert "beta" in str(info.value)
+
+
+def test_resume_drops_a_history_row_torn_by_a_kill(tmp_path):
+    x = torch.rand(64, 12)
+    model = vt.ModelConfig(architecture="mlp", input_shape=(12,), hidden=(8,), latent_dim=2)
+    cfg = vt.TrainConfig(model=model, steps=20, batch_size=16, snapshot_every=10)
+    whole = vt.train(cfg, x, tmp_path / "whole", progress=False).history
+    part = vt.TrainConfig(**{**cfg.__dict__, "steps": 20})
+    run_dir = tmp_path / "torn"
+    vt.train(vt.TrainConfig(**{**cfg.__dict__, "steps": 10}), x, tmp_path / "ten", progress=False)
+    import shutil
+    shutil.copytree(tmp_path / "ten", run_dir)
+    (run_dir / "config.json").write_text((tmp_path / "whole" / "config.json").read_text())
+    with open(run_dir / "history.csv", "a") as f:
+        f.write("11,12.5\n1\n\nnot,a,row\n")  # a torn row, a stray digit, an empty and a foreign line
+    resumed = vt.train(part, x, run_dir, progress=False).history
+    for col in whole:
+        assert torch.equal(whole[col], resumed[col]), col
+
+
 def test_unknown_names_are_named_errors(tmp_path):
     data = torch.rand(8, 12)
     model = vt.ModelConfig(architecture="mlp", input_shape=(12,), hidden=(4,), latent_dim=2)

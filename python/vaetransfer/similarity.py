@@ -42,7 +42,6 @@ ProcrustesForm = Literal["nu", "2-2nu", "1-nu", "arccos", "sqrt(2-2nu)"]
 MEASURES: tuple[str, ...] = ("cka", "cka_debiased", "procrustes", "min")
 PROCRUSTES_FORMS: tuple[str, ...] = ("nu", "2-2nu", "1-nu", "arccos", "sqrt(2-2nu)")
 _CKA_FORMS = {"auto": 0, "feature": 1, "gram": 2}
-_STORAGE_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 #: Per-layer precomputation (C++): ``LayerFit(x, chunk_features=0, name="x")`` with read-only
 #: ``n, p, mean, row_sq, trace, constant`` and ``procrustes_factor()`` (computed once, cached).

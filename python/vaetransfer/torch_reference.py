@@ -4,7 +4,8 @@ They serve as weight-copied oracles in the tests and as the idiomatic Python bas
 the benchmarks. Module and parameter names equal the C++ ones (``enc1.weight`` …), so
 ``ReferenceVAE.load_state_dict(model.state_dict())`` copies a C++ model's weights.
 
-Architectures (SPEC §1, §4):
+Architectures ("How good are VAEs at transfer learning?" App. C; "Rate-Regularization and
+Generalization in VAEs" §4):
 
 * ``conv`` — Locatello et al. (2019): Conv 32,32,64,64 (stride 2, "same" padding), FC 256,
   FC mean / FC logvar; decoder FC 256, FC 4·4·64, Deconv 64,32,32,C (stride 2).

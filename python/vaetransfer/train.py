@@ -302,11 +302,23 @@ def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=No
     object, an ``(x, y)`` pair, a tensor or a registered name — with examples of the model's input
     shape in CPU memory. The objective decides whether labels are needed (classification).
     ``eval_data`` is evaluated every ``config.eval_every`` steps in eval mode without changing the
-    training trajectory; its ``eval_*`` values go to metrics.jsonl. ``metrics_hook(model, report)
+    training trajectory; its ``eval_*`` values (the objective's loss and scalars; regulariser terms
+    are not part of ``eval_loss``) go to metrics.jsonl. ``metrics_hook(model, report)
     -> dict`` runs every ``config.metrics_every`` steps. ``progress=False`` silences the tqdm bar;
     a callable instead receives the step reached (e.g. a sweep worker's progress file).
     Raises ``TrainingDivergedError`` (a FloatingPointError) when the loss becomes NaN/inf.
     """
+    previous = torch.get_num_threads()
+    try:
+        return _train(config, data, out_dir, eval_data=eval_data, progress=progress, metrics_hook=metrics_hook)
+    finally:  # config.threads applies to this run only
+        if torch.get_num_threads() != previous:
+            torch.set_num_threads(previous)
+
+
+def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=None,
+          progress: bool | Callable[[int], None] = True,
+          metrics_hook: Callable[[Model, dict], dict] | None = None) -> Run:
     if not isinstance(config, TrainConfig):
         raise type_error("config", f"expected a TrainConfig, got {type(config).__name__}")
     if not isinstance(config.objective, TaskConfig):

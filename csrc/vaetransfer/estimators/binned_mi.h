@@ -1,4 +1,5 @@
-// Binned mutual information for information planes (Shwartz-Ziv & Tishby 2017; SPEC §7).
+// Binned mutual information for information planes (Shwartz-Ziv & Tishby 2017; the MI planes of
+// "Reviving Autoencoder Pretraining", §3).
 // Each neuron's activations are cut into `num_bins` equal bins over the neuron's observed
 // range [min, max]; a binned layer vector is one symbol T. Since T is a deterministic
 // function of the input, I(X; T) = H(T); I(T; Y) = H(T) + H(Y) - H(T, Y). All in bits.

@@ -1,4 +1,5 @@
-// Importance-weighted estimate of log p(x) (Burda et al. 2016; SPEC §5):
+// Importance-weighted estimate of log p(x) (Burda et al. 2016; as in "Rate-Regularization and
+// Generalization in VAEs" and "Finetuning Pretrained Transformers into VAEs"):
 //   log p(x) ~ logsumexp_k [log p(x|z_k) + log p(z_k) - log q(z_k|x)] - log K,  z_k ~ q(z|x),
 // with q(z|x) = N(mean, diag exp(logvar)), p(z) = N(0, I), the K samples taken in chunks.
 // The decoder is any C++ callable (a module's forward, a Python function wrapped by the

@@ -3,7 +3,8 @@
 //   conv4            — the 4-block net of "Similarity of Pre-trained and Fine-tuned
 //                      Representations": 4 × [Conv 3×3 → BatchNorm → ReLU → MaxPool 2×2] → FC;
 //   conv-classifier  — the Locatello VAE encoder trunk (enc1..enc5, same names and layouts as the
-//                      "conv" VAE, so trunks transfer both ways) with a linear head (SPEC §3);
+//                      "conv" VAE, so trunks transfer both ways) with a linear head (VAE-vs-classifier
+//                      comparison, "How good are VAEs at transfer learning?");
 //   mlp-classifier   — Linear → [BatchNorm] → ReLU/tanh layers fc1..fcK and a linear head (the
 //                      RR peak and 12-bit tasks).
 #pragma once

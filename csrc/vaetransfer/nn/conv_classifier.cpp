@@ -1,4 +1,5 @@
-// A classifier on the Locatello VAE encoder trunk (SPEC §3, VAE-vs-classifier comparison):
+// A classifier on the Locatello VAE encoder trunk (the VAE-vs-classifier comparison of "How good are variational
+// autoencoders at transfer learning?", §4.3 / App. H):
 // enc1..enc4 Conv 32,32,64,64 (k4 s2, ReLU), enc5 FC 256 (ReLU), then the linear head "logits".
 // Layer and parameter names equal the "conv" VAE's encoder, so trunk weights transfer.
 #include "vaetransfer/common/check.h"

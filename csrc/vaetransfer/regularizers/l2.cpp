@@ -11,15 +11,23 @@ namespace {
 class L2 : public Regularizer {
  public:
   explicit L2(const Params& p) : Regularizer(p) {}
+  void check(const nn::Model& model) const override { penalised(model); }
   at::Tensor term(nn::Model& model, const objectives::Batch&, const objectives::TaskOutput& out,
                   const objectives::StepContext&) const override {
-    std::set<std::string> names;
-    for (const auto& g : params().strings("groups"))
-      for (auto& n : model.group(g, "groups")) names.insert(n);
+    const auto names = penalised(model);
     at::Tensor sum = at::zeros({}, out.loss.options());
     for (const auto& [n, p] : model.parameters_named())
       if (names.count(n)) sum = sum + p.square().sum();
     return sum;
+  }
+
+ private:
+  // Names of the penalised parameters (ArgumentError naming "groups" for an unknown group).
+  std::set<std::string> penalised(const nn::Model& model) const {
+    std::set<std::string> names;
+    for (const auto& g : params().strings("groups"))
+      for (auto& n : model.group(g, "groups")) names.insert(n);
+    return names;
   }
 };
 

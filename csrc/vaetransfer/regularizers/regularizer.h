@@ -17,6 +17,9 @@ namespace vaetransfer::regularizers {
 
 class Regularizer : public Registered {
  public:
+  // Checks the regulariser against the model before training starts (e.g. that its parameter
+  // groups exist), so a bad config fails before a run directory is written.
+  virtual void check(const nn::Model& model) const {}
   // True when term() reads the forward pass's layer outputs (TaskOutput::layers).
   virtual bool needs_layers() const { return false; }
   // The unweighted, differentiable 0-D term for this step.

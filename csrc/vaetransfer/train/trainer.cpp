@@ -2,7 +2,9 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -99,6 +101,7 @@ Trainer::Trainer(nn::ModelPtr model, objectives::TaskPtr task, std::vector<Regul
                      std::find(columns_.begin(), columns_.end(), r.label) == columns_.end(),
                  "regularizers", "each regulariser needs a distinct label that is not a task column; got '", r.label,
                  "'");
+    r.regularizer->check(*model_);
     weights_[r.label + "_weight"] = r.weight;
     columns_.push_back(r.label);
     capture_layers_ |= r.regularizer->needs_layers();
@@ -108,6 +111,12 @@ Trainer::Trainer(nn::ModelPtr model, objectives::TaskPtr task, std::vector<Regul
       logged_weights_.push_back(name);
       columns_.push_back(name);
     }
+  {  // history.csv needs distinct column names (a regulariser label could repeat a weight's name)
+    std::set<std::string> seen{"step"};
+    for (const auto& c : columns_)
+      VT_CHECK_ARG(seen.insert(c).second, "regularizers", "the history column '", c,
+                   "' appears twice; give the regulariser another label");
+  }
 
   data_ = data_.contiguous();
   noise_gen_ = nn::make_generator(model_->device(), splitmix64(spec_.seed ^ 0x6e6f697365ull));
@@ -264,10 +273,8 @@ void Trainer::run(const Progress& progress, const Metrics& metrics, int64_t unti
   while (step_ < end) {
     reports_.push_back(train_step());
     const auto& r = reports_.back();
-    if (!spec_.out_dir.empty() &&
-        ((spec_.snapshot_every > 0 && step_ % spec_.snapshot_every == 0) || step_ == spec_.steps))
-      save_snapshot();
-    if (progress && (step_ % spec_.progress_every == 0 || step_ == end)) progress(r);
+    // Metrics before the snapshot: a run killed in between resumes from the previous snapshot
+    // and writes this step's metrics again (never a snapshot whose metrics line is missing).
     const bool eval_due = spec_.eval_every > 0 && step_ % spec_.eval_every == 0;
     const bool metrics_due = spec_.metrics_every > 0 && step_ % spec_.metrics_every == 0;
     if (metrics && (eval_due || metrics_due)) {
@@ -278,6 +285,10 @@ void Trainer::run(const Progress& progress, const Metrics& metrics, int64_t unti
         metrics(r, nullptr);
       }
     }
+    if (!spec_.out_dir.empty() &&
+        ((spec_.snapshot_every > 0 && step_ % spec_.snapshot_every == 0) || step_ == spec_.steps))
+      save_snapshot();
+    if (progress && (step_ % spec_.progress_every == 0 || step_ == end)) progress(r);
   }
 }
 
@@ -347,6 +358,12 @@ int64_t Trainer::resume() {
                s.optimizer_name, "', not '", optimizer_.spec().name, "'");
   VT_CHECK_ARG(s.task_name == task_->name(), "objective", "the snapshot ", path, " was made with '", s.task_name,
                "', not '", task_->name(), "'");
+  {
+    std::vector<std::pair<std::string, std::string>> task;
+    for (const auto& [k, v] : task_->params().values()) task.emplace_back(k, to_string(v));
+    VT_CHECK_ARG(s.task.empty() || s.task == task, "objective", "the snapshot ", path, " was made with other '", task_->name(),
+                 "' parameters");
+  }
   std::vector<std::pair<std::string, std::string>> schedules;
   for (const auto& [k, v] : weights_) schedules.emplace_back(k, v->describe());
   VT_CHECK_ARG(s.schedules == schedules && s.columns == columns_, "schedules", "the snapshot ", path,
@@ -369,8 +386,16 @@ int64_t Trainer::resume() {
     std::ifstream in(hist);
     std::string line, kept;
     bool header = true;
+    const auto fields = static_cast<std::ptrdiff_t>(columns_.size() + 1);
     while (std::getline(in, line)) {
-      if (header || std::stoll(line.substr(0, line.find(','))) <= step_) kept += line + "\n";
+      // Keep whole rows up to the snapshot; a row torn by a kill (fewer fields) is dropped.
+      bool keep = header;
+      if (!header && std::count(line.begin(), line.end(), ',') + 1 == fields) {
+        char* end = nullptr;
+        const long long step = std::strtoll(line.c_str(), &end, 10);
+        keep = end != line.c_str() && *end == ',' && step <= step_;
+      }
+      if (keep) kept += line + "\n";
       header = false;
     }
     in.close();
