@@ -31,6 +31,11 @@ def tiny_train_base(steps=40, snapshot_every=20, **data) -> dict:
     return {**cfg.to_dict(), "data": {"name": "tetrominoes", "n": 256, **data}}
 
 
+def data_sizes(run, train, test):
+    """An ``evaluate`` hook of the train job (imported by the workers as test_sweep:data_sizes)."""
+    return {"n_train": len(train), "n_test": len(test), "final_step": run.step}
+
+
 def wait_for(predicate, timeout=60.0, what="condition"):
     end = time.time() + timeout
     while time.time() < end:
@@ -117,7 +122,8 @@ def test_reopening_with_another_declaration_must_only_add_runs(tmp_path):
 
 # ------------------------------------------------------------------------------ local executor
 def test_local_sweep_of_four_tiny_models(tmp_path):
-    s = sweep.create(tmp_path, "train", {**tiny_train_base(test_fraction=0.25), "eval_every": 20},
+    base = {**tiny_train_base(test_fraction=0.25), "eval_every": 20, "evaluate": "test_sweep:data_sizes"}
+    s = sweep.create(tmp_path, "train", base,
                      grid={"objective.beta": [1.0, 4.0], "seed": [0, 1]})
     counts = s.run(workers=2, threads=1, progress=False)
     assert counts["done"] == 4 and counts["pending"] == counts["failed"] == 0
@@ -130,6 +136,7 @@ def test_local_sweep_of_four_tiny_models(tmp_path):
         h = run.history
         assert r["loss"] == pytest.approx(float(h["loss"][-1])) and r["kl"] == pytest.approx(float(h["kl"][-1]))
         assert r["step"] == 40 and math.isfinite(r["eval_loss"])
+        assert (r["n_train"], r["n_test"], r["final_step"]) == (192, 64, 40)  # the evaluate hook's metrics
         assert r["status"] == "done" and r["attempts"] == 1 and r["host"] and r["ended"] >= r["started"]
         assert (s.run_dir(r["id"]) / "result.json").exists()
     # A larger β gives a smaller KL at the same seed (the β-VAE trade-off, here after 40 steps).
@@ -283,6 +290,26 @@ def test_status_command_prints_the_table(tmp_path, capsys):
     assert vaetransfer.cli.main(["sweep", "results", str(tmp_path)]) == 0
     lines = [json.loads(l) for l in capsys.readouterr().out.splitlines()]
     assert [l["value"] for l in lines] == [1.0, 2.0]
+
+
+def test_study_job_runs_a_study_per_run_and_checks_its_fields(tmp_path):
+    base = {"study": "quickstart", "preset": "smoke",
+            "config": {"procrustes": False, "same_seed_baseline": False, "steps": 10}}
+    with pytest.raises(vaetransfer.ArgumentError) as info:
+        sweep.create(tmp_path / "bad", "study", base, grid={"stepz": [5]})
+    assert info.value.argument == "stepz"
+    with pytest.raises(vaetransfer.ArgumentTypeError) as info:
+        sweep.create(tmp_path / "bad", "study", base, grid={"betas": [[1.0, "x"]]})
+    assert info.value.argument == "betas"
+    s = sweep.create(tmp_path / "s", "study", base, grid={"seed": [3]})
+    assert s.runs[0].config["config"]["seed"] == 3 and s.runs[0].config["config"]["steps"] == 10
+    assert s.run(progress=False)["done"] == 1
+    row = s.results()[0]
+    run_dir = s.run_dir(row["id"])
+    results = json.loads((run_dir / "results.json").read_text())
+    assert json.loads((run_dir / "study.json").read_text())["config"]["seed"] == 3
+    numbers = {k: v for k, v in results.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    assert numbers and all(row[k] == pytest.approx(v) for k, v in numbers.items())
 
 
 # ------------------------------------------------------------------------------ Ray
