@@ -1,5 +1,6 @@
 """Data-generation speed: the C++ generators vs an idiomatic NumPy/matplotlib
-renderer (point-in-polygon on pixel centres / sub-pixel samples), side by side.
+renderer (point-in-polygon on pixel centres / sub-pixel samples), side by side; the
+Solids renderer and the colour/noisy dSprites variants as images/s beside dSprites'.
 
 Targets (issue): full dSprites ≤ 30 s, full Tetrominoes ≤ 15 s on 2 cores.
 The reference is run on a subset and its per-image rate projected to the full set.
@@ -77,6 +78,18 @@ def main() -> None:
     t_full = best_of(lambda: data.dsprites(), 1)
     row("dSprites full (ref projected)", f"{data.DSPRITES_COUNT:,} × 64×64",
         t_ref * data.DSPRITES_COUNT / n_ref, t_full, f"target ≤ 30 s: {'met' if t_full <= 30 else 'MISSED'}")
+    dsprites_rate = data.DSPRITES_COUNT / t_full
+
+    # Solids: 3-D meshes, back-face culling, per-face Lambert shade, 8 scanlines per row.
+    # No reference renderer: the rate is shown beside dSprites' (2-D polygons, 1 scanline).
+    t_solids = best_of(lambda: data.solids(), 1)
+    row("Solids full", f"{data.SOLIDS_COUNT:,} × 64×64", None, t_solids,
+        f"{data.SOLIDS_COUNT / t_solids:,.0f} images/s (dSprites {dsprites_rate:,.0f} images/s)")
+    n_var = 50_000
+    idx = torch.randperm(data.DSPRITES_COUNT, generator=torch.Generator().manual_seed(1))[:n_var]
+    for name, make in (("colour dSprites", data.color_dsprites), ("noisy dSprites", data.noisy_dsprites)):
+        t_var = best_of(lambda: make(idx), 3)
+        row(f"{name} subset", f"{n_var:,} × 3×64×64", None, t_var, f"{n_var / t_var:,.0f} images/s")
 
     idx = torch.randperm(data.TETROMINOES_COUNT, generator=torch.Generator().manual_seed(0))[:n_ref]
     sub = data.tetrominoes(idx)

@@ -2,17 +2,37 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
+#include "vaetransfer/common/check.h"
 #include "vaetransfer/data/dsprites.h"
+#include "vaetransfer/data/dsprites_variants.h"
+#include "vaetransfer/data/solids.h"
 #include "vaetransfer/data/tetrominoes.h"
 
 namespace py = pybind11;
 
 namespace vaetransfer::bindings {
+namespace {
+
+data::SolidsShading parse_shading(const std::string& name) {
+  if (name == "lambert") return data::SolidsShading::kLambert;
+  VT_CHECK_ARG(name == "flat", "shading", "expected 'lambert' or 'flat', got '", name, "'");
+  return data::SolidsShading::kFlat;
+}
+
+data::DSpritesVariant parse_variant(const std::string& name) {
+  if (name == "color") return data::DSpritesVariant::kColor;
+  VT_CHECK_ARG(name == "noisy", "variant", "expected 'color' or 'noisy', got '", name, "'");
+  return data::DSpritesVariant::kNoisy;
+}
+
+}  // namespace
 
 void init_data(py::module_& m) {
   using namespace vaetransfer::data;
   m.attr("DSPRITES_COUNT") = DSpritesGrid::kCount;
   m.attr("DSPRITES_SIZES") = std::vector<int64_t>(DSpritesGrid::kSizes.begin(), DSpritesGrid::kSizes.end());
+  m.attr("SOLIDS_COUNT") = SolidsGrid::kCount;
+  m.attr("SOLIDS_SIZES") = std::vector<int64_t>(SolidsGrid::kSizes.begin(), SolidsGrid::kSizes.end());
   m.attr("TETROMINOES_COUNT") = TetrominoesGrid::kCount;
   m.attr("TETROMINOES_LOW") = std::vector<double>(TetrominoesGrid::kLow.begin(), TetrominoesGrid::kLow.end());
   m.attr("TETROMINOES_HIGH") = std::vector<double>(TetrominoesGrid::kHigh.begin(), TetrominoesGrid::kHigh.end());
@@ -60,6 +80,43 @@ void init_data(py::module_& m) {
         return py::make_tuple(r.first.defined() ? py::cast(r.first) : py::none(), r.second);
       },
       py::arg("factors"), py::arg("with_images") = true);
+
+  m.def(
+      "solids",
+      [](std::optional<at::Tensor> indices, bool with_images, const std::string& shading) {
+        const auto mode = parse_shading(shading);
+        Solids d;
+        {
+          py::gil_scoped_release no_gil;
+          d = solids(indices.value_or(at::Tensor()), with_images, mode);
+        }
+        return py::make_tuple(d.imgs.defined() ? py::cast(d.imgs) : py::none(), d.latents_values, d.latents_classes);
+      },
+      py::arg("indices") = py::none(), py::arg("with_images") = true, py::arg("shading") = "lambert");
+
+  m.def(
+      "render_solids",
+      [](const at::Tensor& latents_values, const std::string& shading) {
+        const auto mode = parse_shading(shading);
+        py::gil_scoped_release no_gil;
+        return render_solids(latents_values, mode);
+      },
+      py::arg("latents_values"), py::arg("shading") = "lambert");
+
+  m.def(
+      "dsprites_variant",
+      [](std::optional<at::Tensor> indices, const std::string& variant, int64_t seed, bool with_images) {
+        const auto kind = parse_variant(variant);
+        DSpritesVariantRows d;
+        {
+          py::gil_scoped_release no_gil;
+          d = dsprites_variant(indices.value_or(at::Tensor()), kind, seed, with_images);
+        }
+        return py::make_tuple(d.imgs.defined() ? py::cast(d.imgs) : py::none(), d.latents_values, d.latents_classes,
+                              d.colors.defined() ? py::cast(d.colors) : py::none());
+      },
+      py::arg("indices") = py::none(), py::arg("variant") = "color", py::arg("seed") = 0,
+      py::arg("with_images") = true);
 }
 
 }  // namespace vaetransfer::bindings

@@ -16,7 +16,7 @@ Polygon normalize_polygon(const Polygon& poly, float radius) {
   return centred * (radius / max_distance);
 }
 
-void rasterize_coverage(const Polygon& polygon, int height, int width, int subrows, float* coverage) {
+void rasterize_coverage(const Polygon& polygon, int height, int width, int subrows, float* coverage, float value) {
   const int k = static_cast<int>(polygon.cols());
   if (k < 3) return;
   const float ymin = std::max(0.0f, polygon.row(1).minCoeff());
@@ -24,6 +24,7 @@ void rasterize_coverage(const Polygon& polygon, int height, int width, int subro
   const int row_begin = static_cast<int>(std::floor(ymin));
   const int row_end = static_cast<int>(std::ceil(ymax));
   const float weight = 1.0f / static_cast<float>(subrows);
+  const float amount = weight * value;
 
   // Crossings of one scanline; a simple polygon with K edges has at most K.
   constexpr int kMaxStack = 256;
@@ -57,7 +58,7 @@ void rasterize_coverage(const Polygon& polygon, int height, int width, int subro
         const int c1 = std::min(width, static_cast<int>(std::ceil(x1)));
         for (int c = c0; c < c1; ++c) {
           const float overlap = std::min(x1, c + 1.0f) - std::max(x0, static_cast<float>(c));
-          out[c] += weight * overlap;
+          out[c] += amount * overlap;
         }
       }
     }

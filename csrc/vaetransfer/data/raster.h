@@ -15,8 +15,11 @@ Polygon transform_polygon(const Polygon& canonical, const Eigen::Affine2f& trans
 // Adds the even-odd-rule coverage of `polygon` to `coverage` (row-major height×width,
 // values in [0, 1]): `subrows` horizontal scanlines per pixel row, each contributing
 // the exact horizontal overlap of its inside spans with every pixel. subrows = 1 is
-// centre-row sampling; 4 gives smooth anti-aliased edges.
-void rasterize_coverage(const Polygon& polygon, int height, int width, int subrows, float* coverage);
+// centre-row sampling; 4 gives smooth anti-aliased edges. Each covered area adds
+// `value` × its coverage (1 by default), so faces that tile a region without overlap
+// can be painted with their own shade into one buffer.
+void rasterize_coverage(const Polygon& polygon, int height, int width, int subrows, float* coverage,
+                        float value = 1.0f);
 
 // A regular sampling of a closed parametric curve: vertex k at t = 2πk/K.
 template <typename Curve>
