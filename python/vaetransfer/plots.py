@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from .io import atomic_path  # noqa: E402
+from .similarity import decoder_start  # noqa: E402
 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> None:
@@ -102,17 +103,6 @@ def latent_traversal(model, x: torch.Tensor, *, steps: int = 9, limit: float = 2
 
 
 # ------------------------------------------------------------------------- similarity heatmaps
-def _similarity_split(names: Sequence[str]) -> int | None:
-    """Index of the first decoder layer: after ``sampled`` if present, else the first ``dec*`` name."""
-    names = list(names)
-    if "sampled" in names:
-        return names.index("sampled") + 1
-    for i, n in enumerate(names):
-        if str(n).startswith("dec"):
-            return i
-    return None
-
-
 def similarity_heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | None = None, *,
                        ax=None, title: str | None = None, xlabel: str | None = None, ylabel: str | None = None,
                        split_rows: int | None | str = "auto", split_cols: int | None | str = "auto",
@@ -148,8 +138,8 @@ def similarity_heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence
     ax.set_xticklabels(cols, rotation=90)
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(rows)
-    sr = _similarity_split(rows) if split_rows == "auto" else split_rows
-    sc = _similarity_split(cols) if split_cols == "auto" else split_cols
+    sr = decoder_start(rows) if split_rows == "auto" else split_rows
+    sc = decoder_start(cols) if split_cols == "auto" else split_cols
     if sr is not None and 0 < sr < len(rows):
         ax.axhline(sr - 0.5, color="white", linewidth=1.5)
     if sc is not None and 0 < sc < len(cols):

@@ -49,7 +49,7 @@ LayerFit = _S.LayerFit
 
 __all__ = [
     "LayerFit", "MEASURES", "PROCRUSTES_FORMS", "SimilarityMatrix", "SanityStudy", "activations",
-    "cka", "cka_avg", "fit_layers", "procrustes", "sanity_matrices", "sanity_study", "similarity",
+    "cka", "cka_avg", "decoder_layers", "decoder_start", "encoder_layers", "fit_layers", "procrustes", "sanity_matrices", "sanity_study", "similarity",
     "similarity_matrices", "similarity_matrix",
 ]
 
@@ -114,6 +114,50 @@ class SimilarityMatrix:
     def __getitem__(self, key: tuple[str, str]) -> float:
         r, c = key
         return float(self.values[self.rows.index(r), self.cols.index(c)])
+
+    def quadrants(self) -> dict:
+        """Means over the paper's quadrants (§4): ``encoder_mean`` over encoder rows × encoder
+        columns (:func:`encoder_layers`: the input, the same for every model, and the noisy
+        ``sampled`` layer left out), ``decoder_mean`` over decoder × decoder (None when a side has
+        no decoder, e.g. a classifier), ``encoder_diagonal_mean`` over the encoder layers both
+        sides have (same name; None if none)."""
+        def mean(rows, cols):
+            if not rows or not cols:
+                return None
+            r = [self.rows.index(n) for n in rows]
+            c = [self.cols.index(n) for n in cols]
+            return float(self.values[r][:, c].mean())
+
+        enc_r, enc_c = encoder_layers(self.rows), encoder_layers(self.cols)
+        common = [n for n in enc_r if n in enc_c]
+        diagonal = [self[n, n] for n in common]
+        return {"encoder_mean": mean(enc_r, enc_c),
+                "decoder_mean": mean(decoder_layers(self.rows), decoder_layers(self.cols)),
+                "encoder_diagonal_mean": sum(diagonal) / len(diagonal) if diagonal else None}
+
+
+def decoder_start(names: Sequence[str]) -> int | None:
+    """Index of a model's first decoder layer in its layer names: after ``sampled`` if present,
+    else the first ``dec*`` name; None without a decoder."""
+    names = list(names)
+    if "sampled" in names:
+        return names.index("sampled") + 1
+    return next((i for i, n in enumerate(names) if str(n).startswith("dec")), None)
+
+
+def encoder_layers(names: Sequence[str]) -> list[str]:
+    """The encoder's layers among a model's layer names: those before ``sampled`` (a VAE: enc*,
+    mean, logvar), else the ``enc*`` layers (a classifier's trunk); never the input."""
+    names = list(names)
+    if "sampled" in names:
+        return [n for n in names[:names.index("sampled")] if n != "input"]
+    return [n for n in names if str(n).startswith("enc")]
+
+
+def decoder_layers(names: Sequence[str]) -> list[str]:
+    """The decoder's layers among a model's layer names (see :func:`decoder_start`)."""
+    start = decoder_start(names)
+    return [] if start is None else list(names)[start:]
 
 
 def fit_layers(acts: Mapping[str, torch.Tensor], *, argument: str = "acts", chunk_features: int = 0,
@@ -214,15 +258,32 @@ def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, t
 
 def cka_avg(models_a: Sequence[Mapping[str, torch.Tensor]], models_b: Sequence[Mapping[str, torch.Tensor]],
             measure: Measure = "cka", *, form: ProcrustesForm = "nu", constant: str = "raise",
-            memory_bytes: int = 1 << 30, progress: bool | None = None) -> SimilarityMatrix:
+            memory_bytes: int = 1 << 30, progress: bool | None = None,
+            seeds_a: Sequence[int] | None = None, seeds_b: Sequence[int] | None = None) -> SimilarityMatrix:
     """Eq. 6: ``CKA_avg(M_j^A, M_k^B) = 1/(M_a M_b) Σ_i Σ_l CKA(M_j^{A_i}, M_k^{B_l})`` over all seed
-    pairs (5 × 5 = 25 in the paper), computed in one pass with every layer fitted once. Any measure."""
+    pairs (5 × 5 = 25 in the paper), computed in one pass with every layer fitted once. Any measure.
+
+    ``seeds_a``/``seeds_b``: the seed (initial weights) of each model; given, pairs of models with
+    the same seed are left out of the average. Models that start from the same weights look alike
+    in their early layers whatever they learned, so a comparison should only average pairs of
+    different seeds (the paper's Eq. 6 also averages the 5 same-seed pairs)."""
     per_pair = similarity_matrices(models_a, models_b, measure, form=form, constant=constant,
                                    memory_bytes=memory_bytes, progress=progress)
     rows, cols = _names(models_a, "models_a"), _names(models_b, "models_b")
     n = next(iter(models_a[0].values())).shape[0]
-    return SimilarityMatrix(per_pair.mean(dim=(0, 1)), rows, cols, measure, form,
-                            per_pair.shape[0] * per_pair.shape[1], n, per_pair)
+    if seeds_a is None and seeds_b is None:
+        return SimilarityMatrix(per_pair.mean(dim=(0, 1)), rows, cols, measure, form,
+                                per_pair.shape[0] * per_pair.shape[1], n, per_pair)
+    for arg, seeds, models in (("seeds_a", seeds_a, models_a), ("seeds_b", seeds_b, models_b)):
+        if seeds is None or isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) \
+                or len(seeds) != len(models):
+            raise _error(ArgumentError, arg, f"expected one seed per model ({len(models)}), got {seeds!r}")
+    keep = torch.tensor([[sa != sb for sb in seeds_b] for sa in seeds_a])
+    if not keep.any():
+        raise _error(ArgumentError, "seeds_b", f"every pair shares a seed ({list(seeds_a)} × {list(seeds_b)}); "
+                                               "compare models trained from different seeds")
+    values = per_pair[keep].mean(dim=0)
+    return SimilarityMatrix(values, rows, cols, measure, form, int(keep.sum()), n, per_pair)
 
 
 # --------------------------------------------------------------------------------------------

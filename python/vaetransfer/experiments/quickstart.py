@@ -231,22 +231,11 @@ def _run_figures(out: Path, c: Config, runs: dict[_Model, Run]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------- similarity
-def _encoder_layers(layers: list[str]) -> list[str]:
-    """The encoder network's layers: before ``sampled`` (the stochastic bottleneck), without the
-    input, which is the same for every model."""
-    return [name for name in layers[:layers.index("sampled")] if name != "input"]
-
-
-def _summary(matrix: list[list[float]], layers: list[str]) -> dict:
-    """Means of a layer × layer matrix: the encoder quadrant (enc1…logvar rows × columns), the
-    decoder quadrant (dec1… rows × columns) and the encoder's same-layer (diagonal) values.
-    Derived outside the cached step, so they never need the heatmaps recomputed."""
-    values = torch.tensor(matrix, dtype=torch.float64)
-    enc = [layers.index(name) for name in _encoder_layers(layers)]
-    dec = list(range(layers.index("sampled") + 1, len(layers)))
-    return {"encoder_mean": round(float(values[enc][:, enc].mean()), 4),
-            "decoder_mean": round(float(values[dec][:, dec].mean()), 4),
-            "encoder_diagonal_mean": round(float(values.diagonal()[enc].mean()), 4)}
+def _summary(matrix: list[list[float]], layers: list[str], measure: str) -> dict:
+    """The quadrant means of a saved heatmap (:meth:`SimilarityMatrix.quadrants`), derived outside
+    the cached step, so they never need the heatmaps recomputed."""
+    m = similarity.SimilarityMatrix(torch.tensor(matrix, dtype=torch.float64), layers, layers, measure)
+    return {k: round(v, 4) for k, v in m.quadrants().items()}
 
 
 _LABELS = {"cka": "CKA", "procrustes": "Procrustes similarity"}
@@ -295,7 +284,7 @@ def _similarity_section(out: Path, c: Config, runs: dict[_Model, Run], progress:
         main = next(m for m in others if not m.baseline)
         base = next((m for m in others if m.baseline), None)
         return {"n": len(x), "layers": layers,
-                "encoder_layers": _encoder_layers(layers),
+                "encoder_layers": similarity.encoder_layers(layers),
                 "seconds": seconds, "pair": pairs[main], "baseline": pairs[base] if base else None,
                 "figures": figures}
 
@@ -303,7 +292,7 @@ def _similarity_section(out: Path, c: Config, runs: dict[_Model, Run], progress:
                   outputs=[out / f for f in figures])
     for pair in (result["pair"], result["baseline"]):
         for measure in measures if pair else ():
-            pair[measure].update(_summary(pair[measure]["matrix"], result["layers"]))
+            pair[measure].update(_summary(pair[measure]["matrix"], result["layers"], measure))
     return result
 
 

@@ -3,7 +3,8 @@
 * ``train``: a :class:`vaetransfer.TrainConfig` (its JSON) plus ``data`` — a registered data set by
   name with an optional subset, class label and held-out split (:class:`DataSpec`) — and an
   optional ``evaluate`` hook ``"module:function"`` called as ``function(run, train, test) -> dict``
-  on the finished run. Axes are TrainConfig fields (``seed``, ``objective.beta``,
+  on the finished run, and an optional ``label`` (a name for people and studies; part of the
+  run's config). Axes are TrainConfig fields (``seed``, ``objective.beta``,
   ``model.latent_dim``, ``optimizer.lr``) or ``data.*``. Metrics: the last history row, the last
   held-out evaluation (``eval_*``) and the hook's values.
 * ``study``: ``{"study": name, "preset": p, "config": {values over the preset}}``; axes are the
@@ -101,28 +102,45 @@ class DataSpec:
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def rows(self):
+        """(train, held-out) int64 row indices into the whole data set ``name``, each in
+        increasing order: the ``n``-row subset (all rows when ``n`` is 0), then the seeded
+        ``test_fraction`` split of it (:func:`vaetransfer.data.split_indices`); held-out is None
+        without a split. :meth:`build` returns exactly these rows."""
+        import torch
+        from .. import data as vdata
+
+        count = len(vdata.load(self.name, images=False))
+        if self.n > count:
+            raise value_error("data.n", f"{self.name} has {count} examples, asked for {self.n}")
+        if self.n:
+            gen = torch.Generator().manual_seed(self.subset_seed)
+            indices = torch.randperm(count, generator=gen)[: self.n].sort().values
+        else:
+            indices = torch.arange(count)
+        if not self.test_fraction:
+            return indices, None
+        train, test = vdata.split_indices(len(indices), self.test_fraction, seed=self.split_seed)
+        return indices[train], indices[test]
+
     def build(self):
         """(train, test) :class:`vaetransfer.data.Dataset` (test is None without a held-out split)."""
         import torch
         from .. import data as vdata
 
-        indices = None
-        if self.n:
-            count = len(vdata.load(self.name, images=False))
-            if self.n > count:
-                raise value_error("data.n", f"{self.name} has {count} examples, asked for {self.n}")
-            gen = torch.Generator().manual_seed(self.subset_seed)
-            indices = torch.randperm(count, generator=gen)[: self.n].sort().values
-        ds = vdata.as_dataset(vdata.load(self.name, indices=indices), label=self.label)
-        if self.test_fraction:
-            return vdata.split(ds, self.test_fraction, seed=self.split_seed)
-        return ds, None
+        train, test = self.rows()
+        rows = train if test is None else torch.cat([train, test]).sort().values  # the n-row subset
+        ds = vdata.as_dataset(vdata.load(self.name, indices=rows if self.n else None), label=self.label)
+        if test is None:
+            return ds, None
+        # The held-out rows' positions in the subset: exactly the rows rows() names.
+        return vdata.split(ds, test=torch.searchsorted(rows, test))
 
 
 class TrainJob:
     """A training run (see the module docstring)."""
 
-    _EXTRA = ("data", "evaluate")
+    _EXTRA = ("data", "evaluate", "label")
 
     def __init__(self):
         self._models: dict[str, None] = {}  # model configs already built once (validated)
@@ -143,6 +161,9 @@ class TrainJob:
         evaluate = d.pop("evaluate", None)
         if evaluate is not None:
             _import(evaluate, "evaluate")
+        label = d.pop("label", None)
+        if label is not None and not isinstance(label, str):
+            raise type_error("label", f"expected a string, got {label!r}")
         hints = _hints(TrainConfig)
         for key in ("steps", "batch_size", "seed", "snapshot_every", "keep_snapshots", "metrics_every", "eval_every",
                     "eval_batch_size", "data_scale", "device", "threads", "init_from", "dataset"):
@@ -164,7 +185,10 @@ class TrainJob:
         if data.test_fraction and not config.eval_every:
             raise value_error("eval_every", "a held-out split (data.test_fraction) is evaluated every eval_every "
                                             "steps; set eval_every > 0")
-        return {**config.to_dict(), "data": data.to_dict(), "evaluate": evaluate}
+        out = {**config.to_dict(), "data": data.to_dict(), "evaluate": evaluate}
+        if label is not None:  # absent, not null, so configs declared before labels keep their ids
+            out["label"] = label
+        return out
 
     def execute(self, config: dict, run_dir: Path, report: Callable[[int, int], None]) -> dict:
         from ..train import TrainConfig, train
@@ -172,6 +196,7 @@ class TrainJob:
         d = dict(config)
         data = DataSpec.from_dict(d.pop("data"))
         evaluate = d.pop("evaluate", None)
+        d.pop("label", None)
         cfg = TrainConfig.from_dict(d)
         train_set, test_set = data.build()
         run = train(cfg, train_set, run_dir, eval_data=test_set, progress=lambda step: report(step, cfg.steps))
