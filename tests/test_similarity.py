@@ -373,3 +373,34 @@ def test_heatmap_plot():
     assert "averaged over 4 seed pairs" in ax.get_title()
     assert len(ax.lines) == 2  # encoder/decoder separators, after "sampled"
     assert ax.lines[0].get_ydata()[0] == pytest.approx(names.index("sampled") + 0.5)
+
+
+def test_cka_avg_with_seeds_leaves_same_seed_pairs_out():
+    gen = torch.Generator().manual_seed(4)
+    models = [{"a": torch.randn(40, 6, generator=gen), "b": torch.randn(40, 3, generator=gen)} for _ in range(4)]
+    all_pairs = sim.cka_avg(models[:2], models[2:])
+    cross = sim.cka_avg(models[:2], models[2:], seeds_a=[0, 1], seeds_b=[0, 1])
+    assert cross.n_pairs == 2 and all_pairs.n_pairs == 4
+    torch.testing.assert_close(cross.values, (all_pairs.per_pair[0, 1] + all_pairs.per_pair[1, 0]) / 2)
+    with pytest.raises(vaetransfer.ArgumentError) as info:
+        sim.cka_avg(models[:1], models[2:3], seeds_a=[3], seeds_b=[3])
+    assert info.value.argument == "seeds_b"
+    with pytest.raises(vaetransfer.ArgumentError) as info:
+        sim.cka_avg(models[:2], models[2:], seeds_a=[0], seeds_b=[0, 1])
+    assert info.value.argument == "seeds_a"
+
+
+def test_quadrants_average_the_encoder_and_decoder_blocks():
+    vae = ["input", "enc1", "mean", "logvar", "sampled", "dec1", "dec2"]
+    clf = ["input", "enc1", "enc2", "logits"]
+    values = torch.arange(len(vae) * len(vae), dtype=torch.float64).reshape(len(vae), len(vae))
+    q = sim.SimilarityMatrix(values, vae, vae, "cka").quadrants()
+    enc, dec = [1, 2, 3], [5, 6]
+    assert q["encoder_mean"] == pytest.approx(float(values[enc][:, enc].mean()))
+    assert q["decoder_mean"] == pytest.approx(float(values[dec][:, dec].mean()))
+    assert q["encoder_diagonal_mean"] == pytest.approx(float(values.diagonal()[enc].mean()))
+    assert sim.encoder_layers(clf) == ["enc1", "enc2"] and sim.decoder_layers(clf) == []
+    q = sim.SimilarityMatrix(values[:, :4], vae, clf, "cka").quadrants()
+    assert q["decoder_mean"] is None
+    assert q["encoder_mean"] == pytest.approx(float(values[enc][:, [1, 2]].mean()))
+    assert q["encoder_diagonal_mean"] == pytest.approx(float(values[1, 1]))

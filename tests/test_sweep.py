@@ -77,6 +77,13 @@ def test_train_ids_do_not_depend_on_int_or_float_spelling():
     assert a[0].id != Declaration("train", base, grid={"objective.beta": [5]}).expand()[0].id
 
 
+def test_a_zip_axis_may_repeat_a_value_paired_with_different_ones(tmp_path):
+    s = sweep.create(tmp_path / "s", "train", tiny_train_base(),
+                     zip=[{"seed": [1, 1, 2], "objective.beta": [1.0, 2.0, 1.0]}])
+    assert [(r.params["seed"], r.params["objective.beta"]) for r in s.runs] == [(1, 1.0), (1, 2.0), (2, 1.0)]
+    assert len({r.id for r in s.runs}) == 3
+
+
 @pytest.mark.parametrize("grid, zip_, cls, argument", [
     ({"objective.betaa": [1.0]}, [], vaetransfer.ArgumentError, "objective.betaa"),
     ({"nope": [1]}, [], vaetransfer.ArgumentError, "nope"),
@@ -89,6 +96,7 @@ def test_train_ids_do_not_depend_on_int_or_float_spelling():
     ({"seed": [1, 1]}, [], vaetransfer.ArgumentError, "seed"),
     ({}, [{"seed": [1, 2], "objective.beta": [1.0]}], vaetransfer.ArgumentError, "zip[0]"),
     ({"seed": [1]}, [{"seed": [2]}], vaetransfer.ArgumentError, "seed"),
+    ({}, [{"seed": [1, 1], "objective.beta": [2.0, 2.0]}], vaetransfer.ArgumentError, "zip[0]"),
 ])
 def test_bad_axis_is_an_argument_error_naming_it_before_anything_runs(tmp_path, grid, zip_, cls, argument):
     with pytest.raises(cls) as info:

@@ -35,7 +35,7 @@ from .._checks import type_error, value_error
 from ..io import write_json
 
 __all__ = ["available", "get", "describe", "make_config", "override", "config_to_dict", "config_from_dict", "step",
-           "run_study",
+           "run_study", "begin",
            "STUDY_FILE", "STEPS_DIR"]
 
 STUDY_FILE = "study.json"  #: ``{"study", "preset", "config"}`` of the study an out_dir holds
@@ -320,6 +320,18 @@ def override(config, values: Mapping[str, Any]) -> Any:
 
 
 # ---------------------------------------------------------------------------------- running
+def begin(config, cls: type, out_dir: str | os.PathLike, progress: bool) -> tuple[Path, Callable[..., None]]:
+    """The start of every study's ``run``: ``config`` must be a ``cls`` (the study's Config;
+    otherwise ArgumentTypeError naming ``config``); creates ``out_dir``; returns it as a Path and
+    ``say``, which prints only when ``progress`` is on."""
+    if not isinstance(config, cls):
+        raise type_error("config", f"expected a {cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}, "
+                                   f"got {type(config).__name__}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return out, (print if progress else (lambda *a, **k: None))
+
+
 _STEP_NAME = re.compile(r"^[A-Za-z0-9_.=-]+$")
 
 

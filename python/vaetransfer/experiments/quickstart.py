@@ -27,12 +27,12 @@ from pathlib import Path
 import torch
 
 from .. import build_info, data, plots, similarity
-from .._checks import type_error, value_error
+from .._checks import value_error
 from ..io import write_json, write_text
 from ..nn import ModelConfig
 from ..objectives import ObjectiveConfig
 from ..train import OptimizerConfig, Run, TrainConfig, load_run, train
-from . import STUDY_FILE, config_to_dict, step
+from . import STUDY_FILE, begin, config_to_dict, step
 
 
 @dataclass
@@ -374,12 +374,8 @@ def _report(out: Path, results: dict) -> str:
 
 def run(config: Config, out_dir: str | Path, *, progress: bool = True) -> dict:
     """Runs the quickstart into ``out_dir`` (reusing finished work) and returns its results."""
-    if not isinstance(config, Config):
-        raise type_error("config", f"expected a quickstart.Config, got {type(config).__name__}")
+    out, say = begin(config, Config, out_dir, progress)
     c = config
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    say = print if progress else (lambda *a, **k: None)
     threads_before = torch.get_num_threads()
     if c.threads is not None:
         torch.set_num_threads(c.threads)

@@ -79,15 +79,19 @@ class Declaration:
         for i, group in enumerate(self.zip):
             if not isinstance(group, Mapping) or not group:
                 raise type_error(f"zip[{i}]", f"expected a non-empty {{name: [values]}} group, got {group!r}")
-            g = {name: self._axis(name, values, seen) for name, values in group.items()}
+            # One axis of a zip group may repeat a value (paired with different ones); the tuples may not.
+            g = {name: self._axis(name, values, seen, unique=False) for name, values in group.items()}
             lengths = {name: len(v) for name, v in g.items()}
             if len(set(lengths.values())) != 1:
                 raise value_error(f"zip[{i}]", f"expected lists of one length, got {lengths}")
+            rows = [canonical_json([g[name][k] for name in g]) for k in range(next(iter(lengths.values())))]
+            if len(set(rows)) != len(rows):
+                raise value_error(f"zip[{i}]", "has repeated value combinations")
             groups.append(g)
         self.grid, self.zip = grid, groups
 
     @staticmethod
-    def _axis(name, values, seen: set[str]) -> list:
+    def _axis(name, values, seen: set[str], unique: bool = True) -> list:
         if not isinstance(name, str) or not name or any(not part for part in name.split(".")):
             raise value_error("axis", f"expected a dotted field name such as 'objective.beta', got {name!r}")
         if name in seen:
@@ -98,7 +102,7 @@ class Declaration:
         values = json.loads(canonical_json(list(values)))
         if not values:
             raise value_error(name, "expected at least one value")
-        if len({canonical_json(v) for v in values}) != len(values):
+        if unique and len({canonical_json(v) for v in values}) != len(values):
             raise value_error(name, f"has repeated values: {values}")
         return values
 
