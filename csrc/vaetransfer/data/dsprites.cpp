@@ -1,6 +1,7 @@
 #include "vaetransfer/data/dsprites.h"
 
 #include "vaetransfer/common/check.h"
+#include "vaetransfer/data/grid.h"
 #include "vaetransfer/data/raster.h"
 
 namespace vaetransfer::data {
@@ -80,31 +81,7 @@ at::Tensor render_dsprites(const at::Tensor& latents_classes) {
 }
 
 DSprites dsprites(const at::Tensor& indices, bool with_images) {
-  at::Tensor idx;
-  if (indices.defined()) {
-    check_dim(indices, 1, "indices");
-    check_range(indices, 0, DSpritesGrid::kCount, "indices");
-    idx = indices.to(at::kLong).contiguous();
-  } else {
-    idx = at::arange(DSpritesGrid::kCount, at::kLong);
-  }
-  const int64_t n = idx.size(0);
-  auto classes = at::empty({n, DSpritesGrid::kFactors}, at::kLong);
-  auto values = at::empty({n, DSpritesGrid::kFactors}, at::kDouble);
-  const int64_t* ip = idx.data_ptr<int64_t>();
-  int64_t* cp = classes.data_ptr<int64_t>();
-  double* vp = values.data_ptr<double>();
-  at::parallel_for(0, n, 4096, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      int64_t rest = ip[i];
-      for (int f = DSpritesGrid::kFactors - 1; f >= 0; --f) {  // mixed radix, posY fastest
-        const int64_t c = rest % DSpritesGrid::kSizes[f];
-        rest /= DSpritesGrid::kSizes[f];
-        cp[i * DSpritesGrid::kFactors + f] = c;
-        vp[i * DSpritesGrid::kFactors + f] = factor_value(f, c);
-      }
-    }
-  });
+  auto [classes, values] = decode_grid(grid_rows(indices, DSpritesGrid::kCount), DSpritesGrid::kSizes, factor_value);
   DSprites result{at::Tensor(), values, classes};
   if (with_images) result.imgs = render_dsprites(classes);
   return result;

@@ -5,20 +5,14 @@
 #include "vaetransfer/common/check.h"
 #include "vaetransfer/common/counter_rng.h"
 #include "vaetransfer/data/dsprites.h"
+#include "vaetransfer/data/grid.h"
 
 namespace vaetransfer::data {
 
 DSpritesVariantRows dsprites_variant(const at::Tensor& indices, DSpritesVariant variant, int64_t seed,
                                      bool with_images) {
   VT_CHECK_ARG(seed >= 0, "seed", "expected a non-negative integer, got ", seed);
-  at::Tensor idx;
-  if (indices.defined()) {
-    check_dim(indices, 1, "indices");
-    check_range(indices, 0, DSpritesGrid::kCount, "indices");
-    idx = indices.to(at::kLong).contiguous();
-  } else {
-    idx = at::arange(DSpritesGrid::kCount, at::kLong);
-  }
+  const at::Tensor idx = grid_rows(indices, DSpritesGrid::kCount);
   DSprites base = dsprites(idx, with_images);
   DSpritesVariantRows out{at::Tensor(), base.latents_values, base.latents_classes, at::Tensor()};
   const int64_t n = idx.size(0);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "vaetransfer/common/check.h"
+#include "vaetransfer/data/grid.h"
 #include "vaetransfer/data/raster.h"
 
 namespace vaetransfer::data {
@@ -250,31 +251,7 @@ at::Tensor render_solids(const at::Tensor& latents_values, SolidsShading shading
 }
 
 Solids solids(const at::Tensor& indices, bool with_images, SolidsShading shading) {
-  at::Tensor idx;
-  if (indices.defined()) {
-    check_dim(indices, 1, "indices");
-    check_range(indices, 0, G::kCount, "indices");
-    idx = indices.to(at::kLong).contiguous();
-  } else {
-    idx = at::arange(G::kCount, at::kLong);
-  }
-  const int64_t n = idx.size(0);
-  auto classes = at::empty({n, G::kFactors}, at::kLong);
-  auto values = at::empty({n, G::kFactors}, at::kDouble);
-  const int64_t* ip = idx.data_ptr<int64_t>();
-  int64_t* cp = classes.data_ptr<int64_t>();
-  double* vp = values.data_ptr<double>();
-  at::parallel_for(0, n, 4096, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      int64_t rest = ip[i];
-      for (int f = G::kFactors - 1; f >= 0; --f) {  // mixed radix, posY fastest
-        const int64_t c = rest % G::kSizes[f];
-        rest /= G::kSizes[f];
-        cp[i * G::kFactors + f] = c;
-        vp[i * G::kFactors + f] = solids_factor_value(f, c);
-      }
-    }
-  });
+  auto [classes, values] = decode_grid(grid_rows(indices, G::kCount), G::kSizes, solids_factor_value);
   Solids result{at::Tensor(), values, classes};
   if (with_images) result.imgs = render_solids(values, shading);
   return result;

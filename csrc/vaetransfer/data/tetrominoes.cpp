@@ -2,6 +2,7 @@
 
 #include "vaetransfer/common/check.h"
 #include "vaetransfer/common/counter_rng.h"
+#include "vaetransfer/data/grid.h"
 #include "vaetransfer/data/raster.h"
 
 namespace vaetransfer::data {
@@ -104,14 +105,7 @@ std::pair<at::Tensor, at::Tensor> render_tetrominoes(const at::Tensor& factors, 
 
 Tetrominoes tetrominoes(const at::Tensor& indices, int64_t seed, bool with_images) {
   VT_CHECK_ARG(seed >= 0, "seed", "expected a non-negative integer, got ", seed);
-  at::Tensor idx;
-  if (indices.defined()) {
-    check_dim(indices, 1, "indices");
-    check_range(indices, 0, G::kCount, "indices");
-    idx = indices.to(at::kLong).contiguous();
-  } else {
-    idx = at::arange(G::kCount, at::kLong);
-  }
+  const at::Tensor idx = grid_rows(indices, G::kCount);
   const int64_t n = idx.size(0);
   Tetrominoes out;
   out.factors = at::empty({n, G::kFactors}, at::kDouble);
