@@ -13,7 +13,16 @@ their named layers (``input, enc1..enc5, mean, logvar, sampled, dec1..dec6``).
 The reference is run on the block of layers it can finish on this machine (``--ref-max-a`` /
 ``--ref-max-b`` features per layer); ours also runs alone on the full heatmaps.
 
+* Approximate Procrustes (``--procrustes-approx 256,512``): ours with per-layer truncated spectra
+  against ours exact on the full heatmap, side by side: time, ratio, largest error, largest
+  reported bound, and whether every error lies within its bound. The exact heatmap takes about
+  20 minutes here; ``--exact-cache FILE`` keeps it between runs.
+* ``--models RUN_A,RUN_B``: trained models (run directories of ``vaetransfer.train``) instead of
+  random weights; spectra, hence the approximation error, depend on training.
+
     python benchmarks/bench_similarity.py [--n 5000] [--procrustes-wide 8192] [--procrustes-full] [--skip cka,...]
+    python benchmarks/bench_similarity.py --skip cka,procrustes,full-cka --procrustes-approx 256,512,1024 \
+        --exact-cache /tmp/exact5000.pt
 """
 from __future__ import annotations
 
@@ -61,6 +70,47 @@ def model_acts(seed: int, x: torch.Tensor, eps: torch.Tensor) -> "OrderedDict[st
     return sim.activations(model, x, batch_size=250, eps=eps)
 
 
+def run_acts(run_dir: str, x: torch.Tensor) -> "OrderedDict[str, torch.Tensor]":
+    from vaetransfer.train import load_run
+
+    run = load_run(run_dir)
+    return sim.activations(run.model(), x, batch_size=250, seed=run.config.seed)
+
+
+def approximate_procrustes(acts_a, acts_b, ranks, power_iterations, cache, n, label) -> None:
+    """Ours exact vs ours approximate on the full heatmap, one line per rank."""
+    exact = None
+    if cache and os.path.exists(cache):
+        saved = torch.load(cache)
+        if saved["key"] == label:
+            exact, exact_t = saved["values"], saved["seconds"]
+            print(f"exact Procrustes heatmap from {cache} (computed in {exact_t:.1f} s)")
+    if exact is None:
+        full, exact_t = timed(lambda: sim.similarity_matrix(acts_a, acts_b, "procrustes"))
+        exact = full.values
+        if cache:
+            torch.save({"key": label, "values": exact, "seconds": exact_t}, cache)
+    print()
+    print(f"approximate Procrustes, full {len(acts_a)}x{len(acts_b)} heatmap, n = {n}, {label}, "
+          f"{power_iterations} power iterations")
+    print(f"{'rank':>6} {'exact s':>9} {'approx s':>9} {'ratio':>7} {'max |error|':>12} {'mean |error|':>13} "
+          f"{'max bound':>10} {'within bound':>13}  worst pair")
+    for k in ranks:
+        approx, t = timed(lambda: sim.similarity_matrix(acts_a, acts_b, "procrustes", procrustes_rank=k,
+                                                        power_iterations=power_iterations, progress=False))
+        err = (approx.values - exact).abs()
+        inside = bool((err <= approx.bound + 1e-9).all())
+        i, j = divmod(int(err.argmax()), err.shape[1])
+        print(f"{k:6d} {exact_t:9.1f} {t:9.1f} {exact_t / t:6.1f}x {err.max().item():12.2e} {err.mean().item():13.2e} "
+              f"{approx.bound.max().item():10.2e} {str(inside):>13}  ({approx.rows[i]}, {approx.cols[j]}): "
+              f"exact {exact[i, j].item():.4f}, approx {approx.values[i, j].item():.4f}, bound "
+              f"{approx.bound[i, j].item():.2e}")
+    fits = sim.fit_layers(acts_a)
+    print("discarded energy per layer of A at each rank (the bound's input): " + "; ".join(
+        f"{name} p={f.p}: " + ", ".join(f"{f.truncated_factor(k, power_iterations)[1]:.1e}" for k in ranks)
+        for name, f in zip(acts_a, fits) if f.p > min(ranks)))
+
+
 def block(acts, max_features):
     return OrderedDict((k, v) for k, v in acts.items() if v.shape[1] <= max_features)
 
@@ -102,6 +152,11 @@ def main() -> None:
                     help="also compare Procrustes on the layers with n < p <= P features (e.g. 8192)")
     ap.add_argument("--procrustes-full", action="store_true", help="also run ours on the full Procrustes heatmap")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: cka, procrustes, full-cka")
+    ap.add_argument("--procrustes-approx", default="", metavar="RANKS",
+                    help="comma-separated ranks: approximate Procrustes on the full heatmap against exact")
+    ap.add_argument("--power-iterations", type=int, default=2)
+    ap.add_argument("--exact-cache", default="", metavar="FILE", help="keep the exact Procrustes heatmap here")
+    ap.add_argument("--models", default="", metavar="RUN_A,RUN_B", help="trained run directories instead of random weights")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
@@ -116,8 +171,13 @@ def main() -> None:
     x = imgs.reshape(args.n, 1, 64, 64).float()
     eps = torch.randn(args.n, 10, generator=g)
 
-    (acts_a, t_a) = timed(lambda: model_acts(0, x, eps))
-    (acts_b, t_b) = timed(lambda: model_acts(1, x, eps))
+    if args.models:
+        run_a, run_b = args.models.split(",")
+        (acts_a, t_a) = timed(lambda: run_acts(run_a, x))
+        (acts_b, t_b) = timed(lambda: run_acts(run_b, x))
+    else:
+        (acts_a, t_a) = timed(lambda: model_acts(0, x, eps))
+        (acts_b, t_b) = timed(lambda: model_acts(1, x, eps))
     acts_b["input"] = acts_a["input"]  # the same n examples: one tensor, fitted once
     total_mb = sum(v.numel() * v.element_size() for v in list(acts_a.values()) + list(acts_b.values())[1:]) / 2**20
     print(f"n = {args.n}, layers = {len(acts_a)} per model: "
@@ -177,6 +237,10 @@ def main() -> None:
         print("ours, full Procrustes heatmap: not run (pass --procrustes-full; needs one n×n float64 "
               "eigendecomposition per layer with p > n and an r×r eigenproblem, r ≤ n, per pair)")
     print(f"paper's cost for scale: Procrustes estimated at {PAPER_PROCRUSTES_A100_H:,} A100-hours for their study")
+    if args.procrustes_approx:
+        label = f"n={args.n} seed={args.seed} models={args.models or 'random weights 0,1'}"
+        approximate_procrustes(acts_a, acts_b, [int(k) for k in args.procrustes_approx.split(",")],
+                               args.power_iterations, args.exact_cache, args.n, label)
 
 
 if __name__ == "__main__":

@@ -404,3 +404,112 @@ def test_quadrants_average_the_encoder_and_decoder_blocks():
     assert q["decoder_mean"] is None
     assert q["encoder_mean"] == pytest.approx(float(values[enc][:, [1, 2]].mean()))
     assert q["encoder_diagonal_mean"] == pytest.approx(float(values[1, 1]))
+
+
+# ----------------------------------------------------------------------------- approximate Procrustes
+def spectral_layer(n, p, decay, seed, left=None, dtype=torch.float32):
+    """(n, p) activations with singular values i^-decay; `left` shares left singular vectors."""
+    g = torch.Generator().manual_seed(seed)
+    r = min(n, p)
+    u = left if left is not None else torch.linalg.qr(torch.randn(n, r, generator=g, dtype=torch.float64))[0]
+    v = torch.linalg.qr(torch.randn(p, r, generator=g, dtype=torch.float64))[0]
+    s = torch.arange(1, r + 1, dtype=torch.float64) ** (-decay)
+    return ((u[:, :r] * s) @ v.T + 0.3).to(dtype)  # + a constant: centring must remove it
+
+
+def approx_pair_acts(n=300):
+    g = torch.Generator().manual_seed(3)
+    shared = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))[0]
+    a = OrderedDict(small=spectral_layer(n, 20, 0.5, 1), wide=spectral_layer(n, 1500, 1.0, 2, shared),
+                    mid=spectral_layer(n, 200, 0.7, 4))
+    b = OrderedDict(small=spectral_layer(n, 30, 0.5, 5), wide=spectral_layer(n, 900, 1.3, 6, shared[:, torch.randperm(n, generator=g)]),
+                    mid=spectral_layer(n, 250, 0.3, 7, shared))
+    return a, b
+
+
+def test_truncated_factor_keeps_the_leading_spectrum():
+    x = spectral_layer(300, 1500, 1.0, 2, dtype=torch.float64)
+    fit = sim.LayerFit(x)
+    xd = (x - x.mean(0)).numpy()
+    xd /= np.linalg.norm(xd)
+    energy = np.linalg.svd(xd, compute_uv=False) ** 2
+    for k in (10, 40, 120):
+        factor, discarded, exact = fit.truncated_factor(k, power_iterations=2)
+        assert factor.shape == (300, k) and not exact
+        # the reported discarded energy is exactly what the kept factor leaves out ...
+        assert discarded == pytest.approx(1.0 - float(factor.pow(2).sum()), abs=1e-12)
+        # ... never less than the optimal (Eckart–Young) tail, and within 10 % of it with two power
+        # iterations on this slowly decaying (σ_i ∝ 1/i) spectrum
+        best = energy[k:].sum()
+        assert best - 1e-12 <= discarded <= best * 1.10 + 1e-12
+        # F̃ F̃ᵀ is the projection of Ẋ Ẋᵀ onto the kept subspace: eigenvalues = leading σ²
+        got = np.sort(np.linalg.eigvalsh(factor.T @ factor))[::-1]
+        np.testing.assert_allclose(got[:k // 4], energy[:k // 4], rtol=1e-3)
+    # a layer whose rank fits is kept exactly
+    small = sim.LayerFit(spectral_layer(300, 20, 0.5, 1, dtype=torch.float64))
+    f, d, exact = small.truncated_factor(20)
+    assert exact and d == 0.0 and torch.equal(f, small.procrustes_factor())
+    # deterministic by seed; another seed draws another test matrix
+    f1 = sim.LayerFit(x).truncated_factor(40, 0, 7)[0]
+    assert torch.equal(f1, sim.LayerFit(x).truncated_factor(40, 0, 7)[0])
+    assert not torch.equal(f1, sim.LayerFit(x).truncated_factor(40, 0, 8)[0])
+
+
+def test_approximate_procrustes_within_its_bound():
+    a, b = approx_pair_acts()
+    exact = sim.similarity_matrix(a, b, "procrustes", progress=False)
+    truth = np.array([[np_procrustes(x.double().numpy(), y.double().numpy()) for y in b.values()] for x in a.values()])
+    np.testing.assert_allclose(exact.values.numpy(), truth, atol=1e-8)
+    assert exact.bound is None
+    last_err, last_bound = None, None
+    for k in (8, 32, 128, 299):
+        approx = sim.similarity_matrix(a, b, "procrustes", progress=False, procrustes_rank=k)
+        err = (approx.values - exact.values).abs()
+        assert (err <= approx.bound + 1e-9).all(), (k, err, approx.bound)
+        assert ((approx.values >= 0) & (approx.values <= 1)).all()
+        if last_err is not None:  # more rank: a tighter bound and a smaller error
+            assert approx.bound.max() < last_bound and err.max() < last_err
+        last_err, last_bound = err.max(), approx.bound.max()
+        # pairs of layers that both fit the rank are exact, with a zero bound
+        fits = [x.shape[1] <= k for x in a.values()], [y.shape[1] <= k for y in b.values()]
+        for i, fa in enumerate(fits[0]):
+            for j, fb in enumerate(fits[1]):
+                if fa and fb:
+                    assert approx.bound[i, j] == 0.0 and err[i, j] < 1e-10
+    assert last_err < 1e-8 and last_bound == 0.0  # rank n - 1: every layer exact
+
+
+def test_approximate_procrustes_bound_formula_and_min():
+    a, b = approx_pair_acts()
+    k = 16
+    approx = sim.similarity_matrix(a, b, "procrustes", progress=False, procrustes_rank=k)
+    t = lambda x: sim.LayerFit(x).truncated_factor(k)[1]
+    tx, ty = t(a["wide"]), t(b["mid"])
+    expected = min(np.sqrt(tx) + np.sqrt(ty * (1 - tx)), np.sqrt(ty) + np.sqrt(tx * (1 - ty)))
+    assert approx["wide", "mid"] == pytest.approx(
+        sim.similarity_matrix(OrderedDict(w=a["wide"]), OrderedDict(m=b["mid"]), "procrustes", progress=False,
+                              procrustes_rank=k).values.item(), abs=1e-12)
+    assert approx.bound[1, 2].item() == pytest.approx(min(expected, max(approx.values[1, 2].item(), 1 - approx.values[1, 2].item())), rel=1e-12)
+    # min(CKA, ν̃) carries the same bound; the exact min lies within it
+    m = sim.similarity_matrix(a, b, "min", progress=False, procrustes_rank=k)
+    exact_min = sim.similarity_matrix(a, b, "min", progress=False).values
+    assert torch.equal(m.bound, approx.bound)
+    assert ((m.values - exact_min).abs() <= m.bound + 1e-9).all()
+    # averaged heatmaps average the bounds of the pairs they average
+    avg = sim.cka_avg([a, b], [b, a], "procrustes", seeds_a=[0, 1], seeds_b=[1, 0], procrustes_rank=k, progress=False)
+    pairs, bounds = sim.similarity_matrices([a, b], [b, a], "procrustes", procrustes_rank=k, progress=False,
+                                            return_bound=True)
+    assert torch.allclose(avg.bound, (bounds[0, 0] + bounds[1, 1]) / 2)
+    assert sim.cka_avg([a], [b], "cka", procrustes_rank=k).bound is None
+
+
+def test_approximate_procrustes_arguments():
+    a, b = approx_pair_acts(n=40)
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(vaetransfer.ArgumentError, match="procrustes_rank"):
+            sim.similarity_matrix(a, b, "procrustes", procrustes_rank=bad)
+    with pytest.raises(vaetransfer.ArgumentError, match="power_iterations"):
+        sim.similarity_matrix(a, b, "procrustes", procrustes_rank=4, power_iterations=-1)
+    with pytest.raises(vaetransfer.ArgumentError, match="procrustes_rank"):
+        vaetransfer._C.similarity.similarity_matrices([sim.fit_layers(a)], [sim.fit_layers(b)], "procrustes",
+                                                      procrustes_rank=-2)

@@ -57,6 +57,11 @@ def test_every_comparison_pairs_different_seeds_only(smoke):
     matrices += list(r["classifier"]["matrices"].values())
     matrices += [m for v in r["dynamics"]["variants"].values() for m in v["early"].values()]
     assert matrices and all(m["n_pairs"] == expected for m in matrices)
+    # the smoke preset asks for approximate Procrustes: its heatmaps and the min view carry bounds
+    objectives = next(iter(r["objectives"].values()))["matrices"]
+    assert set(objectives) == {"cka", "procrustes", "min"}
+    assert "max_bound" not in objectives["cka"] and 0 <= objectives["procrustes"]["max_bound"] <= 1
+    assert objectives["min"]["max_bound"] == objectives["procrustes"]["max_bound"]
 
 
 def test_a_second_run_reuses_every_run_and_step(smoke, tmp_path):
@@ -240,6 +245,7 @@ def test_probe_rejects_bad_input_by_name(kwargs, argument):
     (["target=mnist"], "target"),
     (["probe_model=forest"], "probe_model"),
     (["retrain_seeds=5"], "retrain_seeds"),
+    (["procrustes_rank=0"], "procrustes_rank"),
 ])
 def test_bad_config_names_the_field(sets, argument):
     with pytest.raises((vaetransfer.ArgumentError, vaetransfer.ArgumentTypeError)) as info:

@@ -33,7 +33,13 @@ void check_models(const std::vector<std::vector<LayerFitPtr>>& models, const cha
 
 at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& models_a,
                                const std::vector<std::vector<LayerFitPtr>>& models_b,
-                               const EngineOptions& options) {
+                               const EngineOptions& options, at::Tensor* bound) {
+  if (options.approximate) {
+    VT_CHECK_ARG(options.truncation.rank >= 1, "procrustes_rank", "expected a rank >= 1 (0: exact), got ",
+                 options.truncation.rank);
+    VT_CHECK_ARG(options.truncation.power_iterations >= 0, "power_iterations", "expected >= 0, got ",
+                 options.truncation.power_iterations);
+  }
   check_models(models_a, "models_a");
   check_models(models_b, "models_b");
   const int64_t ma = static_cast<int64_t>(models_a.size()), mb = static_cast<int64_t>(models_b.size());
@@ -94,7 +100,7 @@ at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& mode
       diag_dot = r.mm(r.t());
     }
   }
-  std::map<std::pair<int64_t, int64_t>, double> nu;
+  std::map<std::pair<int64_t, int64_t>, ApproximateNu> nu;
   if (need_procrustes) {
     std::set<int64_t> involved;
     for (auto [u, v] : distinct) involved.insert(u), involved.insert(v);
@@ -103,8 +109,17 @@ at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& mode
     auto tick = [&] {
       if (options.progress) options.progress(++done, total);
     };
-    for (int64_t u : involved) layers[u]->procrustes_factor(), tick();
-    for (auto [u, v] : distinct) nu[{u, v}] = procrustes_similarity(*layers[u], *layers[v]), tick();
+    const bool approx = options.approximate;
+    for (int64_t u : involved) {
+      if (approx) layers[u]->truncated_factor(options.truncation);
+      else layers[u]->procrustes_factor();
+      tick();
+    }
+    for (auto [u, v] : distinct) {
+      nu[{u, v}] = approx ? procrustes_similarity_truncated(*layers[u], *layers[v], options.truncation)
+                          : ApproximateNu{procrustes_similarity(*layers[u], *layers[v]), 0.0};
+      tick();
+    }
   }
 
   auto cka_value = [&](int64_t u, int64_t v) {
@@ -122,6 +137,8 @@ at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& mode
 
   auto out = at::empty({ma, mb, la, lb}, at::kDouble);
   auto o = out.accessor<double, 4>();
+  auto errors = at::zeros({ma, mb, la, lb}, at::kDouble);
+  auto e = errors.accessor<double, 4>();
   for (int64_t i = 0; i < ma; ++i)
     for (int64_t j = 0; j < mb; ++j)
       for (int64_t k = 0; k < la; ++k)
@@ -133,7 +150,9 @@ at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& mode
           } else if (u == v) {
             value = 1.0;
           } else {
-            const double p = need_procrustes ? nu.at({std::min(u, v), std::max(u, v)}) : 0.0;
+            const ApproximateNu a = need_procrustes ? nu.at({std::min(u, v), std::max(u, v)}) : ApproximateNu{};
+            const double p = a.value;
+            e[i][j][k][l] = a.bound;  // min(c, ·) is 1-Lipschitz: the bound on ν also bounds min(CKA, ν)
             switch (options.measure) {
               case Measure::kCKA:
               case Measure::kCKADebiased: value = cka_value(u, v); break;
@@ -144,6 +163,7 @@ at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& mode
           if (options.measure == Measure::kProcrustes) value = apply_procrustes_form(value, options.form);
           o[i][j][k][l] = value;
         }
+  if (bound != nullptr) *bound = errors;
   return out;
 }
 

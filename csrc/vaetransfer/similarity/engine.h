@@ -25,6 +25,10 @@ struct EngineOptions {
   // true → similarity 0 (CKA, debiased CKA, ν; distance forms of ν = 0), also against itself.
   bool constant_as_zero = false;
   StreamOptions stream;
+  // Procrustes from per-layer truncated spectra (procrustes_similarity_truncated) instead of the
+  // exact factors; every entry then has an error bound on ν.
+  bool approximate = false;
+  TruncationOptions truncation;
   // Called as progress(done, total) after each Procrustes step (one layer factor or one pair); the
   // long part of a Procrustes heatmap. May throw to abort the run.
   std::function<void(int64_t, int64_t)> progress;
@@ -34,8 +38,10 @@ struct EngineOptions {
 // Returns (M_a, M_b, L_a, L_b) float64 on the CPU: value [i, j, k, l] = measure(A_i layer k,
 // B_j layer l). The same LayerFit object in both (e.g. a model against itself) scores exactly 1
 // (distance forms: exactly 0). All layers must have the same n and device.
+// `bound` (optional): filled with the same shape, an upper bound on |ν − exact ν| of each entry
+// (0 for exact entries and for CKA); for "min" it bounds the error of min(CKA, ν) too.
 at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& models_a,
                                const std::vector<std::vector<LayerFitPtr>>& models_b,
-                               const EngineOptions& options = {});
+                               const EngineOptions& options = {}, at::Tensor* bound = nullptr);
 
 }  // namespace vaetransfer::similarity

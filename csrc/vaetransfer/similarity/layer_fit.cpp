@@ -1,5 +1,7 @@
 #include "vaetransfer/similarity/layer_fit.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <limits>
 
 #include "vaetransfer/common/check.h"
@@ -144,6 +146,74 @@ const at::Tensor& LayerFit::procrustes_factor() const {
   auto keep = at::nonzero(evals > tol).squeeze(1);
   factor_ = evecs.index_select(1, keep).mul_(evals.index_select(0, keep).sqrt().unsqueeze(0)).contiguous();
   return factor_;
+}
+
+const TruncatedFactor& LayerFit::truncated_factor(const TruncationOptions& options) const {
+  VT_CHECK_ARG(options.rank >= 1, "procrustes_rank", "expected a rank >= 1, got ", options.rank);
+  VT_CHECK_ARG(options.power_iterations >= 0, "power_iterations", "expected >= 0, got ", options.power_iterations);
+  if (truncated_.factor.defined() && truncated_options_ == options) return truncated_;
+  VT_CHECK_ARG(!constant_, arg_, "Procrustes is undefined for a constant layer (zero variance after centring)");
+  truncated_options_ = options;
+  const int64_t l = options.rank;
+  if (p_ <= l || n_ - 1 <= l) {  // the exact factor has at most `rank` columns (or costs no more)
+    truncated_ = {procrustes_factor(), 0.0, true};
+    return truncated_;
+  }
+  const at::ScalarType dt = compute_dtype_;
+  const auto opts = x_.options().dtype(dt);
+  // Raw slices with a rank-one centring correction when x is already in the compute dtype (no
+  // copy per pass); centred copies otherwise.
+  const bool raw = x_.scalar_type() == dt;
+  const at::Tensor mean_dt = mean_.to(dt);
+  auto times = [&](const at::Tensor& right) {  // Xc · right, right (p × l) → (n × l)
+    auto out = at::zeros({n_, right.size(1)}, opts);
+    for (int64_t c0 = 0; c0 < p_; c0 += chunk_) {
+      const int64_t c1 = std::min(p_, c0 + chunk_);
+      auto r = right.narrow(0, c0, c1 - c0);
+      if (raw) {
+        out.addmm_(x_.narrow(1, c0, c1 - c0), r);
+        out.sub_(mean_dt.narrow(0, c0, c1 - c0).unsqueeze(0).mm(r));
+      } else {
+        out.addmm_(centred(0, n_, c0, c1, dt), r);
+      }
+    }
+    return out;
+  };
+  auto times_t = [&](const at::Tensor& left) {  // Xcᵀ · left, left (n × l) → (p × l)
+    auto out = at::empty({p_, left.size(1)}, opts);
+    const auto col_sums = left.sum(0, /*keepdim=*/true);
+    for (int64_t c0 = 0; c0 < p_; c0 += chunk_) {
+      const int64_t c1 = std::min(p_, c0 + chunk_);
+      auto o = out.narrow(0, c0, c1 - c0);
+      if (raw) {
+        at::mm_out(o, x_.narrow(1, c0, c1 - c0).t(), left);
+        o.sub_(mean_dt.narrow(0, c0, c1 - c0).unsqueeze(1) * col_sums);
+      } else {
+        at::mm_out(o, centred(0, n_, c0, c1, dt).t(), left);
+      }
+    }
+    return out;
+  };
+  auto orth = [](const at::Tensor& a) { return std::get<0>(at::linalg_qr(a)); };
+
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(options.seed);
+  at::Tensor omega = at::randn({p_, l}, gen, at::TensorOptions().dtype(dt)).to(x_.device());
+  at::Tensor y = times(omega);
+  for (int64_t i = 0; i < options.power_iterations; ++i) y = times(orth(times_t(orth(y))));
+  const at::Tensor q = orth(y.to(at::kDouble));  // n × l, float64
+
+  // G = Qᵀ Ẋ Ẋᵀ Q in float64 over feature chunks: the kept subspace's Gram (and its energy).
+  auto g = at::zeros({l, l}, q.options());
+  for (int64_t c0 = 0; c0 < p_; c0 += chunk_) {
+    auto w = centred(0, n_, c0, std::min(p_, c0 + chunk_), at::kDouble).t().mm(q);
+    g.addmm_(w.t(), w);
+  }
+  g.div_(trace_);
+  auto [evals, evecs] = at::linalg_eigh(g);
+  evals.clamp_min_(0.0);
+  const double kept = evals.sum().item<double>();
+  truncated_ = {q.mm(evecs).mul_(evals.sqrt().unsqueeze(0)).contiguous(), std::max(0.0, 1.0 - kept), false};
+  return truncated_;
 }
 
 void add_upper_gram(at::Tensor out, const at::Tensor& x, int64_t rows) {

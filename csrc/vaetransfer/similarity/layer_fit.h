@@ -14,6 +14,26 @@
 
 namespace vaetransfer::similarity {
 
+// Approximate Procrustes (one truncated spectrum per layer, reused by every pair): the leading
+// `rank`-dimensional left subspace of Ẋ found by randomized subspace iteration (Halko, Martinsson
+// & Tropp 2011, Alg. 4.4) with `power_iterations` passes of Ẋ Ẋᵀ and a Gaussian test matrix drawn
+// from `seed`.
+struct TruncationOptions {
+  int64_t rank = 512;
+  int64_t power_iterations = 2;
+  uint64_t seed = 0;
+  bool operator==(const TruncationOptions&) const = default;
+};
+
+// F̃ (n × k, float64) with F̃ F̃ᵀ = P Ẋ Ẋᵀ P, P the orthogonal projection onto the kept subspace, and
+// `discarded` = ‖(I − P) Ẋ‖_F² = 1 − ‖F̃‖_F², the share of the layer's (unit) energy left out. A
+// layer whose rank fits (p ≤ rank, or n − 1 ≤ rank) keeps its exact factor: discarded 0, exact.
+struct TruncatedFactor {
+  at::Tensor factor;
+  double discarded = 0.0;
+  bool exact = false;
+};
+
 struct FitOptions {
   // Feature columns converted at a time when streaming a layer (0: about 64 MB per chunk).
   int64_t chunk_features = 0;
@@ -47,6 +67,11 @@ class LayerFit {
   const at::Tensor& procrustes_factor() const;
   bool has_procrustes_factor() const { return factor_.defined(); }
 
+  // The truncated factor for `options` (computed on first call, cached for the last options used).
+  // The final projection runs in float64 so `discarded` is accurate to float64 rounding: the
+  // per-pair error bound is computed from it.
+  const TruncatedFactor& truncated_factor(const TruncationOptions& options) const;
+
  private:
   at::Tensor x_;
   std::string arg_;
@@ -56,6 +81,8 @@ class LayerFit {
   double trace_ = 0.0;
   bool constant_ = false;
   mutable at::Tensor factor_;
+  mutable TruncatedFactor truncated_;
+  mutable TruncationOptions truncated_options_;
 };
 
 using LayerFitPtr = std::shared_ptr<LayerFit>;

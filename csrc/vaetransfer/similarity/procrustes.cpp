@@ -39,6 +39,16 @@ double procrustes_similarity(const LayerFit& x, const LayerFit& y) {
   return std::clamp(nuclear_norm_of_product(y.procrustes_factor(), x.procrustes_factor()), 0.0, 1.0);
 }
 
+ApproximateNu procrustes_similarity_truncated(const LayerFit& x, const LayerFit& y, const TruncationOptions& options) {
+  if (&x == &y) return {1.0, 0.0};
+  const TruncatedFactor& fx = x.truncated_factor(options);
+  const TruncatedFactor& fy = y.truncated_factor(options);
+  const double value = std::clamp(nuclear_norm_of_product(fy.factor, fx.factor), 0.0, 1.0);
+  const double tx = fx.discarded, ty = fy.discarded;
+  const double bound = std::min(std::sqrt(tx) + std::sqrt(ty * (1.0 - tx)), std::sqrt(ty) + std::sqrt(tx * (1.0 - ty)));
+  return {value, std::min(bound, std::max(value, 1.0 - value))};  // ν and ν̃ both lie in [0, 1]
+}
+
 double procrustes(const at::Tensor& x, const at::Tensor& y, ProcrustesForm form) {
   EngineOptions eo;
   eo.measure = Measure::kProcrustes;

@@ -31,6 +31,17 @@ double nuclear_norm_of_product(const at::Tensor& fy, const at::Tensor& fx);
 // ν for two fitted layers, clamped to [0, 1]; 1 exactly when both are the same fit.
 double procrustes_similarity(const LayerFit& x, const LayerFit& y);
 
+// Approximate ν from the layers' truncated factors (LayerFit::truncated_factor), with a bound on
+// its error. With Ẋ = P_x Ẋ + E_x (‖E_x‖_F² = t_x, the discarded energy) and the same for Y,
+// ẎᵀẊ − (P_yẎ)ᵀ(P_xẊ) = Ẏᵀ E_x + E_yᵀ P_xẊ, so by ‖AᵀB‖_* ≤ ‖A‖_F ‖B‖_F (Hölder) and ‖Ẏ‖_F = 1:
+//   |ν − ν̃| ≤ √t_x + √(t_y (1 − t_x))   (or the same with x and y swapped: the smaller is reported).
+// The bound needs nothing but the discarded spectrum; it is 0 when both factors are exact.
+struct ApproximateNu {
+  double value = 0.0;
+  double bound = 0.0;
+};
+ApproximateNu procrustes_similarity_truncated(const LayerFit& x, const LayerFit& y, const TruncationOptions& options);
+
 // One pair from activations X: (n, p_x), Y: (n, p_y), reported in `form`.
 double procrustes(const at::Tensor& x, const at::Tensor& y, ProcrustesForm form = ProcrustesForm::kSimilarity);
 

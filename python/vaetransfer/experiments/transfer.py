@@ -108,6 +108,7 @@ class Config:
     retrain_seeds: int = 1                 # the first k seeds' source models get the retraining grid
     similarity_n: int = 1000               # held-out examples per heatmap
     measures: tuple[str, ...] = ("cka",)   # add "procrustes" for Procrustes and min(CKA, Procrustes)
+    procrustes_rank: int | None = None     # approximate Procrustes from rank-k layer spectra, with error bounds (None: exact)
     probe_n: int = 2000                    # held-out examples per probe (80/20 probe split)
     probe_iterations: int = 100            # boosting rounds
     probe_model: str = "hist"              # "hist" or "classic" (see vaetransfer.probes)
@@ -164,6 +165,8 @@ class Config:
                 raise value_error(name, f"expected distinct values of {list(allowed)}, got {list(values)}")
         if "cka" not in self.measures:
             raise value_error("measures", f"expected 'cka' among them (the default measure), got {list(self.measures)}")
+        if self.procrustes_rank is not None and (isinstance(self.procrustes_rank, bool) or self.procrustes_rank < 1):
+            raise value_error("procrustes_rank", f"expected None (exact) or a rank >= 1, got {self.procrustes_rank!r}")
         if self.probe_model not in probes.PROBE_MODELS:
             raise value_error("probe_model", f"expected one of {list(probes.PROBE_MODELS)}, got {self.probe_model!r}")
         if self.executor not in EXECUTORS:
@@ -178,7 +181,8 @@ PRESETS: dict[str, Config] = {
     "smoke": Config(n=600, steps=4, batch_size=16, snapshots=2, variants=_SMOKE_VARIANTS, dynamics=("beta1",),
                     regularisation=(("beta1", "beta16"),), objectives=(("beta1", "dip1"),), retrain_steps=2,
                     retrain_sides=("latent", "output"), retrain_inits=("finetune", "reinit"),
-                    retrain_latent=("frozen", "retrained"), similarity_n=32, probe_n=40, probe_iterations=3,
+                    retrain_latent=("frozen", "retrained"), similarity_n=32, measures=("cka", "procrustes"),
+                    procrustes_rank=8, probe_n=40, probe_iterations=3,
                     eval_n=16, grid_n=3, workers=1),
     # This machine (2 cores): every figure's effect in well under an hour.
     "small": Config(),
@@ -350,25 +354,28 @@ def _acts(run: Run, x: torch.Tensor, step_: int | None = None):
     return similarity.activations(run.model(step_), x, seed=run.config.seed)
 
 
-def _compare(acts_a: dict, acts_b: dict, measures: tuple[str, ...]) -> dict[str, similarity.SimilarityMatrix]:
+def _compare(acts_a: dict, acts_b: dict, measures: tuple[str, ...],
+             procrustes_rank: int | None = None) -> dict[str, similarity.SimilarityMatrix]:
     """Cross-seed averaged heatmaps of models A (seed → activations) against models B: each measure,
-    and min(CKA, Procrustes) per pair when both are asked for."""
+    and min(CKA, Procrustes) per pair when both are asked for (``procrustes_rank``: approximate
+    Procrustes, its bounds carried into the min view)."""
     sa, sb = list(acts_a), list(acts_b)
     out = {}
     for m in measures:
         out[m] = similarity.cka_avg([acts_a[s] for s in sa], [acts_b[s] for s in sb], m, seeds_a=sa, seeds_b=sb,
-                                    progress=False)
+                                    progress=False, procrustes_rank=procrustes_rank)
     if "procrustes" in out:
         keep = torch.tensor([[a != b for b in sb] for a in sa])
         per_pair = torch.minimum(out["cka"].per_pair, out["procrustes"].per_pair)
         out["min"] = similarity.SimilarityMatrix(per_pair[keep].mean(0), out["cka"].rows, out["cka"].cols, "min",
-                                                 n_pairs=int(keep.sum()), n=out["cka"].n)
+                                                 n_pairs=int(keep.sum()), n=out["cka"].n, bound=out["procrustes"].bound)
     return out
 
 
 def _matrix_json(m: similarity.SimilarityMatrix) -> dict:
     q = m.quadrants()
-    return {"rows": m.rows, "cols": m.cols, "n_pairs": m.n_pairs, "n": m.n,
+    bound = {} if m.bound is None else {"max_bound": round(float(m.bound.max()), 4)}  # approximate Procrustes
+    return {"rows": m.rows, "cols": m.cols, "n_pairs": m.n_pairs, "n": m.n, **bound,
             "values": [[round(float(e), 4) for e in row] for row in m.values],
             **{k: (None if v is None else round(v, 4)) for k, v in q.items()}}
 
@@ -416,7 +423,7 @@ def _dynamics(out: Path, c: Config, runs: dict, x: torch.Tensor) -> dict:
                           "decoder_diagonal": round(_diag_mean(m, similarity.decoder_layers(m.rows)), 4),
                           "encoder_mean": round(q["encoder_mean"], 4), "decoder_mean": round(q["decoder_mean"], 4)})
             if t == steps[0]:
-                early = _compare(snap, final, c.measures)
+                early = _compare(snap, final, c.measures, c.procrustes_rank)
                 figures = _heatmaps(out, f"dynamics_{label}", early,
                                     f"{label} on {c.source}: step {t} (rows) vs final step {steps[-1]} (columns)",
                                     f"final model (step {steps[-1]})", f"step {t}")
@@ -489,7 +496,7 @@ def _pairs_section(out: Path, c: Config, runs: dict, x: torch.Tensor, pairs, nam
     for a, b in pairs:
         acts_a = {s: _acts(runs[(f"source/{a}", s)], x) for s in c.seeds}
         acts_b = {s: _acts(runs[(f"source/{b}", s)], x) for s in c.seeds}
-        mats = _compare(acts_a, acts_b, c.measures)
+        mats = _compare(acts_a, acts_b, c.measures, c.procrustes_rank)
         del acts_a, acts_b
         m = mats["cka"]
         entry = {"a": a, "b": b, "matrices": {k: _matrix_json(v) for k, v in mats.items()},
@@ -515,7 +522,7 @@ def _classifier(out: Path, c: Config, runs: dict, x: torch.Tensor) -> dict | Non
         return None
     acts_a = {s: _acts(runs[(f"source/{c.reference}", s)], x) for s in c.seeds}
     acts_b = {s: _acts(runs[("source/classifier", s)], x) for s in c.seeds}
-    mats = _compare(acts_a, acts_b, c.measures)
+    mats = _compare(acts_a, acts_b, c.measures, c.procrustes_rank)
     accuracy = _mean([float(runs[("source/classifier", s)].history["accuracy"][-50:].mean()) for s in c.seeds])
     return {"label": c.classifier_label, "train_accuracy": accuracy,
             "matrices": {k: _matrix_json(v) for k, v in mats.items()},
@@ -535,7 +542,7 @@ def _cross_domain(out: Path, c: Config, runs: dict, retrained: dict, x_t: torch.
             ("latent_retrained", "(b) source models, mean/logvar retrained on the target", lambda s: retrained[s]),
             ("same_domain", "reference: target-trained models of other seeds", lambda s: runs[(f"target/{ref}", s)])):
         acts_b = {s: _acts(other(s), x_t) for s in c.seeds}
-        mats = _compare(target, acts_b, c.measures)
+        mats = _compare(target, acts_b, c.measures, c.procrustes_rank)
         del acts_b
         xlabel = "target-trained" if key == "same_domain" else f"{c.source}-trained"
         result[key] = {"title": title, "matrices": {k: _matrix_json(v) for k, v in mats.items()},
