@@ -107,6 +107,24 @@ def test_set_reaches_the_config_and_an_incompatible_rerun_is_refused(smoke, tmp_
     assert info.value.argument == "out_dir"
 
 
+def test_a_record_written_before_a_field_existed_resumes_with_its_default(tmp_path, monkeypatch):
+    """A study directory recorded by an older version (a field missing from study.json) resumes when
+    the field has its default, and is refused when it is set to something else."""
+    monkeypatch.setattr(quickstart, "run", lambda config, out_dir, progress=True: {"ran": True})
+    out = tmp_path / "old"
+    assert experiments.run_study("quickstart", out, preset="smoke", progress=False) == {"ran": True}
+    record = json.loads((out / "study.json").read_text())
+    del record["config"]["procrustes"]  # as if the field had been added after the run
+    (out / "study.json").write_text(json.dumps(record))
+    assert experiments.run_study("quickstart", out, preset="smoke", progress=False) == {"ran": True}
+    assert "procrustes" in json.loads((out / "study.json").read_text())["config"]  # the record is brought up to date
+    default = quickstart.PRESETS["smoke"].procrustes
+    with pytest.raises(vaetransfer.ArgumentError, match="procrustes") as info:
+        experiments.run_study("quickstart", out, preset="smoke", sets=[f"procrustes={str(not default).lower()}"],
+                              progress=False)
+    assert info.value.argument == "out_dir"
+
+
 def test_quickstart_config_checks_its_values():
     for item, argument in (("steps=0", "steps"), ("n=-1", "n"), ("similarity_n=10000000", "similarity_n"),
                            ("lr=0", "lr"), ("threads=0", "threads")):

@@ -392,10 +392,17 @@ def run_study(name: str, out_dir: str | os.PathLike, *, preset: str = "small",
         if saved.get("study") != study:
             raise value_error("out_dir", f"{out} holds the study {saved.get('study')!r}, not {study!r}; "
                                          "use another out_dir")
-        if saved.get("config") != record["config"]:
-            diff = sorted(_diff(saved.get("config") or {}, record["config"]))
+        saved_config = saved.get("config") or {}
+        try:  # a field added to the study since the record was written reads as its default
+            saved_config = config_to_dict(config_from_dict(module.Config, saved_config))
+        except (ValueError, TypeError):
+            pass  # a field since removed, or a value no longer valid: another config
+        if saved_config != record["config"]:
+            diff = sorted(_diff(saved_config, record["config"]))
             raise value_error("out_dir", f"{out} holds a {study} study with another config (differs in "
-                                         f"{', '.join(diff)}); use another out_dir")
+                                         f"{', '.join(diff) or 'its fields'}); use another out_dir")
+        if saved.get("config") != record["config"]:
+            write_json(path, record)  # the record names every field of today's config
     else:
         write_json(path, record)
     return module.run(config, out, progress=progress)
