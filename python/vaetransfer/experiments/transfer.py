@@ -602,6 +602,7 @@ def _retraining(out: Path, c: Config, runs: dict, stage_runs: dict, decoder: lis
     ax.axhline(target_loss, color="black", linestyle=":", label=f"{c.target}-trained VAE")
     ax.set_xlabel("decoder layers retrained (k)")
     ax.set_ylabel(f"held-out {c.target} reconstruction loss (nats)")
+    ax.set_yscale("log")  # re-initialised stages can be 10× worse than fine-tuned ones
     ax.set_title(f"Progressive decoder retraining: {c.source} VAE → {c.target}")
     ax.legend(fontsize=7)
     fig.tight_layout()
