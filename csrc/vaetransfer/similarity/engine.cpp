@@ -34,12 +34,6 @@ void check_models(const std::vector<std::vector<LayerFitPtr>>& models, const cha
 at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& models_a,
                                const std::vector<std::vector<LayerFitPtr>>& models_b,
                                const EngineOptions& options, at::Tensor* bound) {
-  if (options.approximate) {
-    VT_CHECK_ARG(options.truncation.rank >= 1, "procrustes_rank", "expected a rank >= 1 (0: exact), got ",
-                 options.truncation.rank);
-    VT_CHECK_ARG(options.truncation.power_iterations >= 0, "power_iterations", "expected >= 0, got ",
-                 options.truncation.power_iterations);
-  }
   check_models(models_a, "models_a");
   check_models(models_b, "models_b");
   const int64_t ma = static_cast<int64_t>(models_a.size()), mb = static_cast<int64_t>(models_b.size());
