@@ -34,6 +34,7 @@ void init_data(py::module_& m) {
   m.attr("SOLIDS_COUNT") = SolidsGrid::kCount;
   m.attr("SOLIDS_SIZES") = std::vector<int64_t>(SolidsGrid::kSizes.begin(), SolidsGrid::kSizes.end());
   m.attr("TETROMINOES_COUNT") = TetrominoesGrid::kCount;
+  m.attr("TETROMINOES_SIZES") = std::vector<int64_t>(TetrominoesGrid::kSizes.begin(), TetrominoesGrid::kSizes.end());
   m.attr("TETROMINOES_LOW") = std::vector<double>(TetrominoesGrid::kLow.begin(), TetrominoesGrid::kLow.end());
   m.attr("TETROMINOES_HIGH") = std::vector<double>(TetrominoesGrid::kHigh.begin(), TetrominoesGrid::kHigh.end());
 
@@ -65,21 +66,29 @@ void init_data(py::module_& m) {
           py::gil_scoped_release no_gil;
           t = tetrominoes(indices.value_or(at::Tensor()), seed, with_images);
         }
-        return py::make_tuple(t.images.defined() ? py::cast(t.images) : py::none(), t.factors, t.bins, t.centres);
+        return py::make_tuple(t.images.defined() ? py::cast(t.images) : py::none(), t.factors, t.bins);
       },
       py::arg("indices") = py::none(), py::arg("seed") = 0, py::arg("with_images") = true);
 
   m.def(
       "render_tetrominoes",
-      [](const at::Tensor& factors, bool with_images) {
-        std::pair<at::Tensor, at::Tensor> r;
+      [](const at::Tensor& factors) {
+        py::gil_scoped_release no_gil;
+        return render_tetrominoes(factors);
+      },
+      py::arg("factors"));
+
+  m.def(
+      "tetrominoes_split",
+      [](const std::string& kind, double ratio, int64_t seed, int64_t data_seed) {
+        Split s;
         {
           py::gil_scoped_release no_gil;
-          r = render_tetrominoes(factors, with_images);
+          s = tetrominoes_split(kind, ratio, seed, data_seed);
         }
-        return py::make_tuple(r.first.defined() ? py::cast(r.first) : py::none(), r.second);
+        return py::make_tuple(s.train, s.test);
       },
-      py::arg("factors"), py::arg("with_images") = true);
+      py::arg("kind"), py::arg("ratio"), py::arg("seed"), py::arg("data_seed"));
 
   m.def(
       "solids",

@@ -3,12 +3,14 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
+#include "bindings/callback.h"
 #include "bindings/record.h"
 #include "vaetransfer/common/check.h"
 #include "vaetransfer/estimators/binned_mi.h"
 #include "vaetransfer/estimators/log_density.h"
 #include "vaetransfer/estimators/log_likelihood.h"
 #include "vaetransfer/estimators/mutual_information.h"
+#include "vaetransfer/estimators/nearest_neighbour.h"
 #include "vaetransfer/estimators/total_correlation.h"
 
 namespace py = pybind11;
@@ -77,6 +79,19 @@ void bind_records(py::module_& m) {
       .field("batch_size", &RateDecomposition::batch_size)
       .field("samples", &RateDecomposition::samples)
       .field("estimator", &RateDecomposition::estimator);
+
+  Record<BatchRate>(m, "BatchRate",
+                    "One batch of the minibatch rate estimator (0-d, differentiable): ``mutual_information`` "
+                    "= mean[log q(z|x) - log q(z)], ``marginal_kl`` = mean[log q(z) - log p(z)].")
+      .field("mutual_information", &BatchRate::mutual_information)
+      .field("marginal_kl", &BatchRate::marginal_kl);
+
+  Record<NearestNeighbours>(m, "NearestNeighbours",
+                            "Exact l2 nearest neighbours: ``distance`` (float64 [M]), ``index`` (int64 [M]) into the "
+                            "reference, ``pairs_compared`` (pairs whose exact distance was computed).")
+      .field("distance", &NearestNeighbours::distance)
+      .field("index", &NearestNeighbours::index)
+      .field("pairs_compared", &NearestNeighbours::pairs_compared);
 
   Record<MutualInformation>(m, "MutualInformation",
                             "Hoffman & Johnson MI ``E[-H(q(z|x))] - E[log q(z)]``; at most ``cap`` (log N or log B).")
@@ -201,6 +216,28 @@ void init_estimators(py::module_& m) {
       py::arg("mean"), py::arg("logvar"), py::arg("estimator") = rate_defaults.estimator,
       py::arg("batch_size") = rate_defaults.batch_size, py::arg("samples") = rate_defaults.samples,
       py::arg("seed") = rate_defaults.seed, py::arg("options") = density_defaults, release_gil());
+
+  m.def(
+      "minibatch_rate_terms",
+      [](const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar, int64_t dataset_size,
+         const DensityOptions& density) { return minibatch_rate_terms(z, mean, logvar, dataset_size, density); },
+      py::arg("z"), py::arg("mean"), py::arg("logvar"), py::arg("dataset_size"), py::arg("options") = density_defaults,
+      release_gil());
+
+  const NearestNeighbourOptions nn_defaults;
+  m.def(
+      "nearest_neighbours",
+      [](const at::Tensor& queries, const at::Tensor& reference, int64_t projection_dim, int64_t basis_rows,
+         int64_t query_chunk, int64_t seed, std::optional<py::function> progress) {
+        std::function<void(int64_t, int64_t)> report;
+        if (progress) report = with_gil([fn = *progress](int64_t done, int64_t total) { fn(done, total); });
+        const NearestNeighbourOptions o{
+            .projection_dim = projection_dim, .basis_rows = basis_rows, .query_chunk = query_chunk, .seed = seed};
+        return call_without_gil([&] { return nearest_neighbours(queries, reference, o, report); });
+      },
+      py::arg("queries"), py::arg("reference"), py::arg("projection_dim") = nn_defaults.projection_dim,
+      py::arg("basis_rows") = nn_defaults.basis_rows, py::arg("query_chunk") = nn_defaults.query_chunk,
+      py::arg("seed") = nn_defaults.seed, py::arg("progress") = py::none());
 
   m.def(
       "mutual_information",

@@ -36,9 +36,11 @@ MutualInformation = _E.MutualInformation
 ActiveUnits = _E.ActiveUnits
 IWEstimate = _E.IWEstimate
 BinnedMI = _E.BinnedMI
+BatchRate = _E.BatchRate
+NearestNeighbours = _E.NearestNeighbours
 
 __all__ = [
-    "ActiveUnits", "BinnedMI", "DensityOptions", "IWEstimate", "KLDecomposition",
+    "ActiveUnits", "BatchRate", "BinnedMI", "NearestNeighbours", "minibatch_rate_terms", "nearest_neighbours", "DensityOptions", "IWEstimate", "KLDecomposition",
     "MIEstimator", "MutualInformation", "RateDecomposition", "RateEstimator", "TCSampling", "TotalCorrelation",
     "active_units", "bin_activations", "binned_mutual_information", "gaussian_log_density_matrix",
     "gaussian_log_density_per_dim", "importance_weighted_log_likelihood", "logsumexp_log_density",
@@ -157,6 +159,46 @@ def rate_decomposition(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None
         raise _error(_C.ArgumentError, "estimator", f"expected one of {sorted(kinds)}, got {estimator!r}")
     return _E.rate_decomposition(mean, _logvar(logvar, var), kinds[estimator], batch_size, samples,
                                  _seed(seed, generator), options)
+
+
+def minibatch_rate_terms(z: torch.Tensor, mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,
+                         var: Optional[torch.Tensor] = None, dataset_size: int,
+                         options: DensityOptions = DensityOptions()) -> BatchRate:
+    """One batch of the ``"minibatch"`` rate estimator, differentiable: ``z`` ``[B, D]`` drawn from
+    the batch's posteriors, ``dataset_size`` = N >= B encodings in all; ``log q(z_i)`` weighs the
+    example's own term 1/N and the others (N-1)/(N(B-1)). Returns the batch means of
+    ``log q(z|x) - log q(z)`` (I_q) and ``log q(z) - log p(z)`` (marginal KL)."""
+    return _E.minibatch_rate_terms(z, mean, _logvar(logvar, var), int(dataset_size), options)
+
+
+def nearest_neighbours(queries: torch.Tensor, reference: torch.Tensor, *, projection_dim: int = 128,
+                       basis_rows: int = 4096, query_chunk: int = 128, seed: int = 0,
+                       progress: Union[bool, Callable[[int, int], None]] = False) -> NearestNeighbours:
+    """For each example of ``queries`` ``[M, ...]`` its nearest example of ``reference``
+    ``[N, ...]`` in l2 over all features (Bozkurt et al. §4.4: test images against the training
+    set). Exact (never an approximate index): ``distance`` is summed in float64 from the inputs.
+
+    Filter and refine: with an orthonormal basis V of ``projection_dim`` directions (the leading
+    right singular subspace of ``basis_rows`` reference rows drawn with ``seed``, by randomized
+    subspace iteration), y = Vᵀx and x⊥ the
+    rest, ``‖q − r‖² >= ‖y_q − y_r‖² + (‖q⊥‖ − ‖r⊥‖)²`` for every pair, computed by one
+    (k + 1)-wide matrix product per tile of ``query_chunk`` queries; per query only rows whose
+    bound does not exceed the exact distance of its best-bounded row are compared exactly.
+    ``projection_dim=0`` bounds with the full vectors (dense products). Memory: the inputs in
+    float32 (float64 if either is), plus ``query_chunk x N`` bounds per thread. Any real dtype;
+    uint8 images are compared as their integer values (scale the distances yourself).
+    ``progress``: True for a tqdm bar, or a callable ``(done, total)``."""
+    args = (int(projection_dim), int(basis_rows), int(query_chunk), int(seed))
+    if not isinstance(progress, bool):
+        if not callable(progress):
+            raise _error(_C.ArgumentTypeError, "progress", f"expected a bool or a callable, got {type(progress).__name__}")
+        return _E.nearest_neighbours(queries, reference, *args, progress)
+    if not progress:
+        return _E.nearest_neighbours(queries, reference, *args, None)
+    from tqdm.auto import tqdm
+
+    with tqdm(total=int(queries.shape[0]) if queries.dim() else 0, desc="nearest neighbours", unit="query") as bar:
+        return _E.nearest_neighbours(queries, reference, *args, lambda done, total: bar.update(done - bar.n))
 
 
 def mutual_information(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,

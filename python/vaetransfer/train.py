@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -41,6 +42,8 @@ __all__ = ["OptimizerConfig", "PhaseConfig", "TrainConfig", "Run", "train", "loa
            "train_main", "TrainingDivergedError"]
 
 TrainingDivergedError = _C.train.TrainingDivergedError
+BEST_WEIGHTS = "best.pt"    #: keep_best: the weights of the lowest eval_loss so far
+BEST_FILE = "best.json"     #: keep_best: {"best": {"step", "eval_loss"}}
 
 
 @dataclass
@@ -116,11 +119,14 @@ class TrainConfig:
     freeze: tuple[str, ...] = ()  # groups frozen for the whole run (see vaetransfer.nn.Model.group)
     reinit: tuple[str, ...] = ()  # groups re-initialised (after init_from)
     dataset: str | None = None    # a description of the data (informative)
+    keep_best: bool = False       # early stopping: keep the weights of the lowest eval_loss (best.pt)
 
     def to_dict(self) -> dict:
         d = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
         d["optimizer"] = _plain(asdict(self.optimizer))
         d["phases"] = [{"steps": p.steps, "freeze": list(p.freeze)} for p in self.phases]
+        if not self.keep_best:  # absent when off: configs (and sweep run ids) from before it stay the same
+            del d["keep_best"]
         return d
 
     @classmethod
@@ -220,14 +226,29 @@ class Run:
         return {h: torch.tensor([float(v) for v in c], dtype=torch.float64) for h, c in zip(header, cols)}
 
     @property
+    def best(self) -> dict | None:
+        """``{"step", "eval_loss"}`` of the weights kept by ``keep_best`` (early stopping: the
+        held-out evaluation with the lowest ``eval_loss``), or None."""
+        path = self.out_dir / BEST_FILE
+        return json.loads(path.read_text())["best"] if path.exists() else None
+
+    @property
     def metrics(self) -> list[dict]:
         path = self.out_dir / "metrics.jsonl"
         if not path.exists():
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
-    def model(self, step: int | None = None, device: str = "cpu") -> Model:
-        """The model at snapshot ``step`` (the latest by default), in eval mode."""
+    def model(self, step: int | str | None = None, device: str = "cpu") -> Model:
+        """The model at snapshot ``step`` (the latest by default; ``"best"``: the weights
+        ``keep_best`` kept), in eval mode."""
+        if step == "best":
+            if self.best is None:
+                raise value_error("step", f"{self.out_dir} kept no best weights (TrainConfig.keep_best with eval_every)")
+            m = build_model(self.config.model, seed=self.config.seed, device="cpu")
+            m.load_state_dict(torch.load(self.out_dir / BEST_WEIGHTS, weights_only=True, map_location="cpu"))
+            m.eval()
+            return m.to(device) if device != "cpu" else m
         snaps = dict(self.snapshots())
         if not snaps:
             raise value_error("step", f"{self.out_dir} has no snapshot yet")
@@ -373,6 +394,24 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
         kept = [l for l in metrics_path.read_text().splitlines() if l.strip() and json.loads(l)["step"] <= start]
         write_text(metrics_path, "".join(l + "\n" for l in kept))
 
+    if config.keep_best and not (eval_set is not None and config.eval_every > 0):
+        raise value_error("keep_best", "keeps the weights of the best held-out evaluation: give eval_data and "
+                                       "eval_every > 0")
+    best = {"eval_loss": math.inf, "step": -1}
+    if config.keep_best and (out / BEST_FILE).exists():
+        saved_best = json.loads((out / BEST_FILE).read_text())["best"]
+        if saved_best["step"] <= start:  # a best past the resumed snapshot is found again on the way
+            best = saved_best
+
+    def keep_if_best(step: int, evaluation: dict) -> None:
+        value = float(evaluation["loss"])
+        if math.isfinite(value) and value < best["eval_loss"]:
+            best.update(eval_loss=value, step=int(step))
+            tmp = out / (BEST_WEIGHTS + ".tmp")
+            torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, tmp)
+            os.replace(tmp, out / BEST_WEIGHTS)
+            write_json(out / BEST_FILE, {"best": dict(best)})  # after the weights: never names missing ones
+
     bar = None
     on_step = progress if callable(progress) else None
     if progress and on_step is None:
@@ -392,6 +431,8 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
         line = {"step": report["step"]}
         if evaluation is not None:
             line.update({f"eval_{k}": float(v) for k, v in evaluation.items()})
+            if config.keep_best:
+                keep_if_best(report["step"], evaluation)
         if metrics_hook is not None and config.metrics_every and report["step"] % config.metrics_every == 0:
             model.eval()
             try:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace vaetransfer::data {
 
@@ -61,6 +62,58 @@ void rasterize_coverage(const Polygon& polygon, int height, int width, int subro
           out[c] += amount * overlap;
         }
       }
+    }
+  }
+}
+
+}  // namespace vaetransfer::data
+
+namespace vaetransfer::data {
+
+void rasterize_area(const Eigen::Matrix2Xd& polygon, int height, int width, double* coverage) {
+  const int k = static_cast<int>(polygon.cols());
+  if (k < 3 || height <= 0 || width <= 0) return;
+  // Signed differences along each row (one spare cell on the right), summed at the end.
+  std::vector<double> diff(static_cast<size_t>(height) * (width + 1), 0.0);
+  std::vector<double> cuts;
+  for (int i = 0; i < k; ++i) {
+    const Eigen::Vector2d p = polygon.col(i), q = polygon.col((i + 1) % k);
+    const double dy_total = q.y() - p.y();
+    if (dy_total == 0.0) continue;  // horizontal edges add no area
+    // Parameters t in (0, 1) where the edge crosses an integer x or y line.
+    cuts.assign({0.0, 1.0});
+    for (int axis = 0; axis < 2; ++axis) {
+      const double a = p[axis], b = q[axis];
+      if (a == b) continue;
+      const double lo = std::min(a, b), hi = std::max(a, b);
+      for (double v = std::floor(lo) + 1.0; v < hi; v += 1.0) cuts.push_back((v - a) / (b - a));
+    }
+    std::sort(cuts.begin(), cuts.end());
+    for (size_t j = 0; j + 1 < cuts.size(); ++j) {
+      const double t0 = cuts[j], t1 = cuts[j + 1];
+      if (t1 <= t0) continue;
+      const Eigen::Vector2d a = p + t0 * (q - p), b = p + t1 * (q - p);
+      const double dy = b.y() - a.y();  // signed: the winding direction
+      const double ym = 0.5 * (a.y() + b.y()), xm = 0.5 * (a.x() + b.x());
+      const int row = static_cast<int>(std::floor(ym));
+      if (row < 0 || row >= height) continue;
+      double* line = diff.data() + static_cast<size_t>(row) * (width + 1);
+      const double cell = std::floor(xm);
+      if (cell < 0.0) {
+        line[0] += dy;  // left of the image: the whole row right of it is inside
+      } else if (cell < width) {
+        const int c = static_cast<int>(cell);
+        line[c] += dy * (cell + 1.0 - xm);
+        line[c + 1] += dy * (xm - cell);
+      }  // right of the image: nothing inside it
+    }
+  }
+  for (int r = 0; r < height; ++r) {
+    const double* line = diff.data() + static_cast<size_t>(r) * (width + 1);
+    double acc = 0.0;
+    for (int c = 0; c < width; ++c) {
+      acc += line[c];
+      coverage[static_cast<int64_t>(r) * width + c] += std::min(std::abs(acc), 1.0);
     }
   }
 }

@@ -21,6 +21,14 @@ Polygon transform_polygon(const Polygon& canonical, const Eigen::Affine2f& trans
 void rasterize_coverage(const Polygon& polygon, int height, int width, int subrows, float* coverage,
                         float value = 1.0f);
 
+// Adds the exact area coverage of `polygon` (non-zero winding; either orientation) to
+// `coverage` (row-major height×width): pixel (r, c) gets the area of the polygon inside
+// [c, c+1) × [r, r+1), clipped to the image. Each edge is cut where it crosses an integer x
+// or y; a piece inside cell (r, k) with height dy and mean x x̄ adds dy·(k+1−x̄) to cell k and
+// dy·(x̄−k) to cell k+1 of row r, and a running sum along the row turns these differences into
+// the signed area right of the edges. Exact up to double rounding, O(perimeter) per polygon.
+void rasterize_area(const Eigen::Matrix2Xd& polygon, int height, int width, double* coverage);
+
 // A regular sampling of a closed parametric curve: vertex k at t = 2πk/K.
 template <typename Curve>
 Polygon sample_closed_curve(int vertices, Curve curve) {

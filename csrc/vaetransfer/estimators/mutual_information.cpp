@@ -31,6 +31,27 @@ std::vector<std::pair<int64_t, int64_t>> batches(int64_t n, int64_t b) {
 
 }  // namespace
 
+BatchRate minibatch_rate_terms(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
+                               int64_t dataset_size, const DensityOptions& density) {
+  check_gaussian_arguments(z, mean, logvar);
+  const int64_t b = z.size(0);
+  VT_CHECK_ARG(mean.size(0) == b, "mean", "expected one posterior per sample (", b, " rows), got ", mean.size(0));
+  VT_CHECK_ARG(b >= 1, "z", "expected a non-empty batch");
+  VT_CHECK_ARG(dataset_size >= b, "dataset_size", "expected at least the batch size ", b, ", got ", dataset_size);
+  const double nd = static_cast<double>(dataset_size), bd = static_cast<double>(b);
+  at::Tensor log_w;
+  if (b == 1) {
+    log_w = at::zeros({1, 1}, z.options());  // a batch of one: q(z) is its own posterior
+  } else {
+    log_w = at::full({b, b}, std::log((nd - 1.0) / (nd * (bd - 1.0))), z.options());
+    log_w.diagonal().fill_(-std::log(nd));
+  }
+  const auto dens = gaussian_log_density_matrix(z, mean, logvar, density);
+  const auto log_qz = at::logsumexp(dens + log_w, 1);
+  const auto log_cond = dens.diagonal();  // the same numbers as inside the sum: I_q <= log N to rounding
+  return {(log_cond - log_qz).mean(), (log_qz - standard_normal_log_density(z)).mean()};
+}
+
 RateDecomposition rate_decomposition(const at::Tensor& mean, const at::Tensor& logvar, const RateOptions& options) {
   check_posterior(mean, logvar, options.samples);
   at::NoGradGuard no_grad;
@@ -65,21 +86,10 @@ RateDecomposition rate_decomposition(const at::Tensor& mean, const at::Tensor& l
     at::Tensor mi_acc = at::zeros({}, m.options()), kl_acc = at::zeros({}, m.options());
     for (const auto& [start, size] : batches(n, options.batch_size)) {
       auto mb = mp.narrow(0, start, size), lvb = lvp.narrow(0, start, size);
-      at::Tensor log_w;
-      if (size == 1) {
-        log_w = at::zeros({1, 1}, m.options());
-      } else {
-        const double nd = static_cast<double>(n), bd = static_cast<double>(size);
-        log_w = at::full({size, size}, std::log((nd - 1.0) / (nd * (bd - 1.0))), m.options());
-        log_w.diagonal().fill_(-log_n);
-      }
       for (int64_t s = 0; s < options.samples; ++s) {
-        auto zb = zp[s].narrow(0, start, size);
-        auto dens = gaussian_log_density_matrix(zb, mb, lvb, options.density);
-        auto log_qz = at::logsumexp(dens + log_w, 1);
-        auto log_cond = dens.diagonal();  // the same numbers as inside the sum: I_q <= log N to rounding
-        mi_acc += (log_cond - log_qz).sum();
-        kl_acc += (log_qz - standard_normal_log_density(zb)).sum();
+        const auto t = minibatch_rate_terms(zp[s].narrow(0, start, size), mb, lvb, n, options.density);
+        mi_acc += t.mutual_information * static_cast<double>(size);
+        kl_acc += t.marginal_kl * static_cast<double>(size);
       }
     }
     const double count = static_cast<double>(n * options.samples);

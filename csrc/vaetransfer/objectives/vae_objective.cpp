@@ -39,6 +39,7 @@ VAEObjective::VAEObjective(const Params& p)
 std::vector<std::string> VAEObjective::columns(const nn::Model& model) const {
   std::vector<std::string> out = {"reconstruction", "kl", "regularizer"};
   if (computes_tc() || report_tc_) out.push_back("tc");
+  for (auto& c : extra_columns()) out.push_back(c);
   const auto& vae = dynamic_cast<const nn::VAE&>(model);
   for (int64_t d = 0; d < vae.latent_dim(); ++d) out.push_back("kl_" + std::to_string(d));
   return out;
@@ -70,6 +71,7 @@ TaskOutput VAEObjective::step(nn::Model& model, const Batch& batch, const StepCo
   o.loss = t.loss;
   o.scalars = {{"reconstruction", t.reconstruction}, {"kl", t.kl}, {"regularizer", t.regularizer}};
   if (t.tc.defined()) o.scalars.emplace_back("tc", t.tc);
+  for (auto& e : t.extra) o.scalars.push_back(e);
   o.scalars.emplace_back("kl_", t.kl_per_dim);
   return o;
 }

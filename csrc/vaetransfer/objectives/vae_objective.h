@@ -16,6 +16,7 @@ struct VAETerms {
   at::Tensor kl_per_dim;      // [latent], batch mean
   at::Tensor regularizer;     // the objective's R
   at::Tensor tc;              // total correlation with its constants (β-TC-VAE, or report_tc); may be undefined
+  nn::Named extra;            // the objective's own columns, in the order of extra_columns()
 };
 
 class VAEObjective : public Task {
@@ -30,6 +31,9 @@ class VAEObjective : public Task {
   // and kl_per_dim; set t.tc when the objective computes it.
   virtual at::Tensor regularizer(const nn::VAEOutputs& out, const Weights& weights, VAETerms& t) const = 0;
   virtual bool computes_tc() const { return false; }
+  // History columns an objective adds after reconstruction, kl, regularizer (and tc); its
+  // regularizer() fills VAETerms::extra with them.
+  virtual std::vector<std::string> extra_columns() const { return {}; }
 
  protected:
   explicit VAEObjective(const Params& p);
