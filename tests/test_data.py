@@ -121,28 +121,34 @@ def test_dsprites_npz_loader_rejects_bad_files(tmp_path):
 
 
 # ---------------------------------------------------------------- Tetrominoes
-def test_tetrominoes_are_stratified(full_tetrominoes):
+SIZES = (16, 8, 5, 16, 16)
+RANGES = ((0.0, 337.5), (0.0, 0.875), (2.0, 5.0), (8.0, 23.0), (8.0, 23.0))  # the public generator's
+
+
+def test_tetrominoes_are_one_uniform_sample_per_cell(full_tetrominoes):
     t = full_tetrominoes
-    assert len(t) == 163_840 == 8**5 * 5
+    assert len(t) == 163_840 == 16 * 8 * 5 * 16 * 16 == data.TETROMINOES_COUNT
+    assert data.TETROMINOES_SIZES == SIZES and data.TETROMINOES_RANGES == RANGES
     assert t.images.shape == (163_840, 3, 32, 32) and t.images.dtype == torch.uint8
-    for f, (lo, hi) in enumerate(data.TETROMINOES_RANGES):
-        # Each of the 8 strata of every factor holds exactly 1/8 of the set ...
-        assert torch.bincount(t.bins[:, f], minlength=8).tolist() == [163_840 // 8] * 8
-        # ... and each value lies in its stratum.
-        u = (t.factors[:, f] - lo) / (hi - lo)
-        assert torch.equal(torch.floor(u * 8).long().clamp(max=7), t.bins[:, f])
-    # Every 5-D cell holds exactly 5 samples.
-    cells = (t.bins * torch.tensor([8**4, 8**3, 8**2, 8, 1])).sum(1)
-    assert torch.bincount(cells, minlength=8**5).unique().tolist() == [5]
-    # Within a stratum the values are spread out, not a fixed grid.
-    assert t.factors[:, 0].unique().numel() > 160_000
+    # Row i is cell i of the grid (y fastest): exactly one sample per cell.
+    expected = np.stack(np.unravel_index(np.arange(163_840), SIZES), axis=1)
+    assert np.array_equal(t.bins.numpy(), expected)
+    for f, ((lo, hi), k) in enumerate(zip(RANGES, SIZES)):
+        width = (hi - lo) / k
+        v = t.factors[:, f]
+        # each value lies in its cell's interval [lo + b·w, lo + (b+1)·w) ...
+        assert (v >= lo + t.bins[:, f] * width).all() and (v < lo + (t.bins[:, f] + 1) * width).all()
+        # ... uniformly: the position inside the cell is U[0, 1) (mean 1/2, variance 1/12)
+        u = ((v - lo) / width - t.bins[:, f]).numpy()
+        assert abs(u.mean() - 0.5) < 0.005 and abs(u.var() - 1 / 12) < 0.002
+    assert 0.0 <= float(t.factors[:, 0].min()) and float(t.factors[:, 0].max()) < 337.5
 
 
 def test_tetrominoes_determinism_by_seed():
     idx = torch.arange(0, data.TETROMINOES_COUNT, 97)
     a, b, c = data.tetrominoes(idx, seed=1), data.tetrominoes(idx, seed=1), data.tetrominoes(idx, seed=2)
     assert torch.equal(a.images, b.images) and torch.equal(a.factors, b.factors)
-    assert torch.equal(a.bins, c.bins)  # the stratum design does not depend on the seed
+    assert torch.equal(a.bins, c.bins)  # the cell design does not depend on the seed
     assert not torch.allclose(a.factors, c.factors)
     assert (a.images != c.images).any()
 
@@ -150,8 +156,86 @@ def test_tetrominoes_determinism_by_seed():
 def test_tetrominoes_subsets_equal_rows_of_the_full_set(full_tetrominoes):
     idx = torch.randint(0, data.TETROMINOES_COUNT, (300,))
     sub = data.tetrominoes(idx, seed=3)
-    for name in ("images", "factors", "bins", "centres"):
+    for name in ("images", "factors", "bins"):
         assert torch.equal(getattr(sub, name), getattr(full_tetrominoes, name)[idx]), name
+
+
+def _clip(poly, x0, x1, y0, y1):
+    """Sutherland–Hodgman: the convex polygon `poly` (list of (x, y)) cut to the box."""
+    for inside, cross in (
+            (lambda p: p[0] >= x0, lambda p, q: (x0, p[1] + (q[1] - p[1]) * (x0 - p[0]) / (q[0] - p[0]))),
+            (lambda p: p[0] <= x1, lambda p, q: (x1, p[1] + (q[1] - p[1]) * (x1 - p[0]) / (q[0] - p[0]))),
+            (lambda p: p[1] >= y0, lambda p, q: (p[0] + (q[0] - p[0]) * (y0 - p[1]) / (q[1] - p[1]), y0)),
+            (lambda p: p[1] <= y1, lambda p, q: (p[0] + (q[0] - p[0]) * (y1 - p[1]) / (q[1] - p[1]), y1))):
+        out = []
+        for k in range(len(poly)):
+            p, q = poly[k - 1], poly[k]
+            if inside(q):
+                if not inside(p):
+                    out.append(cross(p, q))
+                out.append(q)
+            elif inside(p):
+                out.append(cross(p, q))
+        poly = out
+        if not poly:
+            return []
+    return poly
+
+
+def _area(poly):
+    return 0.5 * abs(sum(p[0] * q[1] - q[0] * p[1] for p, q in zip(poly, poly[1:] + poly[:1])))
+
+
+def _reference_coverage(angle, scale, x, y, size=32):
+    """The public generator's geometry, written out independently: the 300 × 200 template (right
+    column plus bottom row, blocks of 100 px) about its centre (100, 150), scaled to blocks of
+    `scale` px, mapped by [[cos, sin], [−sin, cos]] (y down), centred at (x + 0.5, y + 0.5). The
+    coverage of each pixel is the exact area of the four blocks inside it: area coverage at 16×
+    box-downsampled to 32×32 is exactly this (the box mean of the 256 sub-pixel areas)."""
+    a = math.radians(angle)
+    c, s = math.cos(a), math.sin(a)
+
+    def place(u, v):  # template pixels → image
+        u, v = (u - 100.0) * scale / 100.0, (v - 150.0) * scale / 100.0
+        return (c * u + s * v + x + 0.5, -s * u + c * v + y + 0.5)
+
+    blocks = [(100, 0), (100, 100), (100, 200), (0, 200)]  # top-left corners (u, v) of the four blocks
+    cov = np.zeros((size, size))
+    for u0, v0 in blocks:
+        quad = [place(u0, v0), place(u0 + 100, v0), place(u0 + 100, v0 + 100), place(u0, v0 + 100)]
+        xs, ys = [p[0] for p in quad], [p[1] for p in quad]
+        for r in range(max(0, math.floor(min(ys))), min(size, math.ceil(max(ys)))):
+            for col in range(max(0, math.floor(min(xs))), min(size, math.ceil(max(xs)))):
+                piece = _clip(quad, col, col + 1, r, r + 1)
+                if len(piece) >= 3:
+                    cov[r, col] += _area(piece)
+    return cov
+
+
+@pytest.mark.parametrize("row", [
+    (0.0, 0.0, 2.0, 8.0, 8.0),            # the first corner of the ranges
+    (90.0, 0.5, 5.0, 23.0, 23.0),         # the largest shape at the last position, a quarter turn
+    (37.3, 0.3, 3.3, 15.2, 12.7),
+    (337.49, 0.875, 5.0, 8.0, 23.0),      # top of the angle and hue ranges, clipped at the left edge
+    (201.7, 0.66, 4.1, 19.9, 9.4),
+    (45.0, 0.125, 5.0, 8.0, 8.0),         # the widest reach past the image edge
+])
+def test_tetromino_rendering_matches_exact_coverage_and_hsv(row):
+    angle, hue, scale, x, y = row
+    img = data.render_tetrominoes(torch.tensor([row], dtype=torch.float64))[0].double().numpy() / 255.0
+    cov = _reference_coverage(angle, scale, x, y)
+    rgb = np.array([[colorsys.hsv_to_rgb(hue, 1.0, v) for v in line] for line in cov]).transpose(2, 0, 1)
+    assert np.abs(img - rgb).max() <= 1.0 / 255.0 + 1e-12
+    # The coverage is the J's area (4 blocks) less what falls outside the image.
+    assert img.max(0).sum() == pytest.approx(cov.sum(), abs=0.5 * 1024 / 255)
+    if row[2] == 2.0:
+        assert cov.sum() == pytest.approx(4 * 2.0 ** 2)
+
+
+def test_tetrominoes_rows_render_their_factors(full_tetrominoes):
+    t = full_tetrominoes
+    idx = torch.arange(0, len(t), 4093)
+    assert torch.equal(data.render_tetrominoes(t.factors[idx]), t.images[idx])
 
 
 def _coverage(images):
@@ -159,47 +243,19 @@ def _coverage(images):
     return images.double().amax(1) / 255.0
 
 
-def test_tetrominoes_shape_is_inside_with_area_of_four_blocks(full_tetrominoes):
-    t = full_tetrominoes
-    idx = torch.arange(0, len(t), 11)
-    area = _coverage(t.images[idx]).sum((1, 2))
-    expected = 4.0 * t.factors[idx, 2] ** 2  # four blocks of side `scale`
-    # Anti-aliased coverage sums to the polygon area when nothing is clipped; sampling
-    # 16 scanlines per row errs by at most perimeter (10 blocks) / (2 · 16) pixels.
-    bound = 10.0 * t.factors[idx, 2] / 32.0
-    assert ((area - expected).abs() <= bound).all()
-    # The extreme positions really touch the edges (the range is adaptive, not padded).
-    left = t.images[t.factors[:, 3] < 0.002]
-    assert (_coverage(left)[:, :, 0] > 0.3).any(dim=1).float().mean() > 0.9
-
-
-def test_tetrominoes_hue_and_scale_really_vary(full_tetrominoes):
-    t = full_tetrominoes
-    idx = torch.arange(0, len(t), 53)
-    imgs, factors = t.images[idx].double() / 255.0, t.factors[idx]
-    cov = imgs.amax(1)
-    weights = (cov > 0.99).double()  # fully covered pixels carry the pure colour
-    rgb = (imgs * weights[:, None]).sum((2, 3)) / weights.sum((1, 2))[:, None]
-    hues = torch.tensor([colorsys.rgb_to_hsv(*map(float, c))[0] for c in rgb], dtype=torch.float64)
-    diff = (hues - factors[:, 1]).abs()
-    assert torch.minimum(diff, 1 - diff).max() < 0.01
-    area = cov.sum((1, 2))
-    corr = np.corrcoef(area.numpy(), factors[:, 2].numpy() ** 2)[0, 1]
-    assert corr > 0.99
-
-
 def test_tetromino_has_no_rotational_symmetry():
     angles = [0.0, 90.0, 180.0, 270.0, 360.0]
-    factors = torch.tensor([[a, 0.3, 4.0, 0.5, 0.5] for a in angles], dtype=torch.float64)
+    factors = torch.tensor([[a, 0.3, 4.0, 15.5, 15.5] for a in angles], dtype=torch.float64)
     masks = _coverage(data.render_tetrominoes(factors))
     for i in range(4):
         for j in range(i + 1, 4):
             assert (masks[i] - masks[j]).abs().sum() > 10.0, (angles[i], angles[j])
-    assert torch.allclose(masks[0], masks[4], atol=0.02)  # a full turn is the identity
-    # Rotating the rendered image by a quarter turn gives the render at +90° (y points down).
+    assert torch.allclose(masks[0], masks[4], atol=0.01)  # a full turn is the identity
+    # The generator's positive angles turn the shape counter-clockwise on screen (y down): the
+    # render at +90° is the 0° render turned a quarter counter-clockwise about the centre (16, 16).
     for k in range(3):
-        turned = torch.rot90(masks[k], k=-1, dims=(0, 1))
-        assert (turned - masks[k + 1]).abs().mean() < 0.02
+        turned = torch.rot90(masks[k], k=1, dims=(0, 1))
+        assert (turned - masks[k + 1]).abs().max() < 0.01
 
 
 def test_float_images_convert_on_demand():
@@ -234,9 +290,18 @@ def test_registry_builds_by_name():
         (lambda: data.render_dsprites(torch.zeros(2, 5, dtype=torch.long)), ValueError, "latents_classes"),
         (lambda: data.render_dsprites(torch.tensor([[0, 3, 0, 0, 0, 0]])), ValueError, "latents_classes"),
         (lambda: data.render_dsprites(torch.zeros(1, 6)), TypeError, "latents_classes"),
-        (lambda: data.render_tetrominoes(torch.tensor([[0.0, 0.5, 20.0, 0.5, 0.5]])), ValueError, "factors"),
-        (lambda: data.render_tetrominoes(torch.tensor([[math.nan, 0.5, 3.0, 0.5, 0.5]])), ValueError, "factors"),
-        (lambda: data.render_tetrominoes(torch.tensor([[0.0, 0.5, 3.0, 1.5, 0.5]])), ValueError, "factors"),
+        (lambda: data.render_tetrominoes(torch.tensor([[0.0, 0.5, 20.0, 15.0, 15.0]])), ValueError, "factors"),
+        (lambda: data.render_tetrominoes(torch.tensor([[math.nan, 0.5, 3.0, 15.0, 15.0]])), ValueError, "factors"),
+        (lambda: data.render_tetrominoes(torch.tensor([[0.0, 0.5, 3.0, 40.0, 15.0]])), ValueError, "factors"),
+        (lambda: data.render_tetrominoes(torch.tensor([[0.0, 1.5, 3.0, 15.0, 15.0]])), ValueError, "factors"),
+        (lambda: data.render_tetrominoes(torch.zeros(2, 4, dtype=torch.float64)), ValueError, "factors"),
+        (lambda: data.tetrominoes_split("diagonal"), ValueError, "kind"),
+        (lambda: data.tetrominoes_split("cv"), TypeError, "ratio"),
+        (lambda: data.tetrominoes_split("cv", 1.5), ValueError, "ratio"),
+        (lambda: data.tetrominoes_split("cd", 0.0), ValueError, "ratio"),
+        (lambda: data.tetrominoes_split("random", 0.3), ValueError, "ratio"),
+        (lambda: data.tetrominoes_split("random", seed=-2), ValueError, "seed"),
+        (lambda: data.tetrominoes_split("checkerboard", data_seed=0.5), TypeError, "data_seed"),
     ],
 )
 def test_bad_arguments_raise_named_errors(call, exc, arg):
@@ -298,7 +363,8 @@ def test_tetrominoes_to_dataset_takes_labels_from_the_strata():
     ds = src.to_dataset(label="hue")
     assert ds.name == "tetrominoes" and ds.input_shape == (3, 32, 32) and ds.scale == pytest.approx(1 / 255)
     assert torch.equal(ds.images, src.images) and torch.equal(ds.factors, src.factors)
-    assert torch.equal(ds.labels, src.bins[:, 1]) and ds.num_classes == data.TETROMINOES_STRATA == 8
+    assert torch.equal(ds.labels, src.bins[:, 1]) and ds.num_classes == 8
+    assert src.to_dataset(label="scale").num_classes == 5 and src.to_dataset(label="angle").num_classes == 16
     assert ds.factor_names == data.TETROMINOES_FACTORS
     assert torch.equal(ds.float_images([3, 0]), src.float_images([3, 0]))
     assert float(ds.float_images().max()) <= 1.0
@@ -344,7 +410,7 @@ def test_as_dataset_passes_datasets_through_and_relabels_them():
 
 def test_as_dataset_looks_up_registered_names(monkeypatch):
     ds = data.as_dataset("tetrominoes", label="x")
-    assert len(ds) == data.TETROMINOES_COUNT and ds.name == "tetrominoes" and ds.num_classes == 8
+    assert len(ds) == data.TETROMINOES_COUNT and ds.name == "tetrominoes" and ds.num_classes == 16
     assert torch.equal(ds.labels[::4099], data.tetrominoes(range(0, data.TETROMINOES_COUNT, 4099), images=False).bins[:, 3])
     monkeypatch.setitem(data.REGISTRY, "tiny-sprites", lambda: data.dsprites([0, 40_000, 700_000]))
     tiny = data.as_dataset("tiny-sprites", label="shape")
@@ -520,3 +586,64 @@ def test_split_bad_arguments_raise_named_errors(kwargs, exc, arg):
 def test_split_takes_only_datasets():
     _named(TypeError, "dataset", lambda: data.split(torch.zeros(10, 2)))
     _named(TypeError, "dataset", lambda: data.split(data.tetrominoes(range(10))))
+
+
+# ---------------------------------------------------------------- Tetrominoes splits
+def _disjoint_cover(split, total=None):
+    tr, te = split.train, split.test
+    assert tr.dtype == te.dtype == torch.int64
+    assert torch.equal(tr, tr.sort().values) and torch.equal(te, te.sort().values)
+    assert tr.unique().numel() == tr.numel() and te.unique().numel() == te.numel()
+    assert np.intersect1d(tr.numpy(), te.numpy()).size == 0
+    if total is not None:
+        assert tr.numel() + te.numel() == total
+
+
+def test_random_split_is_half_and_half_and_seeded():
+    s = data.tetrominoes_split("random")
+    assert s.sizes == (81_920, 81_920) and s.name == "random"
+    _disjoint_cover(s, 163_840)
+    assert torch.equal(data.tetrominoes_split("random").train, s.train)
+    other = data.tetrominoes_split("random", seed=1)
+    assert not torch.equal(other.train, s.train)
+
+
+@pytest.mark.parametrize("ratio", [0.01, 0.1, 0.35, 0.5])
+def test_cv_split_trains_on_a_random_fraction_of_everything(ratio):
+    s = data.tetrominoes_split("cv", ratio, seed=4)
+    assert s.sizes[0] == round(ratio * 163_840) and s.name == f"cv({ratio:g})"
+    _disjoint_cover(s, 163_840)
+    # the training rows are spread over the whole factor box (constant volume)
+    f = data.tetrominoes(s.train, images=False).factors
+    for col, (lo, hi) in enumerate(RANGES):
+        assert float(f[:, col].min()) < lo + 0.05 * (hi - lo) and float(f[:, col].max()) > hi - 0.05 * (hi - lo)
+
+
+def test_checkerboard_split_is_the_parity_of_the_five_half_indices():
+    s = data.tetrominoes_split("checkerboard", data_seed=2)
+    _disjoint_cover(s, 163_840)
+    f = data.tetrominoes(images=False, seed=2).factors.numpy()
+    halves = sum(((f[:, c] - lo) / ((hi + 1e-9 - lo) / 2)).astype(np.int64) for c, (lo, hi) in enumerate(RANGES))
+    assert np.array_equal(np.flatnonzero(halves % 2 == 0), s.train.numpy())
+    # Every stratum but scale's middle one lies in one half, so the sizes are near 81,920 each.
+    assert abs(s.sizes[0] - 81_920) < 500
+    # Each test image differs from training images in one factor's half only: flipping any one
+    # half index of a test cell lands in the training set.
+    assert set(halves[s.test.numpy()] % 2) == {1}
+
+
+@pytest.mark.parametrize("ratio", [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
+def test_cd_split_shrinks_the_factor_box_of_the_random_split(ratio):
+    s = data.tetrominoes_split("cd", ratio, seed=3, data_seed=1)
+    half = data.tetrominoes_split("random", seed=3, data_seed=1)
+    _disjoint_cover(s)
+    assert np.isin(s.train.numpy(), half.train.numpy()).all() and np.isin(s.test.numpy(), half.test.numpy()).all()
+    f = data.tetrominoes(images=False, seed=1).factors.numpy()
+    inside = np.ones(len(f), bool)
+    for c, (lo, hi) in enumerate(RANGES):
+        centre, reach = (lo + hi) / 2, ratio ** 0.2 * (hi - lo) / 2
+        inside &= np.abs(f[:, c] - centre) <= reach
+    assert np.array_equal(np.sort(np.concatenate([s.train.numpy(), s.test.numpy()])), np.flatnonzero(inside))
+    # constant density: the box holds a fraction `ratio` of the stratified samples
+    assert abs(s.sizes[0] - ratio * 81_920) < 0.03 * ratio * 81_920
+    assert abs(s.sizes[1] - ratio * 81_920) < 0.03 * ratio * 81_920

@@ -219,10 +219,22 @@ void init_estimators(py::module_& m) {
 
   m.def(
       "minibatch_rate_terms",
-      [](const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar, int64_t dataset_size,
-         const DensityOptions& density) { return minibatch_rate_terms(z, mean, logvar, dataset_size, density); },
-      py::arg("z"), py::arg("mean"), py::arg("logvar"), py::arg("dataset_size"), py::arg("options") = density_defaults,
+      &minibatch_rate_terms, py::arg("mean"), py::arg("logvar"), py::arg("offset"), py::arg("dataset_size"),
       release_gil());
+
+  m.def("sample_offsets", &sample_offsets, py::arg("mean"), py::arg("logvar"), py::arg("samples"), py::arg("seed"),
+        release_gil());
+  m.def("gaussian_log_density_matrix_at_offsets", &gaussian_log_density_matrix_at_offsets, py::arg("qmean"),
+        py::arg("offset"), py::arg("mean"), py::arg("logvar"), release_gil());
+  m.def(
+      "logsumexp_log_density_at_offsets",
+      [](const at::Tensor& qmean, const at::Tensor& offset, const at::Tensor& mean, const at::Tensor& logvar,
+         std::optional<at::Tensor> log_weights, const DensityOptions& density) {
+        return logsumexp_log_density_at_offsets(qmean, offset, mean, logvar, log_weights.value_or(at::Tensor()),
+                                                density);
+      },
+      py::arg("qmean"), py::arg("offset"), py::arg("mean"), py::arg("logvar"), py::arg("log_weights") = py::none(),
+      py::arg("options") = density_defaults, release_gil());
 
   const NearestNeighbourOptions nn_defaults;
   m.def(

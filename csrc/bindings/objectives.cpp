@@ -51,6 +51,7 @@ void init_objectives(py::module_& m) {
             d["kl_per_dim"] = t.kl_per_dim;
             d["regularizer"] = t.regularizer;
             d["tc"] = t.tc.defined() ? py::cast(t.tc) : py::none();
+            for (const auto& [k, v] : t.extra) d[py::str(k)] = v;
             for (const auto& [k, v] : weights) d[py::str(k)] = v;
             return d;
           },

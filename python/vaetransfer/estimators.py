@@ -40,7 +40,8 @@ BatchRate = _E.BatchRate
 NearestNeighbours = _E.NearestNeighbours
 
 __all__ = [
-    "ActiveUnits", "BatchRate", "BinnedMI", "NearestNeighbours", "minibatch_rate_terms", "nearest_neighbours", "DensityOptions", "IWEstimate", "KLDecomposition",
+    "ActiveUnits", "BatchRate", "BinnedMI", "NearestNeighbours", "minibatch_rate_terms", "nearest_neighbours",
+    "gaussian_log_density_matrix_at_offsets", "logsumexp_log_density_at_offsets", "DensityOptions", "IWEstimate", "KLDecomposition",
     "MIEstimator", "MutualInformation", "RateDecomposition", "RateEstimator", "TCSampling", "TotalCorrelation",
     "active_units", "bin_activations", "binned_mutual_information", "gaussian_log_density_matrix",
     "gaussian_log_density_per_dim", "importance_weighted_log_likelihood", "logsumexp_log_density",
@@ -161,14 +162,38 @@ def rate_decomposition(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None
                                  _seed(seed, generator), options)
 
 
-def minibatch_rate_terms(z: torch.Tensor, mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,
-                         var: Optional[torch.Tensor] = None, dataset_size: int,
-                         options: DensityOptions = DensityOptions()) -> BatchRate:
-    """One batch of the ``"minibatch"`` rate estimator, differentiable: ``z`` ``[B, D]`` drawn from
-    the batch's posteriors, ``dataset_size`` = N >= B encodings in all; ``log q(z_i)`` weighs the
-    example's own term 1/N and the others (N-1)/(N(B-1)). Returns the batch means of
-    ``log q(z|x) - log q(z)`` (I_q) and ``log q(z) - log p(z)`` (marginal KL)."""
-    return _E.minibatch_rate_terms(z, mean, _logvar(logvar, var), int(dataset_size), options)
+def minibatch_rate_terms(mean: torch.Tensor, logvar: Optional[torch.Tensor] = None, *,
+                         var: Optional[torch.Tensor] = None, offset: Optional[torch.Tensor] = None,
+                         z: Optional[torch.Tensor] = None, dataset_size: int) -> BatchRate:
+    """One batch of the ``"minibatch"`` rate estimator, differentiable: the batch's posteriors
+    ``[B, D]``, their samples given as ``offset`` = z − mean (``exp(logvar/2)·ε``; exact however
+    narrow the posterior) or as ``z``, and ``dataset_size`` = N >= B encodings in all;
+    ``log q(z_i)`` weighs the example's own term 1/N and the others (N-1)/(N(B-1)). Returns the
+    batch means of ``log q(z|x) - log q(z)`` (I_q) and ``log q(z) - log p(z)`` (marginal KL)."""
+    if (offset is None) == (z is None):
+        raise _error(_C.ArgumentError, "offset", "pass exactly one of 'offset' and 'z'")
+    if offset is None:
+        offset = z - mean
+    return _E.minibatch_rate_terms(mean, _logvar(logvar, var), offset, int(dataset_size))
+
+
+def gaussian_log_density_matrix_at_offsets(qmean: torch.Tensor, offset: torch.Tensor, mean: torch.Tensor,
+                                           logvar: Optional[torch.Tensor] = None, *,
+                                           var: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``log q(z_i | x_k)``, ``[N, M]``, for z_i = qmean_i + offset_i in the direct form
+    ``((qmean_i - mean_k) + offset_i)^2 / var_k``: a query's own component (qmean_i = mean_k) sees its
+    offset exactly however small the variance (the expanded square of
+    :func:`gaussian_log_density_matrix` loses it when var ≪ eps·‖z‖²). Differentiable."""
+    return _E.gaussian_log_density_matrix_at_offsets(qmean, offset, mean, _logvar(logvar, var))
+
+
+def logsumexp_log_density_at_offsets(qmean: torch.Tensor, offset: torch.Tensor, mean: torch.Tensor,
+                                     logvar: Optional[torch.Tensor] = None, *, var: Optional[torch.Tensor] = None,
+                                     log_weights: Optional[torch.Tensor] = None,
+                                     options: DensityOptions = DensityOptions()) -> torch.Tensor:
+    """Streaming ``log sum_k exp(log q(z_i|x_k) + log_weights_k)``, ``[N]``, of the direct form of
+    :func:`gaussian_log_density_matrix_at_offsets` (the whole-data q(z) of the rate decomposition). No autograd."""
+    return _E.logsumexp_log_density_at_offsets(qmean, offset, mean, _logvar(logvar, var), log_weights, options)
 
 
 def nearest_neighbours(queries: torch.Tensor, reference: torch.Tensor, *, projection_dim: int = 128,

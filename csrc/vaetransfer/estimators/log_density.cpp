@@ -3,8 +3,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "vaetransfer/common/check.h"
 #include "vaetransfer/common/gaussian.h"
@@ -261,13 +263,126 @@ at::Tensor gaussian_log_density_diagonal(const at::Tensor& z, const at::Tensor& 
   return (diff * diff * at::exp(-logvar) + logvar + kLog2Pi).sum(-1) * -0.5;
 }
 
-at::Tensor sample_gaussian(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples, int64_t seed) {
+at::Tensor sample_offsets(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples, int64_t seed) {
   VT_CHECK_ARG(samples >= 1, "samples", "expected a positive number of samples, got ", samples);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed));
   const auto type = mean.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   auto eps = at::randn({samples, mean.size(0), mean.size(1)}, gen, at::TensorOptions().dtype(type));
-  eps = eps.to(mean.device());
-  return mean.to(type).unsqueeze(0) + at::exp(logvar.to(type) * 0.5).unsqueeze(0) * eps;
+  return at::exp(logvar.to(type) * 0.5).unsqueeze(0) * eps.to(mean.device());
+}
+
+at::Tensor sample_gaussian(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples, int64_t seed) {
+  const auto type = mean.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  return mean.to(type).unsqueeze(0) + sample_offsets(mean, logvar, samples, seed);
+}
+
+namespace {
+
+void check_offset_arguments(const at::Tensor& qmean, const at::Tensor& offset, const at::Tensor& mean,
+                            const at::Tensor& logvar) {
+  check_gaussian_arguments(qmean, mean, logvar);
+  check_dim(offset, 2, "offset");
+  check_floating(offset, "offset");
+  check_same_device(qmean, "qmean", offset, "offset");
+  VT_CHECK_ARG(offset.sizes() == qmean.sizes(), "offset", "expected the shape of the query means ", qmean.sizes(),
+               ", got ", offset.sizes());
+  check_finite(offset, "offset");
+}
+
+// One query row against every component, streamed in blocks: s_k = c_k + Σ_d h_dk ((a_d − μ_dk) + o_d)²
+// with h = −1/(2 var) and c = −½ Σ_d (logvar + log 2π) + log w, then a running log-sum-exp.
+template <typename T>
+at::Tensor lse_at_offsets_cpu(const at::Tensor& qmean, const at::Tensor& offset, const at::Tensor& mu_t,
+                              const at::Tensor& h_t, const at::Tensor& c) {
+  const int64_t n = qmean.size(0), d = qmean.size(1), m = mu_t.size(1);
+  auto out = at::empty({n}, qmean.options());
+  const T* qp = qmean.data_ptr<T>();
+  const T* op = offset.data_ptr<T>();
+  const T* mp = mu_t.data_ptr<T>();
+  const T* hp = h_t.data_ptr<T>();
+  const T* cp = c.data_ptr<T>();
+  T* outp = out.data_ptr<T>();
+  constexpr int64_t kBlock = 1024;
+  at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
+    std::vector<T> acc(kBlock);
+    for (int64_t i = begin; i < end; ++i) {
+      double run_max = -std::numeric_limits<double>::infinity(), run_sum = 0.0;
+      for (int64_t k0 = 0; k0 < m; k0 += kBlock) {
+        const int64_t len = std::min(kBlock, m - k0);
+        T* a = acc.data();
+        std::copy(cp + k0, cp + k0 + len, a);
+        for (int64_t j = 0; j < d; ++j) {
+          const T qa = qp[i * d + j], qo = op[i * d + j];
+          const T* mu = mp + j * m + k0;
+          const T* h = hp + j * m + k0;
+          for (int64_t k = 0; k < len; ++k) {
+            const T t = (qa - mu[k]) + qo;
+            a[k] += h[k] * t * t;
+          }
+        }
+        const double block_max = static_cast<double>(*std::max_element(a, a + len));
+        if (block_max > run_max) {
+          run_sum *= std::exp(run_max - block_max);
+          run_max = block_max;
+        }
+        for (int64_t k = 0; k < len; ++k) {
+          const double e = static_cast<double>(a[k]) - run_max;
+          if (e > -746.0) run_sum += std::exp(e);  // below: exactly 0 in double
+        }
+      }
+      outp[i] = static_cast<T>(run_max + std::log(run_sum));
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+at::Tensor gaussian_log_density_matrix_at_offsets(const at::Tensor& qmean, const at::Tensor& offset,
+                                                  const at::Tensor& mean, const at::Tensor& logvar) {
+  check_offset_arguments(qmean, offset, mean, logvar);
+  const auto type = compute_type(qmean, mean, logvar, false);
+  const auto lv = logvar.to(type);
+  const auto diff = (qmean.to(type).unsqueeze(1) - mean.to(type).unsqueeze(0)) + offset.to(type).unsqueeze(1);
+  return (diff * diff * at::exp(-lv).unsqueeze(0) + lv.unsqueeze(0) + kLog2Pi).sum(-1) * -0.5;
+}
+
+at::Tensor logsumexp_log_density_at_offsets(const at::Tensor& qmean, const at::Tensor& offset, const at::Tensor& mean,
+                                            const at::Tensor& logvar, const at::Tensor& log_weights,
+                                            const DensityOptions& options) {
+  check_offset_arguments(qmean, offset, mean, logvar);
+  check_options(options);
+  check_log_weights(log_weights, mean.size(0), mean);
+  at::NoGradGuard no_grad;
+  const auto type = compute_type(qmean, mean, logvar, options.accumulate_float64);
+  const auto q = qmean.to(type).contiguous(), o = offset.to(type).contiguous();
+  const auto lv = logvar.to(type);
+  auto c = (lv + kLog2Pi).sum(1) * -0.5;
+  if (log_weights.defined()) c = c + log_weights.to(type);
+  const auto mu_t = mean.to(type).t().contiguous(), h_t = (at::exp(-lv) * -0.5).t().contiguous();
+  if (q.device().is_cpu()) {
+    return type == at::kDouble ? lse_at_offsets_cpu<double>(q, o, mu_t, h_t, c.contiguous())
+                               : lse_at_offsets_cpu<float>(q, o, mu_t, h_t, c.contiguous());
+  }
+  // Other devices: tiles of ATen ops with the same direct form.
+  const int64_t n = q.size(0), m_total = mu_t.size(1), d = q.size(1);
+  const int64_t cn_max = std::min(options.col_chunk, m_total);
+  const int64_t rows = std::max<int64_t>(1, (options.row_chunk * options.col_chunk) / std::max<int64_t>(1, d * cn_max));
+  auto out = at::empty({n}, q.options());
+  for (int64_t r0 = 0; r0 < n; r0 += rows) {
+    const int64_t rn = std::min(rows, n - r0);
+    auto m_run = at::full({rn}, -std::numeric_limits<double>::infinity(), q.options());
+    auto s_run = at::zeros({rn}, q.options());
+    for (int64_t c0 = 0; c0 < m_total; c0 += options.col_chunk) {
+      const int64_t cn = std::min(options.col_chunk, m_total - c0);
+      auto diff = (q.narrow(0, r0, rn).unsqueeze(2) - mu_t.narrow(1, c0, cn).unsqueeze(0)) +
+                  o.narrow(0, r0, rn).unsqueeze(2);  // [rn, D, cn]
+      auto tile = (diff.square_() * h_t.narrow(1, c0, cn).unsqueeze(0)).sum(1) + c.narrow(0, c0, cn).unsqueeze(0);
+      lse_update(m_run, s_run, tile);
+    }
+    out.narrow(0, r0, rn).copy_(m_run + s_run.log());
+  }
+  return out;
 }
 
 AggregatePosteriorSample sample_aggregate_posterior(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples,
@@ -278,21 +393,24 @@ AggregatePosteriorSample sample_aggregate_posterior(const at::Tensor& mean, cons
   const auto type = evaluation_type(mean, options);
   auto m = mean.to(type), lv = logvar.to(type);
   const int64_t n = m.size(0);
-  auto z = sample_gaussian(m, lv, samples, seed).reshape({-1, m.size(1)});
+  auto offset = sample_offsets(m, lv, samples, seed).reshape({-1, m.size(1)});
   auto owner = at::arange(n, at::TensorOptions().dtype(at::kLong).device(m.device())).repeat({samples});
-  const int64_t total = z.size(0);
+  const int64_t total = offset.size(0);
   if (max_queries >= 0 && max_queries < total) {
     VT_CHECK_ARG(max_queries >= 1, "max_queries", "expected at least one query point, got ", max_queries);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed) ^ 0x9E3779B97F4A7C15ULL);
     auto pick = at::randperm(total, gen, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, max_queries);
     pick = pick.to(m.device());
-    z = z.index_select(0, pick);
+    offset = offset.index_select(0, pick);
     owner = owner.index_select(0, pick);
   }
+  const auto qmean = m.index_select(0, owner), qlv = lv.index_select(0, owner);
   AggregatePosteriorSample out;
-  out.log_q_cond = gaussian_log_density_diagonal(z, m.index_select(0, owner), lv.index_select(0, owner));
-  out.log_qz = logsumexp_log_density(z, m, lv, {}, options) - std::log(static_cast<double>(n));
-  out.z = z;
+  // The query's own density from its offset (exact however narrow the posterior), and q(z) by
+  // the direct form that treats the own component the same way.
+  out.log_q_cond = (offset * offset * at::exp(-qlv) + qlv + kLog2Pi).sum(-1) * -0.5;
+  out.log_qz = logsumexp_log_density_at_offsets(qmean, offset, m, lv, {}, options) - std::log(static_cast<double>(n));
+  out.z = qmean + offset;
   return out;
 }
 

@@ -71,6 +71,24 @@ at::Tensor gaussian_log_density_diagonal(const at::Tensor& z, const at::Tensor& 
 // z = mean + exp(logvar / 2) * eps, eps ~ N(0, I) drawn on the CPU from `seed` (device-independent
 // streams), `samples` draws per row: [samples, N, D].
 at::Tensor sample_gaussian(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples, int64_t seed);
+// The offsets z − mean = exp(logvar / 2) * eps of the same draws as sample_gaussian, [samples, N, D].
+at::Tensor sample_offsets(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples, int64_t seed);
+
+// Densities at query points given by where they were drawn: z_i = qmean_i + offset_i (offset_i =
+// exp(qlogvar_i / 2)·ε_i for a draw from the i-th posterior). Direct form
+//   log q(z_i|x_k) = −½ Σ_d [((qmean_id − mean_kd) + offset_id)² / var_kd + logvar_kd + log 2π],
+// the difference of means taken first, so a query's own component (qmean_i = mean_k) sees its
+// offset exactly however narrow the posterior. The expanded square of gaussian_log_density_matrix
+// (and z itself, which cannot hold mean + σε once σ is below the rounding of mean) loses it when
+// var ≪ ε·‖z‖², the regime of weakly regularised VAEs (β ≪ 1), where I_q must reach log N.
+// Dense [N, M], differentiable.
+at::Tensor gaussian_log_density_matrix_at_offsets(const at::Tensor& qmean, const at::Tensor& offset,
+                                                  const at::Tensor& mean, const at::Tensor& logvar);
+// Streaming log Σ_k exp(log q(z_i|x_k) + log_weights_k) of the same, [N] (fused CPU loop; tiles of
+// ATen ops on other devices). Evaluation only.
+at::Tensor logsumexp_log_density_at_offsets(const at::Tensor& qmean, const at::Tensor& offset, const at::Tensor& mean,
+                                            const at::Tensor& logvar, const at::Tensor& log_weights = {},
+                                            const DensityOptions& options = {});
 
 // The aggregate posterior q(z) = 1/N sum_n q(z|x_n) at its own samples: the one whole-data
 // path behind the KL decomposition, the whole-dataset rate and MI. Query points z ~ q(z|x_n),

@@ -31,24 +31,23 @@ std::vector<std::pair<int64_t, int64_t>> batches(int64_t n, int64_t b) {
 
 }  // namespace
 
-BatchRate minibatch_rate_terms(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
-                               int64_t dataset_size, const DensityOptions& density) {
-  check_gaussian_arguments(z, mean, logvar);
-  const int64_t b = z.size(0);
-  VT_CHECK_ARG(mean.size(0) == b, "mean", "expected one posterior per sample (", b, " rows), got ", mean.size(0));
-  VT_CHECK_ARG(b >= 1, "z", "expected a non-empty batch");
+BatchRate minibatch_rate_terms(const at::Tensor& mean, const at::Tensor& logvar, const at::Tensor& offset,
+                               int64_t dataset_size) {
+  const int64_t b = mean.size(0);
+  VT_CHECK_ARG(b >= 1, "mean", "expected a non-empty batch");
   VT_CHECK_ARG(dataset_size >= b, "dataset_size", "expected at least the batch size ", b, ", got ", dataset_size);
+  const auto dens = gaussian_log_density_matrix_at_offsets(mean, offset, mean, logvar);  // checks the arguments
   const double nd = static_cast<double>(dataset_size), bd = static_cast<double>(b);
   at::Tensor log_w;
   if (b == 1) {
-    log_w = at::zeros({1, 1}, z.options());  // a batch of one: q(z) is its own posterior
+    log_w = at::zeros({1, 1}, dens.options());  // a batch of one: q(z) is its own posterior
   } else {
-    log_w = at::full({b, b}, std::log((nd - 1.0) / (nd * (bd - 1.0))), z.options());
+    log_w = at::full({b, b}, std::log((nd - 1.0) / (nd * (bd - 1.0))), dens.options());
     log_w.diagonal().fill_(-std::log(nd));
   }
-  const auto dens = gaussian_log_density_matrix(z, mean, logvar, density);
   const auto log_qz = at::logsumexp(dens + log_w, 1);
   const auto log_cond = dens.diagonal();  // the same numbers as inside the sum: I_q <= log N to rounding
+  const auto z = mean.to(dens.scalar_type()) + offset.to(dens.scalar_type());
   return {(log_cond - log_qz).mean(), (log_qz - standard_normal_log_density(z)).mean()};
 }
 
@@ -78,16 +77,16 @@ RateDecomposition rate_decomposition(const at::Tensor& mean, const at::Tensor& l
   } else {
     VT_CHECK_ARG(options.batch_size >= 2 || n == 1, "batch_size", "expected a batch size of at least 2, got ",
                  options.batch_size);
-    auto z = sample_gaussian(m, lv, options.samples, options.seed);  // [S, N, D]
+    auto offsets = sample_offsets(m, lv, options.samples, options.seed);  // [S, N, D]
     auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(options.seed) ^ 0xD1B54A32D192ED03ULL);
     auto perm = at::randperm(n, gen, at::TensorOptions().dtype(at::kLong)).to(m.device());
     auto mp = m.index_select(0, perm), lvp = lv.index_select(0, perm);
-    auto zp = z.index_select(1, perm);
+    auto op = offsets.index_select(1, perm);
     at::Tensor mi_acc = at::zeros({}, m.options()), kl_acc = at::zeros({}, m.options());
     for (const auto& [start, size] : batches(n, options.batch_size)) {
       auto mb = mp.narrow(0, start, size), lvb = lvp.narrow(0, start, size);
       for (int64_t s = 0; s < options.samples; ++s) {
-        const auto t = minibatch_rate_terms(zp[s].narrow(0, start, size), mb, lvb, n, options.density);
+        const auto t = minibatch_rate_terms(mb, lvb, op[s].narrow(0, start, size), n);
         mi_acc += t.mutual_information * static_cast<double>(size);
         kl_acc += t.marginal_kl * static_cast<double>(size);
       }
@@ -124,14 +123,14 @@ MutualInformation mutual_information(const at::Tensor& mean, const at::Tensor& l
     VT_CHECK_ARG(options.batch_size >= 1, "batch_size", "expected a positive batch size for the minibatch estimator, got ",
                  options.batch_size);
     const int64_t b = std::min(options.batch_size, n);
-    auto z = sample_gaussian(m, lv, options.samples, options.seed);  // [S, N, D]
+    auto offsets = sample_offsets(m, lv, options.samples, options.seed);  // [S, N, D]
     at::Tensor acc = at::zeros({}, m.options());
     for (int64_t start = 0; start < n; start += b) {
       const int64_t size = std::min(b, n - start);
       auto mb = m.narrow(0, start, size), lvb = lv.narrow(0, start, size);
       for (int64_t s = 0; s < options.samples; ++s) {
-        auto zb = z[s].narrow(0, start, size);
-        auto lq = at::logsumexp(gaussian_log_density_matrix(zb, mb, lvb, options.density), 1) -
+        auto ob = offsets[s].narrow(0, start, size);
+        auto lq = at::logsumexp(gaussian_log_density_matrix_at_offsets(mb, ob, mb, lvb), 1) -
                   std::log(static_cast<double>(size));
         acc += lq.sum();
       }

@@ -48,8 +48,9 @@ struct RateDecomposition {
 
 RateDecomposition rate_decomposition(const at::Tensor& mean, const at::Tensor& logvar, const RateOptions& options = {});
 
-// One batch of the minibatch estimator above: z [B, D] with z_i ~ q(z|x_i), the batch's
-// posteriors, and N = dataset_size (>= B) encodings in all. log q(z_i) uses the stratified weights
+// One batch of the minibatch estimator above: the batch's posteriors, the offsets z_i − mean_i
+// [B, D] of z_i ~ q(z|x_i) (exp(logvar_i / 2)·ε_i), and N = dataset_size (>= B) encodings in all.
+// Densities by gaussian_log_density_matrix_at_offsets (exact at the own component, however narrow). log q(z_i) uses the stratified weights
 // 1/N for the example's own term and (N−1)/(N(B−1)) for the other B−1 (Esmaeili et al. 2019, as
 // in the authors' probtorch code), so the batch mean of log q(z_i|x_i) − log q(z_i) stays <= log N.
 // Differentiable (the MI-only and marginal-KL-only ablation objectives train on these terms).
@@ -57,8 +58,8 @@ struct BatchRate {
   at::Tensor mutual_information;  // 0-D: mean_i [log q(z_i|x_i) − log q(z_i)]
   at::Tensor marginal_kl;         // 0-D: mean_i [log q(z_i) − log p(z_i)]
 };
-BatchRate minibatch_rate_terms(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar,
-                               int64_t dataset_size, const DensityOptions& density = {});
+BatchRate minibatch_rate_terms(const at::Tensor& mean, const at::Tensor& logvar, const at::Tensor& offset,
+                               int64_t dataset_size);
 
 // Mutual information as computed by Hoffman & Johnson (2016) and the text-VAE literature:
 //   I = E_x[-H(q(z|x))] - E_{x, z~q(z|x)}[log q(z)], the entropy in closed form.

@@ -203,6 +203,7 @@ VAEOutputs VAE::forward(const at::Tensor& x, const at::Tensor& eps, Named* captu
   VT_CHECK_ARG(eps.dim() == 2 && eps.size(0) == x.size(0) && eps.size(1) == latent_dim_, "eps", "expected shape [",
                x.size(0), ", ", latent_dim_, "], got ", eps.sizes());
   VAEOutputs out;
+  out.eps = eps;
   const auto last = layers().back().name;
   run_layers(x.to(at::kFloat), eps, [&](const std::string& n, const at::Tensor& t) {
     if (captured) captured->emplace_back(n, t);

@@ -19,6 +19,7 @@ struct Encoding {
 
 struct VAEOutputs {
   at::Tensor mean, logvar, z, logits;  // logits [N, input_shape...]
+  at::Tensor eps;                      // the noise of z = mean + exp(logvar/2)·eps (undefined if unknown)
 };
 
 class VAE : public Model {

@@ -27,7 +27,9 @@ class RateAblationVAE : public VAEObjective {
   std::vector<std::string> extra_columns() const override { return {"mutual_information", "marginal_kl"}; }
   at::Tensor regularizer(const nn::VAEOutputs& out, const Weights& w, VAETerms& t) const override {
     // A batch larger than the data set (the last partial epoch cannot be) would break 1/N.
-    const auto r = estimators::minibatch_rate_terms(out.z, out.mean, out.logvar,
+    // z − mean from the noise when the pass recorded it (exact for narrow posteriors), else from z.
+    const auto offset = out.eps.defined() ? at::exp(0.5 * out.logvar) * out.eps : out.z - out.mean;
+    const auto r = estimators::minibatch_rate_terms(out.mean, out.logvar, offset,
                                                     std::max<int64_t>(dataset_size(), out.z.size(0)));
     t.extra = {{"mutual_information", r.mutual_information}, {"marginal_kl", r.marginal_kl}};
     return w.at("beta") * (kept_ == Kept::MutualInformation ? r.mutual_information : r.marginal_kl);
