@@ -491,3 +491,67 @@ def _named(exc, arg, call):
 )
 def test_bad_arguments_raise_named_errors(call, exc, arg):
     _named(exc, arg, call)
+
+
+# ---------------------------------------------------------------- MNIST / Fashion-MNIST (IDX)
+def _write_idx(path, array, code):
+    """The IDX format, written here from its definition: 0, 0, type code, ndim, big-endian dims, data."""
+    body = np.ascontiguousarray(array).astype(array.dtype.newbyteorder(">")).tobytes()
+    raw = bytes([0, 0, code, array.ndim]) + struct.pack(f">{array.ndim}i", *array.shape) + body
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wb") as f:
+        f.write(raw)
+
+
+@pytest.fixture
+def mnist_folder(tmp_path):
+    g = np.random.default_rng(0)
+    images = {"train": g.integers(0, 256, (12, 28, 28), dtype=np.uint8), "t10k": g.integers(0, 256, (5, 28, 28), dtype=np.uint8)}
+    labels = {"train": g.integers(0, 10, 12).astype(np.uint8), "t10k": np.arange(5, dtype=np.uint8)}
+    _write_idx(tmp_path / "train-images-idx3-ubyte.gz", images["train"], 0x08)   # gzipped
+    _write_idx(tmp_path / "train-labels-idx1-ubyte.gz", labels["train"], 0x08)
+    _write_idx(tmp_path / "t10k-images-idx3-ubyte", images["t10k"], 0x08)       # plain
+    _write_idx(tmp_path / "t10k-labels-idx1-ubyte", labels["t10k"], 0x08)
+    return tmp_path, images, labels
+
+
+def test_mnist_loader_reads_gzipped_and_plain_idx(mnist_folder):
+    folder, images, labels = mnist_folder
+    train = data.load_mnist(folder)
+    assert train.imgs.shape == (12, 28, 28) and train.imgs.dtype == torch.uint8 and train.split == "train"
+    assert np.array_equal(train.imgs.numpy(), images["train"])
+    assert np.array_equal(train.latents_classes[:, 0].numpy(), labels["train"])
+    test = data.load_mnist(folder, "test", name="fashion_mnist")
+    assert np.array_equal(test.imgs.numpy(), images["t10k"]) and test.name == "fashion_mnist"
+    ds = test.to_dataset(label="label")
+    assert ds.input_shape == (1, 28, 28) and ds.num_classes == 10 and ds.labels.tolist() == [0, 1, 2, 3, 4]
+    assert ds.scale == pytest.approx(1 / 255) and float(ds.float_images().max()) <= 1.0
+    some = data.load_mnist(folder, indices=[3, 0])
+    assert np.array_equal(some.imgs.numpy(), images["train"][[3, 0]])
+    assert data.load_mnist(folder, images=False).imgs is None
+    # other element types of the format, big-endian
+    arr = np.arange(6, dtype=np.int16).reshape(2, 3) - 3
+    _write_idx(folder / "x.idx", arr, 0x0B)
+    assert np.array_equal(data.read_idx(folder / "x.idx"), arr)
+    f64 = np.linspace(-1, 1, 4)
+    _write_idx(folder / "y.idx", f64, 0x0E)
+    assert np.array_equal(data.read_idx(folder / "y.idx"), f64)
+
+
+def test_mnist_loader_names_bad_files(mnist_folder, tmp_path):
+    folder, images, _ = mnist_folder
+    (folder / "junk").write_bytes(b"\x01\x02\x03\x04\x05")
+    for call, arg in [(lambda: data.read_idx(folder / "junk"), "path"),
+                      (lambda: data.read_idx(folder / "missing"), "path"),
+                      (lambda: data.load_mnist(folder, "validation"), "split"),
+                      (lambda: data.load_mnist(tmp_path / "nowhere"), "path")]:
+        with pytest.raises(ValueError, match=f"argument '{arg}'"):
+            call()
+    # truncated data and labels that do not match the images
+    raw = (folder / "t10k-images-idx3-ubyte").read_bytes()
+    (folder / "t10k-images-idx3-ubyte").write_bytes(raw[:-10])
+    with pytest.raises(ValueError, match="argument 'path'.*expected 3920 data bytes"):
+        data.load_mnist(folder, "test")
+    _write_idx(folder / "t10k-images-idx3-ubyte", images["t10k"][:4], 0x08)
+    with pytest.raises(ValueError, match="argument 'path'.*matching the labels"):
+        data.load_mnist(folder, "test")

@@ -340,6 +340,122 @@ def test_minibatch_rate_estimator_brute_force_weights():
     assert r.batch_size == b and r.num_encodings == n
 
 
+def test_minibatch_rate_terms_use_the_authors_own_term_weight():
+    # The weights of Bozkurt et al.'s probtorch code: 1/N for the example's own component,
+    # (N-1)/(N(B-1)) for each other member of the batch (not the β-TC-style 1/(N·B)).
+    n_total, b, d = 1000, 6, 3
+    mean, logvar = posteriors(b, d, seed=40)
+    offset = torch.randn(b, d, dtype=torch.float64, generator=torch.Generator().manual_seed(41)) * (0.5 * logvar).exp()
+    z = mean + offset
+    lq = brute_log_density(z, mean, logvar).sum(2)
+    w = torch.full((b, b), (n_total - 1) / (n_total * (b - 1)), dtype=torch.float64)
+    w.fill_diagonal_(1.0 / n_total)
+    log_qz = torch.logsumexp(lq + w.log(), 1)
+    log_pz = normal_logpdf(z, torch.zeros_like(z), torch.zeros_like(z)).sum(1)
+    t = est.minibatch_rate_terms(mean, logvar, offset=offset, dataset_size=n_total)
+    assert t.mutual_information.item() == pytest.approx((lq.diagonal() - log_qz).mean().item(), abs=1e-10)
+    assert t.marginal_kl.item() == pytest.approx((log_qz - log_pz).mean().item(), abs=1e-10)
+    via_z = est.minibatch_rate_terms(mean, logvar, z=z, dataset_size=n_total)
+    assert via_z.mutual_information.item() == pytest.approx(t.mutual_information.item(), abs=1e-9)
+    # The spot of the constants: separated posteriors saturate at log N (the training-set size),
+    # never at log(N·B) or log B.
+    far = 50.0 * torch.randn(b, d, dtype=torch.float64, generator=torch.Generator().manual_seed(42))
+    sat = est.minibatch_rate_terms(far, torch.full_like(far, -6.0), offset=torch.zeros_like(far), dataset_size=n_total)
+    assert sat.mutual_information.item() == pytest.approx(math.log(n_total), abs=1e-9)
+
+
+def test_minibatch_rate_terms_are_differentiable():
+    b, d = 5, 2
+    mean, logvar = posteriors(b, d, seed=43)
+    eps = torch.randn(b, d, dtype=torch.float64, generator=torch.Generator().manual_seed(44))
+
+    def terms(m, lv):
+        t = est.minibatch_rate_terms(m, lv, offset=(0.5 * lv).exp() * eps, dataset_size=50)
+        return t.mutual_information, t.marginal_kl
+
+    assert torch.autograd.gradcheck(terms, (mean.clone().requires_grad_(), logvar.clone().requires_grad_()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_densities_at_offsets_match_brute_force(dtype):
+    mean, logvar = posteriors(9, 3, seed=45, dtype=dtype)
+    qmean, qlv = posteriors(7, 3, seed=46, dtype=dtype)
+    offset = torch.randn(7, 3, generator=torch.Generator().manual_seed(47), dtype=dtype) * (0.5 * qlv).exp()
+    ref = brute_log_density((qmean + offset).double(), mean.double(), logvar.double()).sum(2)
+    tol = 1e-10 if dtype == torch.float64 else 1e-4
+    dense = est.gaussian_log_density_matrix_at_offsets(qmean, offset, mean, logvar)
+    assert torch.allclose(dense.double(), ref, atol=tol, rtol=0)
+    w = torch.randn(9, dtype=dtype, generator=torch.Generator().manual_seed(48))
+    lse = est.logsumexp_log_density_at_offsets(qmean, offset, mean, logvar, log_weights=w)
+    assert torch.allclose(lse.double(), torch.logsumexp(ref + w.double(), 1), atol=tol, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("logvar_value", [-20.0, -60.0, -90.0])
+def test_narrow_posteriors_saturate_exactly_at_log_n(dtype, logvar_value):
+    # β ≪ 1 gives posteriors far narrower than the rounding of their means: the expanded square
+    # (and z itself) cannot resolve them, the offset form must. I_q = log N for distinct means,
+    # and the rate decomposes exactly: MI + marginal KL = the Monte Carlo rate ≈ the closed form.
+    n, d = 400, 10
+    mean = torch.randn(n, d, generator=torch.Generator().manual_seed(49), dtype=dtype)
+    logvar = torch.full_like(mean, logvar_value)
+    tol = 1e-9 if dtype == torch.float64 else 1e-3  # float32: the rounding of log-densities of ~ -5·logvar
+    for estimator in ("whole-dataset", "minibatch"):
+        r = est.rate_decomposition(mean, logvar, estimator=estimator, batch_size=64, seed=3)
+        assert r.mutual_information == pytest.approx(math.log(n), abs=tol)
+        assert r.rate == pytest.approx(r.rate_analytic, rel=0.01)
+        assert r.marginal_kl == pytest.approx(r.rate - math.log(n), abs=1e-3 * abs(r.rate))
+    k = est.whole_data_kl_decomposition(mean, logvar, seed=3)
+    assert k.mutual_information == pytest.approx(math.log(n), abs=tol)
+
+
+def test_nearest_neighbours_match_brute_force():
+    g = torch.Generator().manual_seed(50)
+    q = torch.randn(123, 7, 5, generator=g, dtype=torch.float64)
+    r = torch.randn(345, 7, 5, generator=g, dtype=torch.float64)
+    d = torch.cdist(q.flatten(1), r.flatten(1))
+    for k in (0, 3, 20, 35, 500):
+        nn = est.nearest_neighbours(q, r, projection_dim=k, query_chunk=17, basis_rows=50)
+        assert torch.equal(nn.index, d.argmin(1)), k
+        assert torch.allclose(nn.distance, d.min(1).values, atol=1e-12, rtol=0)
+        assert nn.distance.dtype == torch.float64 and nn.index.dtype == torch.int64
+    # float32 and uint8 inputs: distances of the inputs' values, summed exactly in float64
+    qi = torch.randint(0, 256, (64, 40), generator=g, dtype=torch.uint8)
+    ri = torch.randint(0, 256, (200, 40), generator=g, dtype=torch.uint8)
+    di = torch.cdist(qi.double(), ri.double())
+    for x, y in ((qi, ri), (qi.float(), ri.float())):
+        nn = est.nearest_neighbours(x, y, projection_dim=8)
+        assert torch.allclose(nn.distance, di.min(1).values, atol=1e-9, rtol=0)
+        assert torch.allclose(di.gather(1, nn.index[:, None])[:, 0], di.min(1).values, atol=1e-9, rtol=0)
+
+
+def test_nearest_neighbours_of_images_compare_few_pairs_exactly():
+    split = vt.data.tetrominoes_split("cv", 0.02)
+    train = vt.data.tetrominoes(split.train[:2000]).images
+    test = vt.data.tetrominoes(split.test[:300]).images
+    seen = []
+    nn = est.nearest_neighbours(test, train, progress=lambda done, total: seen.append((done, total)))
+    d = torch.cdist(test.flatten(1).double(), train.flatten(1).double())
+    assert torch.allclose(nn.distance, d.min(1).values, atol=1e-9, rtol=0)
+    assert torch.equal(nn.index, d.argmin(1))
+    assert nn.pairs_compared < 0.05 * 300 * 2000  # the projection bound rules out most pairs
+    assert seen and seen[-1] == (300, 300) and all(a <= b for (a, _), (b, _) in zip(seen, seen[1:]))
+
+
+def test_nearest_neighbours_bad_input_names_the_argument():
+    q, r = torch.zeros(3, 4), torch.zeros(5, 4)
+    for call, exc, arg in [
+            (lambda: est.nearest_neighbours(q, torch.zeros(5, 3)), ValueError, "reference"),
+            (lambda: est.nearest_neighbours(q, torch.zeros(0, 4)), ValueError, "reference"),
+            (lambda: est.nearest_neighbours(q, r, projection_dim=-1), ValueError, "projection_dim"),
+            (lambda: est.nearest_neighbours(q, r, query_chunk=0), ValueError, "query_chunk"),
+            (lambda: est.nearest_neighbours(q.bool(), r), TypeError, "queries"),
+            (lambda: est.nearest_neighbours(q, r.clone().fill_(math.nan)), ValueError, "reference"),
+            (lambda: est.nearest_neighbours(q, r, progress="yes"), TypeError, "progress")]:
+        with pytest.raises(exc, match=f"argument '{arg}'"):
+            call()
+
+
 def test_hoffman_johnson_mi_matches_brute_force():
     n, d = 15, 2
     mean, logvar = posteriors(n, d, seed=18)

@@ -256,6 +256,72 @@ def test_bad_objective_configs_raise_named_errors():
     assert e.value.argument == "beta"
 
 
+@pytest.mark.parametrize("name, kept", [("mi-vae", "mutual_information"), ("marginal-kl-vae", "marginal_kl")])
+def test_rate_ablation_objectives_keep_one_term_of_the_rate(name, kept):
+    # Rate-Regularization and Generalization in VAEs §4.5: R = I_q + KL(q(z)‖p(z)) with one term removed.
+    x, logits, mean, logvar, z = _tiny_batch(m=6, L=3)
+    n = 40
+    rec, _ = _hand_terms(x, logits, mean, logvar)
+    obj = vt.objectives.make_objective(vt.ObjectiveConfig(name=name, beta=3.0), dataset_size=n)
+    t = obj(x, logits, mean, logvar, z)
+    ref = vt.estimators.minibatch_rate_terms(mean, logvar, z=z, dataset_size=n)
+    assert float(t["mutual_information"]) == pytest.approx(float(ref.mutual_information), rel=1e-9)
+    assert float(t["marginal_kl"]) == pytest.approx(float(ref.marginal_kl), rel=1e-9)
+    assert float(t["regularizer"]) == pytest.approx(3.0 * float(t[kept]), rel=1e-12)
+    assert float(t["loss"]) == pytest.approx(rec + 3.0 * float(t[kept]), rel=1e-12)
+    # The two terms add up to the Monte Carlo rate of the batch, so β-VAE ≈ both kept at once.
+    mc_rate = (normal_logpdf(z, mean, logvar) - normal_logpdf(z, 0 * z, 0 * z)).sum(1).mean()
+    assert float(t["mutual_information"]) + float(t["marginal_kl"]) == pytest.approx(float(mc_rate), rel=1e-9)
+    with pytest.raises(ValueError, match="argument 'dataset_size'"):
+        vt.objectives.make_objective(vt.ObjectiveConfig(name=name))
+
+
+def normal_logpdf(z, mean, logvar):
+    return torch.distributions.Normal(mean, (0.5 * logvar).exp()).log_prob(z)
+
+
+def test_rate_ablation_objective_trains_and_logs_both_terms(tmp_path):
+    data = vt.data.tetrominoes(range(0, 163_840, 160)).to_dataset()  # 1,024 images
+    cfg = vt.TrainConfig(model=vt.ModelConfig("mlp", input_shape=(3, 32, 32), depth=1, width=64),
+                         objective=vt.ObjectiveConfig(name="marginal-kl-vae", beta=1.0),
+                         optimizer=vt.OptimizerConfig(lr=1e-3), steps=20, batch_size=64)
+    run = vt.train(cfg, data, tmp_path / "run", progress=False)
+    h = run.history
+    for col in ("mutual_information", "marginal_kl", "regularizer"):
+        assert torch.isfinite(h[col]).all(), col
+    assert torch.allclose(h["regularizer"], h["marginal_kl"], rtol=1e-5, atol=1e-5)
+    assert (h["mutual_information"] <= math.log(1024) + 1e-3).all()
+
+
+def test_keep_best_keeps_the_weights_of_the_lowest_held_out_loss(tmp_path):
+    data = vt.data.tetrominoes(range(0, 163_840, 128)).to_dataset()  # 1,280 images
+    train_set, held_out = vt.data.split(data, 0.2, seed=0)
+    cfg = vt.TrainConfig(model=vt.ModelConfig("mlp", input_shape=(3, 32, 32), depth=1, width=32),
+                         optimizer=vt.OptimizerConfig(lr=3e-2), steps=40, batch_size=32, eval_every=5,
+                         snapshot_every=5, keep_best=True)
+    assert "keep_best" in cfg.to_dict() and "keep_best" not in vt.TrainConfig().to_dict()  # old ids unchanged
+    run = vt.train(cfg, train_set, tmp_path / "run", eval_data=held_out, progress=False)
+    evals = [(m["step"], m["eval_loss"]) for m in run.metrics if "eval_loss" in m]
+    step, value = min(evals, key=lambda e: e[1])
+    assert run.best == {"step": step, "eval_loss": pytest.approx(value, rel=1e-12)}
+    best, at_step = run.model("best").state_dict(), run.model(step).state_dict()
+    assert all(torch.equal(best[k], at_step[k]) for k in at_step)
+    # A run killed after its first snapshot resumes and finds the same best weights again.
+    assert step > 5
+    for s, path in run.snapshots():
+        if s > 5:
+            Path(path).unlink()
+    again = vt.train(cfg, train_set, tmp_path / "run", eval_data=held_out, progress=False)
+    assert again.best["step"] == step and again.finished
+    assert all(torch.equal(again.model("best").state_dict()[k], best[k]) for k in best)
+    no_eval = vt.TrainConfig.from_dict({**cfg.to_dict(), "eval_every": 0})
+    with pytest.raises(ValueError, match="argument 'keep_best'"):
+        vt.train(no_eval, train_set, tmp_path / "no-eval", eval_data=held_out, progress=False)
+    with pytest.raises(ValueError, match="argument 'step'"):
+        vt.train(vt.TrainConfig(model=cfg.model, steps=2, batch_size=32), train_set, tmp_path / "plain",
+                 progress=False).model("best")
+
+
 # ---------------------------------------------------------------- training runs
 
 def _mlp_config(**kw):

@@ -289,8 +289,9 @@ void check_offset_arguments(const at::Tensor& qmean, const at::Tensor& offset, c
   check_finite(offset, "offset");
 }
 
-// One query row against every component, streamed in blocks: s_k = c_k + Σ_d h_dk ((a_d − μ_dk) + o_d)²
-// with h = −1/(2 var) and c = −½ Σ_d (logvar + log 2π) + log w, then a running log-sum-exp.
+// One query row against every component, streamed in blocks: s_k = c_k − ½ Σ_d (((a_d − μ_dk) + o_d)·h_dk)²
+// with h = 1/σ = exp(−logvar/2) (standardised before squaring: 1/σ² overflows float32 below logvar
+// ≈ −88) and c = −½ Σ_d (logvar + log 2π) + log w, then a running log-sum-exp.
 template <typename T>
 at::Tensor lse_at_offsets_cpu(const at::Tensor& qmean, const at::Tensor& offset, const at::Tensor& mu_t,
                               const at::Tensor& h_t, const at::Tensor& c) {
@@ -316,8 +317,8 @@ at::Tensor lse_at_offsets_cpu(const at::Tensor& qmean, const at::Tensor& offset,
           const T* mu = mp + j * m + k0;
           const T* h = hp + j * m + k0;
           for (int64_t k = 0; k < len; ++k) {
-            const T t = (qa - mu[k]) + qo;
-            a[k] += h[k] * t * t;
+            const T t = ((qa - mu[k]) + qo) * h[k];
+            a[k] -= T(0.5) * t * t;
           }
         }
         const double block_max = static_cast<double>(*std::max_element(a, a + len));
@@ -343,8 +344,9 @@ at::Tensor gaussian_log_density_matrix_at_offsets(const at::Tensor& qmean, const
   check_offset_arguments(qmean, offset, mean, logvar);
   const auto type = compute_type(qmean, mean, logvar, false);
   const auto lv = logvar.to(type);
-  const auto diff = (qmean.to(type).unsqueeze(1) - mean.to(type).unsqueeze(0)) + offset.to(type).unsqueeze(1);
-  return (diff * diff * at::exp(-lv).unsqueeze(0) + lv.unsqueeze(0) + kLog2Pi).sum(-1) * -0.5;
+  const auto std_diff = ((qmean.to(type).unsqueeze(1) - mean.to(type).unsqueeze(0)) + offset.to(type).unsqueeze(1)) *
+                        at::exp(lv * -0.5).unsqueeze(0);
+  return (std_diff * std_diff + lv.unsqueeze(0) + kLog2Pi).sum(-1) * -0.5;
 }
 
 at::Tensor logsumexp_log_density_at_offsets(const at::Tensor& qmean, const at::Tensor& offset, const at::Tensor& mean,
@@ -359,7 +361,7 @@ at::Tensor logsumexp_log_density_at_offsets(const at::Tensor& qmean, const at::T
   const auto lv = logvar.to(type);
   auto c = (lv + kLog2Pi).sum(1) * -0.5;
   if (log_weights.defined()) c = c + log_weights.to(type);
-  const auto mu_t = mean.to(type).t().contiguous(), h_t = (at::exp(-lv) * -0.5).t().contiguous();
+  const auto mu_t = mean.to(type).t().contiguous(), h_t = at::exp(lv * -0.5).t().contiguous();
   if (q.device().is_cpu()) {
     return type == at::kDouble ? lse_at_offsets_cpu<double>(q, o, mu_t, h_t, c.contiguous())
                                : lse_at_offsets_cpu<float>(q, o, mu_t, h_t, c.contiguous());
@@ -375,9 +377,9 @@ at::Tensor logsumexp_log_density_at_offsets(const at::Tensor& qmean, const at::T
     auto s_run = at::zeros({rn}, q.options());
     for (int64_t c0 = 0; c0 < m_total; c0 += options.col_chunk) {
       const int64_t cn = std::min(options.col_chunk, m_total - c0);
-      auto diff = (q.narrow(0, r0, rn).unsqueeze(2) - mu_t.narrow(1, c0, cn).unsqueeze(0)) +
-                  o.narrow(0, r0, rn).unsqueeze(2);  // [rn, D, cn]
-      auto tile = (diff.square_() * h_t.narrow(1, c0, cn).unsqueeze(0)).sum(1) + c.narrow(0, c0, cn).unsqueeze(0);
+      auto diff = ((q.narrow(0, r0, rn).unsqueeze(2) - mu_t.narrow(1, c0, cn).unsqueeze(0)) +
+                   o.narrow(0, r0, rn).unsqueeze(2)) * h_t.narrow(1, c0, cn).unsqueeze(0);  // [rn, D, cn]
+      auto tile = diff.square_().sum(1) * -0.5 + c.narrow(0, c0, cn).unsqueeze(0);
       lse_update(m_run, s_run, tile);
     }
     out.narrow(0, r0, rn).copy_(m_run + s_run.log());
@@ -408,7 +410,8 @@ AggregatePosteriorSample sample_aggregate_posterior(const at::Tensor& mean, cons
   AggregatePosteriorSample out;
   // The query's own density from its offset (exact however narrow the posterior), and q(z) by
   // the direct form that treats the own component the same way.
-  out.log_q_cond = (offset * offset * at::exp(-qlv) + qlv + kLog2Pi).sum(-1) * -0.5;
+  const auto eps = offset * at::exp(qlv * -0.5);
+  out.log_q_cond = (eps * eps + qlv + kLog2Pi).sum(-1) * -0.5;
   out.log_qz = logsumexp_log_density_at_offsets(qmean, offset, m, lv, {}, options) - std::log(static_cast<double>(n));
   out.z = qmean + offset;
   return out;

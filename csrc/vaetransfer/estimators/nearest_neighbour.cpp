@@ -18,7 +18,9 @@ at::Tensor flat(const at::Tensor& t, const char* arg) {
   check_defined(t, arg);
   VT_CHECK_ARG(t.dim() >= 1, arg, "expected [N, ...] examples, got a 0-d tensor");
   VT_CHECK_TYPE(t.scalar_type() != at::kBool && !t.is_complex(), arg, "expected real values, got ", t.scalar_type());
-  return t.reshape({t.size(0), -1});
+  int64_t features = 1;
+  for (int64_t i = 1; i < t.dim(); ++i) features *= t.size(i);
+  return t.reshape({t.size(0), features});
 }
 
 // x in the compute type, on the CPU, contiguous, checked finite chunk by chunk.

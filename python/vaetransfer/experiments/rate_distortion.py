@@ -78,14 +78,15 @@ class SplitSpec:
     kind: str = "cv"
     ratio: float | None = 0.1
 
-    def __post_init__(self):
+    def check(self, argument: str) -> None:
+        """ArgumentError naming ``argument`` unless this is a split of data.tetrominoes_split."""
         if self.kind not in data.TETROMINOES_SPLITS:
-            raise value_error("kind", f"expected one of {list(data.TETROMINOES_SPLITS)}, got {self.kind!r}")
+            raise value_error(argument, f"expected a kind of {list(data.TETROMINOES_SPLITS)}, got {self.kind!r}")
         if self.kind in ("cv", "cd"):
             if self.ratio is None or not 0.0 < self.ratio < 1.0:
-                raise value_error("ratio", f"expected a fraction in (0, 1) for {self.kind!r}, got {self.ratio!r}")
+                raise value_error(argument, f"expected a ratio in (0, 1) for {self.kind!r}, got {self.ratio!r}")
         elif self.ratio is not None:
-            raise value_error("ratio", f"the {self.kind!r} split takes no ratio (null), got {self.ratio!r}")
+            raise value_error(argument, f"the {self.kind!r} split takes no ratio (null), got {self.ratio!r}")
 
     @property
     def label(self) -> str:
@@ -149,6 +150,8 @@ class Config:
         if self.ablation_architecture not in self.architectures:
             raise value_error("ablation_architecture", f"expected one of {list(self.architectures)}, "
                                                        f"got {self.ablation_architecture!r}")
+        for i, s in enumerate(self.splits):
+            s.check(f"splits[{i}]")
         if not self.splits or len({s.label for s in self.splits}) != len(self.splits):
             raise value_error("splits", f"expected distinct splits, got {[s.label for s in self.splits]}")
         if not 0 <= self.focus < len(self.splits):
@@ -200,6 +203,7 @@ def split_rows(split: SplitSpec | dict, data_seed: int, validation_fraction: flo
     training rows less a seeded ``validation_fraction`` of them (held out for early stopping),
     and its test rows; each increasing."""
     s = split if isinstance(split, SplitSpec) else config_from_dict(SplitSpec, split, argument="split")
+    s.check("split")
     parts = data.tetrominoes_split(s.kind, s.ratio, seed=data_seed, data_seed=data_seed)
     k = round(validation_fraction * len(parts.train))
     perm = torch.randperm(len(parts.train), generator=torch.Generator().manual_seed(data_seed))
