@@ -15,6 +15,23 @@ def header(title: str) -> None:
           f"{platform.processor() or platform.machine()} | load(1 min) {load:.2f}")
 
 
+def rss_kib(field: str) -> int:
+    """A memory field of this process from /proc/self/status (``VmRSS``, ``VmHWM``), in KiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(field)
+
+
+def mem_available_gib() -> float:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 2**20
+    return float("nan")
+
+
 def best_of(fn, repeat: int = 3) -> float:
     """Best wall time of ``repeat`` calls (seconds): the least disturbed by other load."""
     times = []

@@ -25,22 +25,7 @@ import sys
 import time
 
 import torch
-
-
-def rss_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(field)
-
-
-def mem_available_gib() -> float:
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) / 2**20
-    return float("nan")
+from _common import mem_available_gib, rss_kib
 
 
 def posteriors(n: int, d: int, seed: int = 0):
