@@ -1,8 +1,11 @@
 """Shared benchmark helpers: the machine header and the side-by-side table."""
 from __future__ import annotations
 
+import json
 import os
 import platform
+import subprocess
+import sys
 import time
 
 import torch
@@ -30,6 +33,14 @@ def mem_available_gib() -> float:
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) / 2**20
     return float("nan")
+
+
+def in_subprocess(script: str, *args) -> dict:
+    """Runs ``script --worker *args`` in a fresh Python (clean peak-memory counters) and returns the
+    JSON its last output line holds."""
+    out = subprocess.run([sys.executable, script, "--worker", *map(str, args)], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def best_of(fn, repeat: int = 3) -> float:

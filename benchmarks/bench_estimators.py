@@ -20,12 +20,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 
 import torch
-from _common import mem_available_gib, rss_kib
+from _common import in_subprocess, mem_available_gib, rss_kib
 
 
 def posteriors(n: int, d: int, seed: int = 0):
@@ -89,9 +88,7 @@ def worker(kind: str, n: int, rows: int) -> dict:
 
 
 def measure(kind: str, n: int, rows: int = 0) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", kind, str(n), str(rows)], capture_output=True,
-                         text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return in_subprocess(__file__, kind, n, rows)
 
 
 def main() -> None:

@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
 import sys
 import time
 
 import torch
-from _common import header, mem_available_gib, rss_kib
+from _common import in_subprocess, header, mem_available_gib, rss_kib
 
 
 def images(n: int):
@@ -106,9 +104,7 @@ def worker(kind: str, n: int, rows: int) -> dict:
 
 
 def measure(kind: str, n: int, rows: int = 0) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", kind, str(n), str(rows)], capture_output=True,
-                         text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return in_subprocess(__file__, kind, n, rows)
 
 
 def arg(name: str, default: int) -> int:

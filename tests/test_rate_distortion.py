@@ -49,7 +49,7 @@ def test_run_measures_follow_their_definitions(smoke):
     c = rd.PRESETS["smoke"]
     s = experiments.get("rate_distortion")  # the study module is discoverable
     assert s is rd
-    rows = rd._run_sweep(c, rd._sweep(c, out), progress=False)  # finished: nothing is retrained
+    rows = experiments.run_sweep(rd._sweep(c, out), c, "training", progress=False)  # finished: nothing retrains
     assert all(row["status"] == "done" for row in rows)
     row = next(x for x in rows if x["architecture"] == "mlp1" and x["objective"] == "beta-vae"
                and rd._label(x["split"]) == c.focus_split.label and x["beta"] == 1.0)

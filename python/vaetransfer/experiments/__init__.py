@@ -35,7 +35,7 @@ from .._checks import type_error, value_error
 from ..io import write_json
 
 __all__ = ["available", "get", "describe", "make_config", "override", "config_to_dict", "config_from_dict", "step",
-           "run_study", "begin",
+           "run_study", "begin", "run_sweep",
            "STUDY_FILE", "STEPS_DIR"]
 
 STUDY_FILE = "study.json"  #: ``{"study", "preset", "config"}`` of the study an out_dir holds
@@ -330,6 +330,22 @@ def begin(config, cls: type, out_dir: str | os.PathLike, progress: bool) -> tupl
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return out, (print if progress else (lambda *a, **k: None))
+
+
+def run_sweep(sweep, config, what: str, progress: bool) -> list[dict]:
+    """Runs a study's ``sweep`` with the config's ``executor``, ``workers``, ``threads`` and
+    ``address`` (one retry per run) and returns its results; a run that did not finish raises
+    RuntimeError naming it (re-running the study retries it)."""
+    sweep.run(config.executor, workers=config.workers, threads=config.threads, retries=1, address=config.address,
+              progress=progress)
+    rows = sweep.results()
+    bad = [r for r in rows if r["status"] != "done"]
+    if bad:
+        first = bad[0]
+        raise RuntimeError(f"{len(bad)} {what} run(s) did not finish (e.g. {first['name']}: {first['status']}, "
+                           f"{(first['error'] or '').strip().splitlines()[-1:] or ''}); see `vaetransfer sweep "
+                           f"status {sweep.out_dir}`; re-running the study retries them")
+    return rows
 
 
 _STEP_NAME = re.compile(r"^[A-Za-z0-9_.=-]+$")

@@ -50,7 +50,7 @@ from ..io import write_json, write_text
 from ..nn import ModelConfig
 from ..objectives import TaskConfig, gaussian_kl, negative_log_likelihood
 from ..train import OptimizerConfig, TrainConfig, load_run, train
-from . import STUDY_FILE, begin, config_from_dict, config_to_dict, step
+from . import STUDY_FILE, begin, config_from_dict, config_to_dict, run_sweep, step
 
 #: The paper's architectures (§4.3): MLPs of 512 ReLU units, CNNs of 64 channels (kernel 4, stride 2).
 ARCHITECTURES: dict[str, dict] = {
@@ -361,18 +361,6 @@ def _sweep(c: Config, out: Path) -> vsweep.Sweep:
                          base={"function": f"{__name__}:train_and_measure", "args": _run_args(c)}, zip=[zipped])
 
 
-def _run_sweep(c: Config, s: vsweep.Sweep, progress: bool) -> list[dict]:
-    s.run(c.executor, workers=c.workers, threads=c.threads, retries=1, address=c.address, progress=progress)
-    rows = s.results()
-    bad = [r for r in rows if r["status"] != "done"]
-    if bad:
-        first = bad[0]
-        raise RuntimeError(f"{len(bad)} run(s) did not finish (e.g. {first['name']}: {first['status']}, "
-                           f"{(first['error'] or '').strip().splitlines()[-1:] or ''}); see `vaetransfer sweep status "
-                           f"{s.out_dir}`; re-running the study retries them")
-    return rows
-
-
 # ---------------------------------------------------------------------------------- tables
 _METRICS = ("train_distortion", "train_rate", "train_neg_elbo", "test_distortion", "test_rate", "test_neg_elbo",
             "es_train_distortion", "es_train_rate", "es_train_neg_elbo", "es_test_distortion", "es_test_rate",
@@ -416,40 +404,42 @@ def _plt():
     return plt
 
 
+def _split_by_architecture(c: Config, height: float, width: float = 4.7):
+    """A figure with a panel per (split, architecture): (fig, [(row, split label, architecture, ax)])."""
+    fig, axes = _plt().subplots(len(c.splits), len(c.architectures), squeeze=False,
+                                figsize=(width * len(c.architectures), height * len(c.splits)))
+    return fig, [(i, s.label, arch, axes[i, j]) for i, s in enumerate(c.splits) for j, arch in enumerate(c.architectures)]
+
+
 def _rd_planes(out: Path, c: Config, table: dict, prefix: str = "", name: str = "rd_planes") -> str:
-    plt = _plt()
-    splits = [s.label for s in c.splits]
-    fig, axes = plt.subplots(len(splits), len(c.architectures), figsize=(4.6 * len(c.architectures),
-                                                                       3.9 * len(splits)), squeeze=False)
-    for i, split in enumerate(splits):
-        for j, arch in enumerate(c.architectures):
-            ax = axes[i, j]
-            points = []
-            for part, style in (("train", "--o"), ("test", "-o")):
-                betas, d, dsd = _curve(table, "beta-vae", arch, split, f"{prefix}{part}_distortion")
-                _, r, rsd = _curve(table, "beta-vae", arch, split, f"{prefix}{part}_rate")
-                if not betas:
-                    continue
-                line, = ax.plot(r, d, style, label=part, markerfacecolor="none" if part == "train" else None)
-                ax.errorbar(r, d, xerr=rsd, yerr=dsd, fmt="none", ecolor=line.get_color(), alpha=0.5)
-                for b, x, y in zip(betas, r, d):
-                    if b == 1.0:
-                        ax.plot([x], [y], marker="*", markersize=15, color="gold", markeredgecolor="k", zorder=5)
-                    if part == "test":
-                        ax.annotate(f"{b:g}", (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
-                points += list(zip(r, d))
-            if points:  # ELBO iso-lines D + R = const through the range shown
-                lo, hi = min(x + y for x, y in points), max(x + y for x, y in points)
-                xmax = max(x for x, _ in points) * 1.05 + 1
-                for level in torch.linspace(lo, hi, 5).tolist():
-                    ax.plot([0, xmax], [level, level - xmax], color="0.8", linewidth=0.8, zorder=0)
-                ys = [y for _, y in points]
-                ax.set_ylim(min(ys) - 0.05 * (max(ys) - min(ys) + 1), max(ys) + 0.05 * (max(ys) - min(ys) + 1))
-                ax.set_xlim(0, xmax)
-            ax.set_title(f"{arch}, {split}", fontsize=10)
-            ax.set_xlabel("rate R (nats)")
-            ax.set_ylabel("distortion D (nats)")
-            ax.legend(fontsize=7)
+    fig, panels = _split_by_architecture(c, 3.9, 4.6)
+    for _, split, arch, ax in panels:
+        points = []
+        for part, style in (("train", "--o"), ("test", "-o")):
+            betas, d, dsd = _curve(table, "beta-vae", arch, split, f"{prefix}{part}_distortion")
+            _, r, rsd = _curve(table, "beta-vae", arch, split, f"{prefix}{part}_rate")
+            if not betas:
+                continue
+            line, = ax.plot(r, d, style, label=part, markerfacecolor="none" if part == "train" else None)
+            ax.errorbar(r, d, xerr=rsd, yerr=dsd, fmt="none", ecolor=line.get_color(), alpha=0.5)
+            for b, x, y in zip(betas, r, d):
+                if b == 1.0:
+                    ax.plot([x], [y], marker="*", markersize=15, color="gold", markeredgecolor="k", zorder=5)
+                if part == "test":
+                    ax.annotate(f"{b:g}", (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+            points += list(zip(r, d))
+        if points:  # ELBO iso-lines D + R = const through the range shown
+            lo, hi = min(x + y for x, y in points), max(x + y for x, y in points)
+            xmax = max(x for x, _ in points) * 1.05 + 1
+            for level in torch.linspace(lo, hi, 5).tolist():
+                ax.plot([0, xmax], [level, level - xmax], color="0.8", linewidth=0.8, zorder=0)
+            ys = [y for _, y in points]
+            ax.set_ylim(min(ys) - 0.05 * (max(ys) - min(ys) + 1), max(ys) + 0.05 * (max(ys) - min(ys) + 1))
+            ax.set_xlim(0, xmax)
+        ax.set_title(f"{arch}, {split}", fontsize=10)
+        ax.set_xlabel("rate R (nats)")
+        ax.set_ylabel("distortion D (nats)")
+        ax.legend(fontsize=7)
     what = "early-stopped weights" if prefix else "final weights"
     fig.suptitle(f"RD planes ({what}): train (hollow, dashed) and test (solid) for each β; ★ β = 1; grey: D + R = const",
                  fontsize=10)
@@ -460,7 +450,7 @@ def _rd_planes(out: Path, c: Config, table: dict, prefix: str = "", name: str = 
 
 
 def _vs_beta(out: Path, c: Config, table: dict, metrics: dict, name: str, title: str, kinds=("cv", "cd"),
-             obj: str = "beta-vae", extra=None) -> str:
+             obj: str = "beta-vae") -> str:
     """One panel per (metric, architecture): a line per split of the given kinds."""
     plt = _plt()
     splits = [s for s in c.splits if s.kind in kinds] or list(c.splits)
@@ -476,8 +466,6 @@ def _vs_beta(out: Path, c: Config, table: dict, metrics: dict, name: str, title:
                 n = table[obj][arch][s.label][f"{betas[0]}"].get("n_train", {}).get("mean")
                 style = "-o" if s.kind == "cv" else "--s"
                 ax.errorbar(betas, y, yerr=sd, fmt=style, capsize=2, label=f"{s.label}, N_train {int(n or 0):,}")
-            if extra is not None:
-                extra(ax, arch, metric)
             ax.set_xscale("log")
             ax.set_xlabel("β")
             ax.set_ylabel(ylabel)
@@ -491,32 +479,27 @@ def _vs_beta(out: Path, c: Config, table: dict, metrics: dict, name: str, title:
 
 
 def _rate_decomposition_figure(out: Path, c: Config, table: dict) -> str:
-    plt = _plt()
-    splits = [s.label for s in c.splits]
-    fig, axes = plt.subplots(len(splits), len(c.architectures), figsize=(4.8 * len(c.architectures),
-                                                                       3.4 * len(splits)), squeeze=False)
-    for i, split in enumerate(splits):
-        for j, arch in enumerate(c.architectures):
-            ax = axes[i, j]
-            for metric, label, style in (("mi_minibatch", "I_q (minibatch, B = 512)", "-o"),
-                                         ("mi_whole", "I_q (whole training set)", ":o"),
-                                         ("marginal_kl_minibatch", "KL(q(z) ‖ p(z)) (minibatch)", "-s"),
-                                         ("marginal_kl_whole", "KL(q(z) ‖ p(z)) (whole set)", ":s"),
-                                         ("rate_analytic", "rate R", "--^")):
-                betas, y, sd = _curve(table, "beta-vae", arch, split, metric)
-                if betas:
-                    ax.errorbar(betas, y, yerr=sd, fmt=style, capsize=2, label=label, markersize=4)
-            betas, logn, _ = _curve(table, "beta-vae", arch, split, "log_n_train")
+    fig, panels = _split_by_architecture(c, 3.4, 4.8)
+    for i, split, arch, ax in panels:
+        for metric, label, style in (("mi_minibatch", "I_q (minibatch, B = 512)", "-o"),
+                                     ("mi_whole", "I_q (whole training set)", ":o"),
+                                     ("marginal_kl_minibatch", "KL(q(z) ‖ p(z)) (minibatch)", "-s"),
+                                     ("marginal_kl_whole", "KL(q(z) ‖ p(z)) (whole set)", ":s"),
+                                     ("rate_analytic", "rate R", "--^")):
+            betas, y, sd = _curve(table, "beta-vae", arch, split, metric)
             if betas:
-                ax.axhline(logn[0], color="k", linewidth=0.8, linestyle="--", label="log N_train")
-            ax.axvline(1.0, color="0.7", linewidth=0.8)
-            ax.set_xscale("log")
-            ax.set_yscale("symlog", linthresh=1.0)
-            ax.set_xlabel("β")
-            ax.set_ylabel("nats")
-            ax.set_title(f"{arch}, {split}", fontsize=10)
-            if i == 0 and j == 0:
-                ax.legend(fontsize=6)
+                ax.errorbar(betas, y, yerr=sd, fmt=style, capsize=2, label=label, markersize=4)
+        betas, logn, _ = _curve(table, "beta-vae", arch, split, "log_n_train")
+        if betas:
+            ax.axhline(logn[0], color="k", linewidth=0.8, linestyle="--", label="log N_train")
+        ax.axvline(1.0, color="0.7", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("symlog", linthresh=1.0)
+        ax.set_xlabel("β")
+        ax.set_ylabel("nats")
+        ax.set_title(f"{arch}, {split}", fontsize=10)
+        if i == 0 and arch == c.architectures[0]:
+            ax.legend(fontsize=6)
     fig.suptitle("Rate decomposition R = I_q(x; z) + KL(q(z) ‖ p(z)) of the training encodings (Fig. 8)", fontsize=10)
     fig.tight_layout()
     path = "rate_decomposition.png"
@@ -758,7 +741,7 @@ def run(config: Config, out_dir: str | Path, *, progress: bool = True) -> dict:
     start = time.perf_counter()
     s = _sweep(c, out)
     say(f"[rate_distortion] {len(s.runs)} runs ({c.steps:,} steps each) in {s.out_dir} ...")
-    rows = _run_sweep(c, s, progress)
+    rows = run_sweep(s, c, "training", progress)
     table = _table(rows)
     runs = {(r.params["architecture"], _label(r.params["split"]), r.params["objective"], float(r.params["beta"]),
              int(r.params["seed"])): load_run(s.run_dir(r.id) / "train") for r in s.runs}

@@ -52,7 +52,7 @@ from ..io import write_json, write_text
 from ..nn import ModelConfig, build_model
 from ..objectives import ObjectiveConfig, negative_log_likelihood
 from ..train import OptimizerConfig, Run, TrainConfig, load_run
-from . import STUDY_FILE, begin, config_to_dict, step
+from . import STUDY_FILE, begin, config_to_dict, run_sweep, step
 
 
 @dataclass
@@ -226,16 +226,6 @@ def _base(c: Config, steps: int, snapshot_every: int) -> dict:
     cfg = TrainConfig(model=ModelConfig(), optimizer=OptimizerConfig(lr=c.lr), steps=steps, batch_size=c.batch_size,
                       seed=c.seeds[0], snapshot_every=snapshot_every, eval_every=steps)
     return cfg.to_dict()
-
-
-def _run_sweep(c: Config, s: vsweep.Sweep, what: str, progress: bool) -> None:
-    s.run(c.executor, workers=c.workers, threads=c.threads, retries=1, address=c.address, progress=progress)
-    bad = [r for r in s.results() if r["status"] != "done"]
-    if bad:
-        first = bad[0]
-        raise RuntimeError(f"{len(bad)} {what} run(s) did not finish (e.g. {first['name']}: {first['status']}, "
-                           f"{(first['error'] or '').strip().splitlines()[-1:] or ''}); see `vaetransfer sweep "
-                           f"status {s.out_dir}`; re-running the study retries them")
 
 
 def _model_sweep(c: Config, out: Path) -> vsweep.Sweep:
@@ -851,12 +841,12 @@ def run(config: Config, out_dir: str | Path, *, progress: bool = True) -> dict:
     try:
         models = _model_sweep(c, out)
         say(f"[transfer] training {len(models.runs)} models ({c.steps:,} steps each) in {models.out_dir} ...")
-        _run_sweep(c, models, "training", progress)
+        run_sweep(models, c, "training", progress)
         runs = _runs_by_label(models)
         decoder = _decoder_layers()
         retrain, stage_labels = _retrain_sweep(c, out, models, decoder)
         say(f"[transfer] retraining: {len(retrain.runs)} runs ({c.retrain_steps:,} steps each) in {retrain.out_dir} ...")
-        _run_sweep(c, retrain, "retraining", progress)
+        run_sweep(retrain, c, "retraining", progress)
         by_label = {r.params["label"]: load_run(retrain.run_dir(r.id)) for r in retrain.runs}
         stage_runs = {}
         for stage in _stages(c, decoder):
