@@ -35,6 +35,7 @@ early-stopping rule above; the train/test D and R on ``eval_n`` rows of each set
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -235,24 +236,25 @@ def _images(rows: torch.Tensor, data_seed: int) -> torch.Tensor:
 # ---------------------------------------------------------------------------------- one run
 @dataclass
 class RunArgs:
-    """One run of the sweep (the ``args`` of :func:`train_and_measure`)."""
+    """One run of the sweep (the ``args`` of :func:`train_and_measure`); the shared settings
+    default to the study's."""
 
     architecture: str = "mlp1"
     split: SplitSpec = field(default_factory=SplitSpec)
     objective: str = "beta-vae"
     beta: float = 1.0
     seed: int = 0
-    data_seed: int = 0
-    steps: int = 1500                       # 130 epochs of the 1,474 images of cv(0.01)
-    batch_size: int = 128
-    lr: float = 1e-3
-    latent_dim: int = 10
-    validation_fraction: float = 0.1
-    eval_every: int = 100
-    eval_n: int = 2000
-    rate_batch: int = 512
-    iw_samples: int = 100
-    iw_n: int = 200
+    data_seed: int = Config.data_seed
+    steps: int = Config.steps
+    batch_size: int = Config.batch_size
+    lr: float = Config.lr
+    latent_dim: int = Config.latent_dim
+    validation_fraction: float = Config.validation_fraction
+    eval_every: int = Config.eval_every
+    eval_n: int = Config.eval_n
+    rate_batch: int = Config.rate_batch
+    iw_samples: int = Config.iw_samples
+    iw_n: int = Config.iw_n
 
     def train_config(self) -> TrainConfig:
         a = ARCHITECTURES[self.architecture]
@@ -332,9 +334,9 @@ def train_and_measure(args: dict, run_dir) -> dict:
 
 # ---------------------------------------------------------------------------------- the sweep
 def _run_args(c: Config) -> dict:
-    return {"data_seed": c.data_seed, "steps": c.steps, "batch_size": c.batch_size, "lr": c.lr,
-            "latent_dim": c.latent_dim, "validation_fraction": c.validation_fraction, "eval_every": c.eval_every,
-            "eval_n": c.eval_n, "rate_batch": c.rate_batch, "iw_samples": c.iw_samples, "iw_n": c.iw_n}
+    """The study's settings every run shares (the fields RunArgs has beside the sweep's axes)."""
+    axes = {"architecture", "split", "objective", "beta", "seed"}
+    return {f.name: getattr(c, f.name) for f in dataclasses.fields(RunArgs) if f.name not in axes}
 
 
 def _declared_runs(c: Config) -> list[tuple[str, SplitSpec, str, float, int]]:
