@@ -258,11 +258,6 @@ at::Tensor standard_normal_log_density_per_dim(const at::Tensor& z) { return (z 
 
 at::Tensor standard_normal_log_density(const at::Tensor& z) { return standard_normal_log_density_per_dim(z).sum(-1); }
 
-at::Tensor gaussian_log_density_diagonal(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar) {
-  auto diff = z - mean;
-  return (diff * diff * at::exp(-logvar) + logvar + kLog2Pi).sum(-1) * -0.5;
-}
-
 at::Tensor sample_offsets(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples, int64_t seed) {
   VT_CHECK_ARG(samples >= 1, "samples", "expected a positive number of samples, got ", samples);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed));

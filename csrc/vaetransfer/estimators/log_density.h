@@ -65,9 +65,6 @@ at::Tensor logsumexp_log_density_per_dim_tiled(const at::Tensor& z, const at::Te
 at::Tensor standard_normal_log_density(const at::Tensor& z);
 at::Tensor standard_normal_log_density_per_dim(const at::Tensor& z);
 
-// log q(z_i | x_i) row by row (the diagonal), [N].
-at::Tensor gaussian_log_density_diagonal(const at::Tensor& z, const at::Tensor& mean, const at::Tensor& logvar);
-
 // z = mean + exp(logvar / 2) * eps, eps ~ N(0, I) drawn on the CPU from `seed` (device-independent
 // streams), `samples` draws per row: [samples, N, D].
 at::Tensor sample_gaussian(const at::Tensor& mean, const at::Tensor& logvar, int64_t samples, int64_t seed);

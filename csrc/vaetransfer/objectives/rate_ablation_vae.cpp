@@ -5,6 +5,8 @@
 // both terms estimated on the batch by estimators::minibatch_rate_terms (the stratified
 // minibatch estimator of the authors' code, own term weight 1/N over the N = dataset_size
 // training examples). Both terms are reported as history columns either way.
+#include <limits>
+
 #include "vaetransfer/common/check.h"
 #include "vaetransfer/estimators/mutual_information.h"
 #include "vaetransfer/objectives/vae_objective.h"
@@ -26,7 +28,12 @@ class RateAblationVAE : public VAEObjective {
   }
   std::vector<std::string> extra_columns() const override { return {"mutual_information", "marginal_kl"}; }
   at::Tensor regularizer(const nn::VAEOutputs& out, const Weights& w, VAETerms& t) const override {
-    // A batch larger than the data set (the last partial epoch cannot be) would break 1/N.
+    if (!at::isfinite(out.mean).all().item<bool>() || !at::isfinite(out.logvar).all().item<bool>()) {
+      // A pass that overflowed: NaN terms, so the trainer stops it as diverged (not as bad input).
+      const auto nan = at::full({}, std::numeric_limits<double>::quiet_NaN(), out.mean.options());
+      t.extra = {{"mutual_information", nan}, {"marginal_kl", nan}};
+      return nan;
+    }
     // z − mean from the noise when the pass recorded it (exact for narrow posteriors), else from z.
     const auto offset = out.eps.defined() ? at::exp(0.5 * out.logvar) * out.eps : out.z - out.mean;
     const auto r = estimators::minibatch_rate_terms(out.mean, out.logvar, offset,

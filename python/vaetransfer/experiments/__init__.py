@@ -332,14 +332,15 @@ def begin(config, cls: type, out_dir: str | os.PathLike, progress: bool) -> tupl
     return out, (print if progress else (lambda *a, **k: None))
 
 
-def run_sweep(sweep, config, what: str, progress: bool) -> list[dict]:
+def run_sweep(sweep, config, what: str, progress: bool, accept: tuple[str, ...] = ("done",)) -> list[dict]:
     """Runs a study's ``sweep`` with the config's ``executor``, ``workers``, ``threads`` and
-    ``address`` (one retry per run) and returns its results; a run that did not finish raises
-    RuntimeError naming it (re-running the study retries it)."""
+    ``address`` (one retry per run; runs that failed before get new attempts) and returns its
+    results; a run whose status is not in ``accept`` raises RuntimeError naming it (re-running the
+    study retries it)."""
     sweep.run(config.executor, workers=config.workers, threads=config.threads, retries=1, address=config.address,
-              progress=progress)
+              progress=progress, retry_failed=True)
     rows = sweep.results()
-    bad = [r for r in rows if r["status"] != "done"]
+    bad = [r for r in rows if r["status"] not in accept]
     if bad:
         first = bad[0]
         raise RuntimeError(f"{len(bad)} {what} run(s) did not finish (e.g. {first['name']}: {first['status']}, "

@@ -50,7 +50,7 @@ from .._checks import value_error
 from ..io import write_json, write_text
 from ..nn import ModelConfig
 from ..objectives import TaskConfig, gaussian_kl, negative_log_likelihood
-from ..train import OptimizerConfig, TrainConfig, load_run, train
+from ..train import OptimizerConfig, TrainConfig, TrainingDivergedError, load_run, train
 from . import STUDY_FILE, begin, config_from_dict, config_to_dict, run_sweep, step
 
 #: The paper's architectures (§4.3): MLPs of 512 ReLU units, CNNs of 64 channels (kernel 4, stride 2).
@@ -296,7 +296,8 @@ def _dr_metrics(model, sets: dict[str, torch.Tensor], seed: int, prefix: str = "
 def train_and_measure(args: dict, run_dir) -> dict:
     """Trains one VAE of the sweep (resumable, in ``run_dir/train``) and measures it: train and
     test D, R and −ELBO of the final and the early-stopped weights, the rate decomposition of the
-    training encodings (minibatch and whole-set), and importance-weighted log p(x)."""
+    training encodings (minibatch and whole-set), and importance-weighted log p(x). A run whose
+    loss becomes NaN is measured at its early-stopping weights throughout and flagged ``diverged``."""
     a = config_from_dict(RunArgs, args, argument="args")
     if a.architecture not in ARCHITECTURES:
         raise value_error("args.architecture", f"expected one of {list(ARCHITECTURES)}, got {a.architecture!r}")
@@ -305,14 +306,20 @@ def train_and_measure(args: dict, run_dir) -> dict:
     ds = data.tetrominoes(rows, seed=a.data_seed).to_dataset()
     train_set, val_set = data.split(ds, test=torch.searchsorted(rows, val_rows))
     start = time.perf_counter()
-    run = train(a.train_config(), train_set, Path(run_dir) / "train", eval_data=val_set, progress=False)
+    try:
+        run, diverged = train(a.train_config(), train_set, Path(run_dir) / "train", eval_data=val_set,
+                              progress=False), False
+    except TrainingDivergedError:  # measured at the weights early stopping kept before the loss broke
+        run, diverged = load_run(Path(run_dir) / "train"), True
     seconds = time.perf_counter() - start
     # D and R on the same subsets (by data_seed) for every run of a split: comparable across β.
     x_train = train_set.float_images(torch.searchsorted(train_rows, _subset(train_rows, a.eval_n, a.data_seed)))
     x_test = _images(_subset(test_rows, a.eval_n, a.data_seed + 1), a.data_seed)
-    final, best = run.model(), run.model("best")
+    best = run.model("best")
+    final = best if diverged else run.model()
     m = {"n_train": len(train_rows), "n_validation": len(val_rows), "n_test": len(test_rows),
          "log_n_train": math.log(len(train_rows)), "train_seconds": round(seconds, 2), "steps": run.step,
+         "diverged": float(diverged),
          "early_stopping_step": run.best["step"], "early_stopping_validation_loss": run.best["eval_loss"]}
     with torch.no_grad():
         m.update(_dr_metrics(final, {"train": x_train, "test": x_test}, a.seed))
@@ -367,7 +374,8 @@ def _sweep(c: Config, out: Path) -> vsweep.Sweep:
 _METRICS = ("train_distortion", "train_rate", "train_neg_elbo", "test_distortion", "test_rate", "test_neg_elbo",
             "es_train_distortion", "es_train_rate", "es_train_neg_elbo", "es_test_distortion", "es_test_rate",
             "es_test_neg_elbo", "mi_minibatch", "marginal_kl_minibatch", "mi_whole", "marginal_kl_whole",
-            "rate_analytic", "train_log_px", "test_log_px", "early_stopping_step", "n_train", "n_test", "log_n_train")
+            "rate_analytic", "train_log_px", "test_log_px", "early_stopping_step", "n_train", "n_test", "log_n_train",
+            "diverged")
 
 
 def _label(split: dict) -> str:
@@ -690,8 +698,12 @@ def _findings(c: Config, table: dict) -> dict:
     for obj in ("beta-vae",) + tuple(c.ablations):
         cells = table.get(obj, {}).get(arch, {}).get(split, {})
         abl[obj] = {b: {k: cells[b][k]["mean"] for k in ("train_neg_elbo", "test_neg_elbo", "test_distortion",
-                                                          "mi_minibatch", "marginal_kl_minibatch") if k in cells[b]}
+                                                          "mi_minibatch", "marginal_kl_minibatch", "rate_analytic",
+                                                          "diverged", "early_stopping_step") if k in cells[b]}
                     for b in sorted(cells, key=float) if float(b) in c.ablation_betas}
+        for v in abl[obj].values():
+            if "test_neg_elbo" in v and "train_neg_elbo" in v:
+                v["gap_neg_elbo"] = round(v["test_neg_elbo"] - v["train_neg_elbo"], 3)
     f["ablations"] = {"architecture": arch, "split": split, "per_objective": abl}
     return f
 
@@ -726,6 +738,12 @@ def _report(out: Path, r: dict) -> str:
     L.append(f"4. *Early stopping ({es['split']})* — test distortion of the early-stopped weights: "
              + "; ".join(f"{a}: minimum at β = {v['argmin_beta']:g}, smallest β {v['smallest_beta_excess']} above it"
                          for a, v in es["per_architecture"].items()) + ".")
+    ab = f["ablations"]
+    L.append(f"5. *Ablations ({ab['architecture']}, {ab['split']})* — test −ELBO / train–test gap per β: "
+             + "; ".join(f"{obj}: " + ", ".join(f"β = {float(b):g}: {v.get('test_neg_elbo')} / {v.get('gap_neg_elbo')}"
+                                                + (" (diverged; early-stopped weights)" if v.get("diverged") else "")
+                                                for b, v in per.items())
+                         for obj, per in ab["per_objective"].items()) + ".")
     L += ["", "## Figures", ""] + [f"![{p}]({p})" for p in r["figures"]]
     L += ["", "## Nearest-training-image distances", ""]
     for label, v in r["nearest_neighbours"].items():
