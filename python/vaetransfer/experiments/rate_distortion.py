@@ -504,7 +504,8 @@ def _rate_decomposition_figure(out: Path, c: Config, table: dict) -> str:
             ax.axhline(logn[0], color="k", linewidth=0.8, linestyle="--", label="log N_train")
         ax.axvline(1.0, color="0.7", linewidth=0.8)
         ax.set_xscale("log")
-        ax.set_yscale("symlog", linthresh=1.0)
+        ax.set_yscale("symlog", linthresh=0.1)  # Monte Carlo marginal KLs may dip below 0
+        ax.set_ylim(bottom=min(0.0, ax.get_ylim()[0]))
         ax.set_xlabel("β")
         ax.set_ylabel("nats")
         ax.set_title(f"{arch}, {split}", fontsize=10)
