@@ -23,20 +23,26 @@ at::Tensor flat(const at::Tensor& t, const char* arg) {
   return t.reshape({t.size(0), features});
 }
 
-// x in the compute type, on the CPU, contiguous, checked finite chunk by chunk.
-at::Tensor to_compute(const at::Tensor& x, at::ScalarType type, const char* arg) {
-  auto out = x.to(at::kCPU, type).contiguous();
-  for (int64_t s = 0; s < out.size(0); s += 8192) check_finite(out.narrow(0, s, std::min<int64_t>(8192, out.size(0) - s)), arg);
+constexpr int64_t kChunk = 8192;  // rows converted to the compute type at a time
+
+// Squared row norms in the compute type, converting (and checking finite) chunk by chunk.
+at::Tensor row_norms2(const at::Tensor& x, at::ScalarType type, const char* arg) {
+  auto out = at::empty({x.size(0)}, x.options().dtype(type));
+  for (int64_t s = 0; s < x.size(0); s += kChunk) {
+    const auto part = x.narrow(0, s, std::min(kChunk, x.size(0) - s)).to(type);
+    check_finite(part, arg);
+    out.narrow(0, s, part.size(0)).copy_(part.mul(part).sum(1));
+  }
   return out;
 }
 
-// ỹ = [Vᵀx, ‖x − VVᵀx‖] for every row (chunked), or x itself without a basis.
+// ỹ = [Vᵀx, ‖x − VVᵀx‖] for every row in the compute type (chunked), or x itself without a basis.
 at::Tensor bound_features(const at::Tensor& x, const at::Tensor& basis, const at::Tensor& norm2) {
-  if (!basis.defined()) return x;
-  auto out = at::empty({x.size(0), basis.size(1) + 1}, x.options());
-  for (int64_t s = 0; s < x.size(0); s += 8192) {
-    const int64_t len = std::min<int64_t>(8192, x.size(0) - s);
-    const auto y = at::mm(x.narrow(0, s, len), basis);
+  if (!basis.defined()) return x.to(norm2.scalar_type()).contiguous();
+  auto out = at::empty({x.size(0), basis.size(1) + 1}, norm2.options());
+  for (int64_t s = 0; s < x.size(0); s += kChunk) {
+    const int64_t len = std::min(kChunk, x.size(0) - s);
+    const auto y = at::mm(x.narrow(0, s, len).to(basis.scalar_type()), basis);
     const auto perp2 = (norm2.narrow(0, s, len) - y.mul(y).sum(1)).clamp_min(0);
     out.narrow(0, s, len).narrow(1, 0, basis.size(1)).copy_(y);
     out.narrow(0, s, len).select(1, basis.size(1)).copy_(perp2.sqrt());
@@ -44,8 +50,9 @@ at::Tensor bound_features(const at::Tensor& x, const at::Tensor& basis, const at
   return out;
 }
 
-template <typename T>
-double exact_distance2(const T* a, const T* b, int64_t f) {
+// Σ (a − b)² of two raw rows (any real element type), in float64.
+template <typename S>
+double exact_distance2(const S* a, const S* b, int64_t f) {
   double acc = 0;
   for (int64_t d = 0; d < f; ++d) {
     const double diff = static_cast<double>(a[d]) - static_cast<double>(b[d]);
@@ -54,11 +61,14 @@ double exact_distance2(const T* a, const T* b, int64_t f) {
   return acc;
 }
 
-template <typename T>
+// T: the compute type of the bounds; S: the element type of the rows (kept as given, so uint8
+// images cost one byte per value and only the (k + 1)-wide features are held in T).
+template <typename T, typename S>
 NearestNeighbours search(const at::Tensor& q, const at::Tensor& r, const NearestNeighbourOptions& o,
                          const std::function<void(int64_t, int64_t)>& progress) {
   const int64_t m = q.size(0), n = r.size(0), f = q.size(1);
-  const auto q_norm2 = q.mul(q).sum(1), r_norm2 = r.mul(r).sum(1);
+  constexpr auto type = std::is_same_v<T, double> ? at::kDouble : at::kFloat;
+  const at::Tensor q_norm2 = row_norms2(q, type, "queries"), r_norm2 = row_norms2(r, type, "reference");
   at::Tensor basis;  // V [F, k], orthonormal columns
   const int64_t k = std::min({o.projection_dim, f, n});
   if (k > 0 && k < f) {
@@ -72,11 +82,11 @@ NearestNeighbours search(const at::Tensor& q, const at::Tensor& r, const Nearest
       const auto u = std::get<0>(at::linalg_qr(at::mm(sample, v)));
       v = std::get<0>(at::linalg_qr(at::mm(sample.t(), u)));
     }
-    basis = v.to(q.scalar_type()).contiguous();
+    basis = v.to(type).contiguous();
   }
-  const auto yq = bound_features(q, basis, q_norm2), yr = bound_features(r, basis, r_norm2);
-  const T* qp = q.data_ptr<T>();
-  const T* rp = r.data_ptr<T>();
+  const at::Tensor yq = bound_features(q, basis, q_norm2), yr = bound_features(r, basis, r_norm2);
+  const S* qp = q.data_ptr<S>();
+  const S* rp = r.data_ptr<S>();
   const T* qn2 = q_norm2.data_ptr<T>();
   // Rounding of the expanded square: a relative margin rel·(‖q‖² + ‖r‖²) (the bound may only be
   // loosened, never tightened, so the nearest row is never filtered out).
@@ -97,14 +107,14 @@ NearestNeighbours search(const at::Tensor& q, const at::Tensor& r, const Nearest
         const int64_t a = t * qc, rows = std::min(m, a + qc) - a;
         // bound²[i, j] = ‖q_i‖² + ‖r_j‖² − 2 ỹ_i·ỹ_j (single-threaded product inside this task),
         // stored less the margin's ‖r_j‖² part so the scan compares with one number per query.
-        const auto lb = at::addmm(r_norm2.mul(1.0 - rel).unsqueeze(0), yq.narrow(0, a, rows), yr.t(), 1.0, -2.0)
+        const at::Tensor lb = at::addmm(r_norm2.mul(1.0 - rel).unsqueeze(0), yq.narrow(0, a, rows), yr.t(), 1.0, -2.0)
                             .add_(q_norm2.narrow(0, a, rows).unsqueeze(1))
                             .contiguous();
         const T* lp = lb.data_ptr<T>();
         int64_t pairs = 0;
         for (int64_t i = 0; i < rows; ++i) {
           const T* row = lp + i * n;
-          const T* qi = qp + (a + i) * f;
+          const S* qi = qp + (a + i) * f;
           const int64_t first = std::min_element(row, row + n) - row;
           double best = exact_distance2(qi, rp + first * f, f);
           int64_t arg = first;
@@ -148,9 +158,15 @@ NearestNeighbours nearest_neighbours(const at::Tensor& queries, const at::Tensor
   VT_CHECK_ARG(options.query_chunk >= 1, "query_chunk", "expected >= 1, got ", options.query_chunk);
   VT_CHECK_ARG(options.seed >= 0, "seed", "expected >= 0, got ", options.seed);
   at::NoGradGuard no_grad;
-  const auto type = (q_in.scalar_type() == at::kDouble || r_in.scalar_type() == at::kDouble) ? at::kDouble : at::kFloat;
-  const auto q = to_compute(q_in, type, "queries"), r = to_compute(r_in, type, "reference");
-  auto out = type == at::kDouble ? search<double>(q, r, options, progress) : search<float>(q, r, options, progress);
+  // Rows in one element type (the promoted one when they differ), on the CPU; bounds in float32,
+  // or float64 when either input is float64.
+  const auto element = at::promote_types(q_in.scalar_type(), r_in.scalar_type());
+  const auto q = q_in.to(at::kCPU, element).contiguous(), r = r_in.to(at::kCPU, element).contiguous();
+  NearestNeighbours out;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, element, "nearest_neighbours", [&] {
+    out = element == at::kDouble ? search<double, scalar_t>(q, r, options, progress)
+                                 : search<float, scalar_t>(q, r, options, progress);
+  });
   out.distance = out.distance.to(queries.device());
   out.index = out.index.to(queries.device());
   return out;
