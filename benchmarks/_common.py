@@ -35,6 +35,16 @@ def mem_available_gib() -> float:
     return float("nan")
 
 
+def timed(compute) -> dict:
+    """Runs ``compute()`` once (no autograd): ``{"seconds", "peak_mib", "value"}``, peak = peak RSS
+    (VmHWM) at the end minus RSS just before (meaningful in a fresh process, see in_subprocess)."""
+    before = rss_kib("VmRSS")
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        value = compute()
+    return {"seconds": time.perf_counter() - t0, "peak_mib": (rss_kib("VmHWM") - before) / 1024, "value": value}
+
+
 def in_subprocess(script: str, *args) -> dict:
     """Runs ``script --worker *args`` in a fresh Python (clean peak-memory counters) and returns the
     JSON its last output line holds."""

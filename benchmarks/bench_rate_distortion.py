@@ -11,8 +11,8 @@ Run: python benchmarks/bench_rate_distortion.py [--n 81920] [--ref-queries Q]
    Agreement: the largest |distance difference| on the reference's queries (float32 cdist vs our
    float64 sums) and the share of identical neighbours.
 2. The whole-data rate decomposition (I_q and KL(q(z)‖p(z)) over all N² pairs) at N = 81,920
-   encodings, D = 10 — ours vs a plain-PyTorch row-chunked broadcast timed on a slice of the
-   query rows and extrapolated.
+   encodings, D = 10 — bench_estimators' measurement (ours vs a plain-PyTorch row-chunked
+   broadcast timed on a slice of the query rows and extrapolated).
 
 Every measurement runs in a fresh subprocess; peak = peak RSS (VmHWM) at the end minus RSS just
 before the timed call.
@@ -22,10 +22,10 @@ from __future__ import annotations
 import json
 import math
 import sys
-import time
 
 import torch
-from _common import in_subprocess, header, mem_available_gib, rss_kib
+from _common import header, in_subprocess, mem_available_gib, timed
+from bench_estimators import whole_data_rate
 
 
 def images(n: int):
@@ -53,54 +53,22 @@ def reference_nn(test, train, q_chunk=1024, r_chunk=8192):
     return torch.cat(dist), torch.cat(index)
 
 
-def posteriors(n: int, d: int = 10, seed: int = 0):
-    g = torch.Generator().manual_seed(seed)
-    mean = 0.7 * torch.randn(n, 1, generator=g) + 0.7 * torch.randn(n, d, generator=g)
-    logvar = 0.5 * torch.randn(n, d, generator=g) - 2.0
-    return mean, logvar
-
-
-def reference_log_qz_rows(qmean, offset, mean, logvar, chunk=64):
-    """Plain-PyTorch whole-data log q(z) for some query rows (row-chunked broadcast)."""
-    out = []
-    for s in range(0, qmean.shape[0], chunk):
-        z = qmean[s:s + chunk] + offset[s:s + chunk]
-        lq = -0.5 * (((z[:, None] - mean[None]) ** 2) * torch.exp(-logvar)[None] + logvar[None]
-                     + math.log(2 * math.pi)).sum(2)
-        out.append(torch.logsumexp(lq, 1) - math.log(mean.shape[0]))
-    return torch.cat(out)
-
-
 def worker(kind: str, n: int, rows: int) -> dict:
     from vaetransfer import estimators as est
 
-    if kind.startswith("nn"):
-        test, train = images(n)
-        test = test[:rows] if kind == "nn-ref" else test
-    else:
-        mean, logvar = posteriors(n)
-    before = rss_kib("VmRSS")
-    t0 = time.perf_counter()
-    with torch.no_grad():
+    test, train = images(n)
+
+    def compute():
         if kind == "nn-ours":
             nn = est.nearest_neighbours(test, train)
-            value = {"pairs_compared": nn.pairs_compared, "distance": nn.distance[:rows].tolist(),
-                     "index": nn.index[:rows].tolist()}
-        elif kind == "nn-ref":
-            d, i = reference_nn(test, train)
-            value = {"distance": d.double().tolist(), "index": i.tolist()}
-        elif kind == "rate-ours":
-            r = est.rate_decomposition(mean, logvar, estimator="whole-dataset", seed=0)
-            value = [r.mutual_information, r.marginal_kl]
-        elif kind == "rate-ref":
-            off = est._C.estimators.sample_offsets(mean, logvar, 1, 0)[0][:rows]
-            lq = reference_log_qz_rows(mean[:rows], off, mean, logvar)
-            ours = est.logsumexp_log_density_at_offsets(mean[:rows], off, mean, logvar) - math.log(n)
-            value = (lq - ours).abs().max().item()  # agreement on the slice
-        else:
-            raise ValueError(kind)
-    seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "peak_mib": (rss_kib("VmHWM") - before) / 1024, "value": value}
+            return {"pairs_compared": nn.pairs_compared, "distance": nn.distance[:rows].tolist(),
+                    "index": nn.index[:rows].tolist()}
+        if kind == "nn-ref":
+            d, i = reference_nn(test[:rows], train)
+            return {"distance": d.double().tolist(), "index": i.tolist()}
+        raise ValueError(kind)
+
+    return timed(compute)
 
 
 def measure(kind: str, n: int, rows: int = 0) -> dict:
@@ -131,16 +99,7 @@ def main() -> None:
           f"{(d_ours - d_ref).abs().max().item():.2e} (of distances up to {d_ours.max().item():.0f}), same neighbour "
           f"for {same:.2%} (the rest are ties within float32 rounding)\n")
 
-    print(f"2. whole-data rate decomposition, N = {n:,}, D = 10 (all N² pairs)")
-    rate = measure("rate-ours", n)
-    rows = max(256, n // 64)
-    rref = measure("rate-ref", n, rows)
-    rref_total = rref["seconds"] * n / rows
-    print(f"   reference: {rref['seconds']:.1f} s for {rows:,} of {n:,} query rows -> ~{rref_total:.0f} s extrapolated, "
-          f"peak {rref['peak_mib']:.0f} MiB; agreement on the slice {rref['value']:.1e}")
-    print(f"   ours: {rate['seconds']:.1f} s, peak {rate['peak_mib']:.0f} MiB (I_q {rate['value'][0]:.4f} <= "
-          f"log N {math.log(n):.4f}, marginal KL {rate['value'][1]:.4f}); speed-up {rref_total / rate['seconds']:.1f}×")
-
+    whole_data_rate(n, max(256, n // 64))  # the estimators benchmark's measurement, at this N
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":

@@ -401,6 +401,13 @@ def _table(rows: list[dict]) -> dict:
     return table
 
 
+def _means(table: dict, arch: str, split: str, *metrics: str) -> tuple[list[float], list[list[float]]]:
+    """The β-VAE's βs where every metric was measured, and each metric's means over them."""
+    cells = table.get("beta-vae", {}).get(arch, {}).get(split, {})
+    betas = [b for b in sorted(cells, key=float) if all(m in cells[b] for m in metrics)]
+    return [float(b) for b in betas], [[cells[b][m]["mean"] for b in betas] for m in metrics]
+
+
 def _curve(table: dict, obj: str, arch: str, split: str, metric: str) -> tuple[list[float], list[float], list[float]]:
     cells = table.get(obj, {}).get(arch, {}).get(split, {})
     betas = sorted(cells, key=float)
@@ -644,9 +651,8 @@ def _findings(c: Config, table: dict) -> dict:
     saturation = {}
     for arch in c.architectures:
         for s in c.splits:
-            betas, mi, _ = _curve(table, "beta-vae", arch, s.label, "mi_minibatch")
-            _, mkl, _ = _curve(table, "beta-vae", arch, s.label, "marginal_kl_minibatch")
-            _, logn, _ = _curve(table, "beta-vae", arch, s.label, "log_n_train")
+            betas, (mi, mkl, logn) = _means(table, arch, s.label, "mi_minibatch", "marginal_kl_minibatch",
+                                            "log_n_train")
             if not betas:
                 continue
             below = [k for k, b in enumerate(betas) if b < 1]
@@ -673,10 +679,8 @@ def _findings(c: Config, table: dict) -> dict:
     gaps = {}
     for arch in c.architectures:
         for s in c.splits:
-            betas, te, _ = _curve(table, "beta-vae", arch, s.label, "test_neg_elbo")
-            _, tr, _ = _curve(table, "beta-vae", arch, s.label, "train_neg_elbo")
-            _, ted, _ = _curve(table, "beta-vae", arch, s.label, "test_distortion")
-            _, trd, _ = _curve(table, "beta-vae", arch, s.label, "train_distortion")
+            betas, (te, tr, ted, trd) = _means(table, arch, s.label, "test_neg_elbo", "train_neg_elbo",
+                                               "test_distortion", "train_distortion")
             if not betas:
                 continue
             g = [round(a - b, 3) for a, b in zip(te, tr)]
