@@ -5,7 +5,9 @@
 #include "vaetransfer/common/check.h"
 #include "vaetransfer/data/dsprites.h"
 #include "vaetransfer/data/dsprites_variants.h"
+#include "vaetransfer/data/object_shapes.h"
 #include "vaetransfer/data/solids.h"
+#include "vaetransfer/data/street_digits.h"
 #include "vaetransfer/data/tetrominoes.h"
 
 namespace py = pybind11;
@@ -33,6 +35,8 @@ void init_data(py::module_& m) {
   m.attr("DSPRITES_SIZES") = std::vector<int64_t>(DSpritesGrid::kSizes.begin(), DSpritesGrid::kSizes.end());
   m.attr("SOLIDS_COUNT") = SolidsGrid::kCount;
   m.attr("SOLIDS_SIZES") = std::vector<int64_t>(SolidsGrid::kSizes.begin(), SolidsGrid::kSizes.end());
+  m.attr("OBJECT_SHAPES_COUNT") = kObjectShapesCount;
+  m.attr("STREET_DIGITS_COUNT") = kStreetDigitsCount;
   m.attr("TETROMINOES_COUNT") = TetrominoesGrid::kCount;
   m.attr("TETROMINOES_SIZES") = std::vector<int64_t>(TetrominoesGrid::kSizes.begin(), TetrominoesGrid::kSizes.end());
   m.attr("TETROMINOES_LOW") = std::vector<double>(TetrominoesGrid::kLow.begin(), TetrominoesGrid::kLow.end());
@@ -126,6 +130,21 @@ void init_data(py::module_& m) {
       },
       py::arg("indices") = py::none(), py::arg("variant") = "color", py::arg("seed") = 0,
       py::arg("with_images") = true);
+
+  // The labelled domains: (images or None, factors int64 [N, F]; column 0 the label).
+  for (auto [name, generate] : {std::pair{"object_shapes", &object_shapes}, std::pair{"street_digits", &street_digits}}) {
+    m.def(
+        name,
+        [generate](std::optional<at::Tensor> indices, int64_t seed, bool with_images) {
+          LabelledRows d;
+          {
+            py::gil_scoped_release no_gil;
+            d = generate(indices.value_or(at::Tensor()), seed, with_images);
+          }
+          return py::make_tuple(d.images.defined() ? py::cast(d.images) : py::none(), d.factors);
+        },
+        py::arg("indices") = py::none(), py::arg("seed") = 0, py::arg("with_images") = true);
+  }
 }
 
 }  // namespace vaetransfer::bindings
