@@ -91,11 +91,11 @@ void render(int label, int background, RowRng& rng, uint8_t* out) {
   constexpr int S = kLabelledDomainSize;
   Canvas canvas(S);
   const Eigen::Vector3d mean = canvas.fill_background(background, rng);
-  const Eigen::Vector3d colour = contrasting_colour(rng, mean, 0.3);
-  // Pose: rotation, anisotropic scale (aspect e^±0.3), radius 5.5–12 px, centre within ±7 px.
-  const double angle = rng.uniform(0.0, 2.0 * kPi), radius = rng.uniform(5.5, 12.0);
-  const double stretch = std::exp(rng.uniform(-0.3, 0.3));
-  const Eigen::Vector2d centre(S / 2.0 + rng.uniform(-7.0, 7.0), S / 2.0 + rng.uniform(-7.0, 7.0));
+  const Eigen::Vector3d colour = contrasting_colour(rng, mean, 0.35);
+  // Pose: rotation, anisotropic scale (aspect e^±0.2), radius 7–13 px, centre within ±5 px.
+  const double angle = rng.uniform(0.0, 2.0 * kPi), radius = rng.uniform(7.0, 13.0);
+  const double stretch = std::exp(rng.uniform(-0.2, 0.2));
+  const Eigen::Vector2d centre(S / 2.0 + rng.uniform(-5.0, 5.0), S / 2.0 + rng.uniform(-5.0, 5.0));
   Eigen::Matrix2d m;
   m << std::cos(angle), -std::sin(angle), std::sin(angle), std::cos(angle);
   m = m * Eigen::DiagonalMatrix<double, 2>(radius * stretch, radius / stretch);
@@ -111,18 +111,18 @@ void render(int label, int background, RowRng& rng, uint8_t* out) {
       for (int p = 0; p < S * S; ++p) cover[p] -= cut[p];
     }
   }
-  if (rng.uniform() < 0.3) {  // a striped (textured) object
+  if (rng.uniform() < 0.2) {  // a striped (textured) object
     canvas.paint_striped(colour, rng.uniform(0.0, kPi), rng.uniform(2.5, 6.0), rng.uniform(0.3, 0.7),
                          rng.uniform(0.0, 2.0 * kPi));
   } else {
     canvas.paint(colour);
   }
-  if (rng.uniform() < 0.3) {  // a small occluder near the object
-    const double t = rng.uniform(0.0, 2.0 * kPi), d = radius * rng.uniform(0.5, 1.2);
-    canvas.paint_fragment(rng, centre.x() + d * std::cos(t), centre.y() + d * std::sin(t), rng.uniform(2.0, 5.0),
+  if (rng.uniform() < 0.2) {  // a small occluder near the object's outline
+    const double t = rng.uniform(0.0, 2.0 * kPi), d = radius * rng.uniform(0.6, 1.1);
+    canvas.paint_fragment(rng, centre.x() + d * std::cos(t), centre.y() + d * std::sin(t), rng.uniform(1.5, 3.5),
                           rng.colour());
   }
-  canvas.add_noise(rng.uniform(0.0, 0.05), rng);
+  canvas.add_noise(rng.uniform(0.0, 0.04), rng);
   canvas.write(out);
 }
 

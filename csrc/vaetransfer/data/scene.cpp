@@ -51,9 +51,9 @@ Eigen::Vector3d Canvas::fill_background(int kind, RowRng& rng) {
       }
   } else {
     for (int p = 0; p < P; ++p) set(p, a);
-    const int pieces = 3 + rng.integer(4);
+    const int pieces = 2 + rng.integer(3);
     for (int i = 0; i < pieces; ++i)
-      paint_fragment(rng, rng.uniform(0.0, S), rng.uniform(0.0, S), rng.uniform(3.0, 9.0), rng.colour());
+      paint_fragment(rng, rng.uniform(0.0, S), rng.uniform(0.0, S), rng.uniform(2.0, 6.0), rng.colour());
   }
   Eigen::Vector3d mean = Eigen::Vector3d::Zero();
   for (int ch = 0; ch < 3; ++ch) {

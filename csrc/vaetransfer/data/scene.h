@@ -38,7 +38,7 @@ class Canvas {
   int size() const { return size_; }
   // Fills the background with `kind`: 0 a two-colour linear gradient, 1 a sinusoidal grating
   // between two colours, 2 bilinear value noise (a random 5×5 colour lattice), 3 clutter: a
-  // plain colour with 3–6 random polygons (triangles, quadrilaterals) of other colours.
+  // plain colour with 2–4 random polygons (radius 2–6 px) (triangles, quadrilaterals) of other colours.
   // Returns the mean colour of the filled canvas.
   Eigen::Vector3d fill_background(int kind, RowRng& rng);
   // Scratch coverage in [0, 1] (row-major size×size) for the next paint(); zeroed.
