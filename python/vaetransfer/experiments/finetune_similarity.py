@@ -481,6 +481,8 @@ def _finetune_sweep(c: Config, out: Path, pretrained: dict[int, Path]) -> vsweep
     rows = []
     for t in c.tasks:
         n_train, n_test = _task_sizes(c, t)
+        if n_test < c.cka_n:
+            raise value_error("cka_n", f"the task {t.label!r} has {n_test} test rows, fewer than cka_n = {c.cka_n}")
         domain = t.domain or c.domain
         for s in c.seeds:
             rows.append({"task": t.label, "domain": domain, "randomness": t.randomness, "shift": t.shift, "seed": s,
