@@ -181,3 +181,20 @@ def test_file_domains_are_studied_from_their_folders(tmp_path):
         f'data_dirs={json.dumps(dirs)}', "domain=cifar10", "pretrain_n=48", "memorisation_sizes=[24]", "cka_n=12",
         "test_n=12", "finetune_n=6", "finetune_test_n=12", 'tasks=[{}]'])
     assert config.domain == "cifar10"
+
+
+def test_report_statistics_match_scipy():
+    import statistics
+
+    from scipy import stats
+
+    from vaetransfer.experiments._stats import mean_se, spearman
+
+    for x, y in (([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]), ([0, 1, 1, 2], [3.0, 2.0, 2.0, 0.5]), ([9, 4, 2, 1], [1, 1, 2, 2])):
+        assert spearman(x, y) == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-3)
+    assert spearman([1, 2], [2, 1]) is None and spearman([1, 1, 1], [1, 2, 3]) is None
+    vals = [0.3, 0.7, 0.4, None]
+    got = mean_se(vals)
+    assert got["n"] == 3 and got["mean"] == pytest.approx(statistics.mean([0.3, 0.7, 0.4]), abs=1e-5)
+    assert got["se"] == pytest.approx(statistics.stdev([0.3, 0.7, 0.4]) / 3 ** 0.5, abs=1e-5)
+    assert mean_se([None]) == {"mean": None, "se": None, "n": 0}

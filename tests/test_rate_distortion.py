@@ -8,6 +8,7 @@ import torch
 
 from vaetransfer import cli, data, estimators, experiments
 from vaetransfer.experiments import rate_distortion as rd
+from vaetransfer.experiments._stats import spearman
 from vaetransfer.train import load_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -139,4 +140,4 @@ def test_shape_rule_separates_u_from_l():
     assert u["u_shaped"] and not u["l_shaped"] and u["argmin_beta"] == 0.1
     l_shape = rd._shape([0.001, 0.1, 1.0], [100.0, 100.05, 130.0], [0.5, 0.5, 0.5])
     assert l_shape["l_shaped"] and not l_shape["u_shaped"]
-    assert rd._spearman([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0 and rd._spearman([1, 2, 3], [1, 2, 3]) == 1.0
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0 and spearman([1, 2, 3], [1, 2, 3]) == 1.0

@@ -1,15 +1,10 @@
 #include "vaetransfer/data/object_shapes.h"
 
-#include <ATen/Parallel.h>
-
 #include <cmath>
 #include <utility>
 #include <vector>
 
-#include "vaetransfer/common/check.h"
-#include "vaetransfer/data/grid.h"
 #include "vaetransfer/data/raster.h"
-#include "vaetransfer/data/scene.h"
 
 namespace vaetransfer::data {
 namespace {
@@ -129,26 +124,12 @@ void render(int label, int background, RowRng& rng, uint8_t* out) {
 }  // namespace
 
 LabelledRows object_shapes(const at::Tensor& indices, int64_t seed, bool with_images) {
-  VT_CHECK_ARG(seed >= 0, "seed", "expected a non-negative integer, got ", seed);
-  const at::Tensor idx = grid_rows(indices, kObjectShapesCount);
-  const int64_t n = idx.size(0);
-  constexpr int S = kLabelledDomainSize;
-  LabelledRows out;
-  out.factors = at::empty({n, 2}, at::kLong);
-  if (with_images) out.images = at::empty({n, 3, S, S}, at::kByte);
-  const int64_t* ip = idx.data_ptr<int64_t>();
-  int64_t* fp = out.factors.data_ptr<int64_t>();
-  uint8_t* imgp = with_images ? out.images.data_ptr<uint8_t>() : nullptr;
-  at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      RowRng rng(seed, ip[r], kDomain);
-      const int label = static_cast<int>(ip[r] % kDomainClasses), background = rng.integer(kBackgroundKinds);
-      fp[2 * r] = label;
-      fp[2 * r + 1] = background;
-      if (imgp) render(label, background, rng, imgp + r * 3 * S * S);
-    }
-  });
-  return out;
+  return generate_labelled(indices, kObjectShapesCount, seed, with_images, kDomain, 2,
+                           [](int label, RowRng& rng, int64_t* nuisances, uint8_t* image) {
+                             const int background = rng.integer(kBackgroundKinds);
+                             nuisances[0] = background;
+                             if (image) render(label, background, rng, image);
+                           });
 }
 
 }  // namespace vaetransfer::data

@@ -10,16 +10,11 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include "vaetransfer/data/labelled.h"
+
 namespace vaetransfer::data {
 
 inline constexpr int64_t kObjectShapesCount = 60'000;  // as CIFAR-10: rows 0..49,999 train, the rest test
-inline constexpr int64_t kLabelledDomainSize = 32;     // image side of the labelled domains
-inline constexpr int kDomainClasses = 10;
-
-struct LabelledRows {
-  at::Tensor images;   // uint8 [N, 3, 32, 32] (undefined when not requested)
-  at::Tensor factors;  // int64 [N, F]: column 0 the class label, then the domain's discrete nuisances
-};
 
 // Rows `indices` (int64 in [0, kObjectShapesCount); every row when undefined) of the stream
 // `seed` (>= 0). Factors: label, background kind (0 gradient, 1 grating, 2 value noise, 3 clutter).

@@ -9,7 +9,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
-#include "vaetransfer/data/object_shapes.h"
+#include "vaetransfer/data/labelled.h"
 
 namespace vaetransfer::data {
 

@@ -46,9 +46,7 @@ label noise of seed s is drawn with ``label_seed + s``; test labels stay true un
 """
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -64,6 +62,7 @@ from ..nn import ModelConfig, build_model
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
 from . import STUDY_FILE, begin, config_from_dict, config_to_dict, run_sweep, step
+from ._stats import mean_se, spearman
 
 #: The layers compared: the four block outputs and the logits (the public code's choice).
 LAYERS = ("block1", "block2", "block3", "block4", "logits")
@@ -496,44 +495,11 @@ def _finetune_sweep(c: Config, out: Path, pretrained: dict[int, Path]) -> vsweep
 
 
 # ---------------------------------------------------------------------------------- statistics
-def _mean_se(values: list[float]) -> dict:
-    vals = [float(v) for v in values if v is not None]
-    if not vals:
-        return {"mean": None, "se": None, "n": 0}
-    mu = sum(vals) / len(vals)
-    sd = math.sqrt(sum((v - mu) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
-    return {"mean": round(mu, 5), "se": round(sd / math.sqrt(len(vals)), 5), "n": len(vals)}
-
-
-def _series_mean_se(series: list[list]) -> dict:
+def _seriesmean_se(series: list[list]) -> dict:
     """Per-epoch mean and standard error over seeds of equally long series (None entries skipped)."""
     length = min(len(s) for s in series)
-    stats = [_mean_se([s[i] for s in series]) for i in range(length)]
+    stats = [mean_se([s[i] for s in series]) for i in range(length)]
     return {"mean": [v["mean"] for v in stats], "se": [v["se"] for v in stats], "n": len(series)}
-
-
-def _spearman(x: list[float], y: list[float]) -> float | None:
-    if len(x) < 3:
-        return None
-
-    def ranks(v):
-        order = sorted(range(len(v)), key=lambda i: v[i])
-        r = [0.0] * len(v)
-        i = 0
-        while i < len(order):  # ties share their mean rank
-            j = i
-            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                r[order[k]] = (i + j) / 2
-            i = j + 1
-        return r
-
-    rx, ry = ranks(x), ranks(y)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    den = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
-    return round(num / den, 3) if den else None
 
 
 def _read_curves(s: vsweep.Sweep) -> dict[str, dict]:
@@ -542,7 +508,7 @@ def _read_curves(s: vsweep.Sweep) -> dict[str, dict]:
 
 def _group_curves(curves: list[dict]) -> dict:
     """Mean ± SE over seeds of every per-epoch series of a group of runs."""
-    out = {k: _series_mean_se([c[k] for c in curves])
+    out = {k: _seriesmean_se([c[k] for c in curves])
            for k in ("train_loss", "train_accuracy", "test_loss", "test_accuracy")}
     out["epoch"] = curves[0]["epoch"]
     out["cka"] = {}
@@ -550,7 +516,7 @@ def _group_curves(curves: list[dict]) -> dict:
         for layer in LAYERS:
             series = [[v for _, v in c["cka"][ref][layer]] for c in curves]
             out["cka"].setdefault(ref, {})[layer] = {"epoch": [e for e, _ in curves[0]["cka"][ref][layer]],
-                                                     **_series_mean_se(series)}
+                                                     **_seriesmean_se(series)}
     return out
 
 
@@ -590,8 +556,8 @@ def _cross_seed(c: Config, ft: vsweep.Sweep, pretrained: dict[int, Path]) -> dic
             for i, layer in enumerate(LAYERS):
                 vals = block[:, :, i, i]
                 entry.setdefault(name, {})[layer] = {
-                    "same_seed": _mean_se(vals[same].tolist()),
-                    "other_seeds": _mean_se(vals[~same].tolist()) if k > 1 else None}
+                    "same_seed": mean_se(vals[same].tolist()),
+                    "other_seeds": mean_se(vals[~same].tolist()) if k > 1 else None}
         out[label] = entry
     return out
 
@@ -600,6 +566,12 @@ def _cross_seed(c: Config, ft: vsweep.Sweep, pretrained: dict[int, Path]) -> dic
 def _plt():
     import matplotlib.pyplot as plt
     return plt
+
+
+def _save(fig, out: Path, name: str) -> str:
+    fig.tight_layout()
+    plots.save_figure(fig, out / name)
+    return name
 
 
 def _band(ax, x, stats: dict, label: str, style: str = "-", **kw):
@@ -631,9 +603,7 @@ def _figure_dynamics(out: Path, c: Config, pre: dict) -> str:
     ax.set_ylim(top=1.02)
     ax.legend(fontsize=8)
     ax.set_title(f"Training on {c.domain} (N = {c.pretrain_n:,}; mean ± SE over {len(c.seeds)} seeds)", fontsize=10)
-    fig.tight_layout()
-    plots.save_figure(fig, out / "dynamics.png")
-    return "dynamics.png"
+    return _save(fig, out, "dynamics.png")
 
 
 def _figure_random_training(out: Path, c: Config, groups: dict) -> str:
@@ -649,9 +619,7 @@ def _figure_random_training(out: Path, c: Config, groups: dict) -> str:
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8)
     fig.suptitle(f"Partially random labels y_d = (y + U{{0..d}}) mod 10 on {c.domain} (Fig. 2)", fontsize=10)
-    fig.tight_layout()
-    plots.save_figure(fig, out / "random_labels_training.png")
-    return "random_labels_training.png"
+    return _save(fig, out, "random_labels_training.png")
 
 
 def _figure_random_cka(out: Path, c: Config, groups: dict) -> str:
@@ -670,9 +638,7 @@ def _figure_random_cka(out: Path, c: Config, groups: dict) -> str:
         ax.set_ylabel("CKA to the initial representation")
         ax.legend(fontsize=8)
     fig.suptitle("Representation change under random labels (Fig. 3)", fontsize=10)
-    fig.tight_layout()
-    plots.save_figure(fig, out / "random_labels_cka.png")
-    return "random_labels_cka.png"
+    return _save(fig, out, "random_labels_cka.png")
 
 
 def _figure_finetune_change(out: Path, c: Config, tasks: dict) -> str:
@@ -690,9 +656,7 @@ def _figure_finetune_change(out: Path, c: Config, tasks: dict) -> str:
         ax.set_ylabel("CKA(fine-tuned, pre-trained)")
         ax.legend(fontsize=7)
     fig.suptitle(f"Representation change during fine-tuning ({c.finetune_epochs} epochs; Fig. 4)", fontsize=10)
-    fig.tight_layout()
-    plots.save_figure(fig, out / "finetune_change.png")
-    return "finetune_change.png"
+    return _save(fig, out, "finetune_change.png")
 
 
 def _figure_pre_vs_init(out: Path, c: Config, tasks: dict, cross: dict) -> str:
@@ -718,9 +682,7 @@ def _figure_pre_vs_init(out: Path, c: Config, tasks: dict, cross: dict) -> str:
     axes[0, 0].set_ylabel("CKA of the fine-tuned network")
     fig.suptitle("Fine-tuned vs pre-trained and vs initial representations (Fig. 5); dashed: cross-seed baselines",
                  fontsize=10)
-    fig.tight_layout()
-    plots.save_figure(fig, out / "pretrained_vs_init.png")
-    return "pretrained_vs_init.png"
+    return _save(fig, out, "pretrained_vs_init.png")
 
 
 def _figure_finetune_epochs(out: Path, c: Config, tasks: dict) -> str:
@@ -734,9 +696,7 @@ def _figure_finetune_epochs(out: Path, c: Config, tasks: dict) -> str:
         ax.set_xlabel("fine-tuning epoch")
     axes[0].set_ylabel("CKA to the pre-trained representation")
     axes[-1].legend(fontsize=6)
-    fig.tight_layout()
-    plots.save_figure(fig, out / "finetune_epochs.png")
-    return "finetune_epochs.png"
+    return _save(fig, out, "finetune_epochs.png")
 
 
 def _figure_domains(out: Path, c: Config) -> str:
@@ -745,8 +705,7 @@ def _figure_domains(out: Path, c: Config) -> str:
               for name in names]
     fig = plots.image_grid(torch.cat(images), 10, row_labels=names,
                            suptitle="The domains: test rows (one per class where rows cycle through the classes)")
-    plots.save_figure(fig, out / "domains.png")
-    return "domains.png"
+    return _save(fig, out, "domains.png")
 
 
 # ---------------------------------------------------------------------------------- findings
@@ -780,21 +739,21 @@ def _findings(c: Config, groups: dict, tasks: dict) -> dict:
     f = {}
     pre = _final(groups[(0, c.pretrain_n)], "init")
     values = [pre[layer]["mean"] for layer in LAYERS]
-    rho = _spearman(list(range(len(LAYERS))), values)
+    rho = spearman(list(range(len(LAYERS))), values)
     f["early_layers_change_less"] = {"cka_to_init": {k: pre[k] for k in LAYERS}, "spearman_depth": rho,
                                      "holds": rho is not None and rho < 0}
     ds = sorted(c.randomness)
     per = {}
     for layer in EARLY:
         ys = [_final(groups[(d, c.pretrain_n)], "init")[layer]["mean"] for d in ds]
-        per[layer] = {"d": ds, "cka_to_init": ys, "spearman": _spearman(ds, ys)}
+        per[layer] = {"d": ds, "cka_to_init": ys, "spearman": spearman(ds, ys)}
     f["less_structure_less_early_change"] = {
         "per_layer": per, "holds": all(v["spearman"] is not None and v["spearman"] > 0 for v in per.values())}
     sizes = sorted(n for d, n in groups if d == NUM_CLASSES - 1)
     per = {}
     for layer in EARLY:
         ys = [_final(groups[(NUM_CLASSES - 1, n)], "init")[layer]["mean"] for n in sizes]
-        per[layer] = {"n": sizes, "cka_to_init": ys, "spearman": _spearman(sizes, ys)}
+        per[layer] = {"n": sizes, "cka_to_init": ys, "spearman": spearman(sizes, ys)}
     f["memorisation_uses_early_layers_with_more_data"] = {
         "per_layer": per, "train_accuracy": [groups[(NUM_CLASSES - 1, n)]["train_accuracy"]["mean"][-1] for n in sizes],
         "holds": all(v["spearman"] is not None and v["spearman"] < 0 for v in per.values())}
@@ -808,7 +767,7 @@ def _findings(c: Config, groups: dict, tasks: dict) -> dict:
     for layer in EARLY:
         ds_ = [t.randomness for t in domain_tasks]
         ys = [change(t, layer) for t in domain_tasks]
-        per[layer] = {"d": ds_, "change": ys, "spearman": _spearman(ds_, ys),
+        per[layer] = {"d": ds_, "change": ys, "spearman": spearman(ds_, ys),
                       "largest_d_more_than_0": len(ys) > 1 and ds_[0] == 0 and ys[-1] > ys[0]}
     f["random_labels_change_early_layers"] = {
         "per_layer": per, "holds": bool(per) and all(v["spearman"] is not None and v["spearman"] > 0

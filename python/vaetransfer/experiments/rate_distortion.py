@@ -52,6 +52,7 @@ from ..nn import ModelConfig
 from ..objectives import TaskConfig, gaussian_kl, negative_log_likelihood
 from ..train import OptimizerConfig, TrainConfig, TrainingDivergedError, load_run, train
 from . import STUDY_FILE, begin, config_from_dict, config_to_dict, run_sweep, step
+from ._stats import spearman
 
 #: The paper's architectures (§4.3): MLPs of 512 ReLU units, CNNs of 64 channels (kernel 4, stride 2).
 ARCHITECTURES: dict[str, dict] = {
@@ -617,24 +618,6 @@ def _ablation_figure(out: Path, c: Config, table: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------- findings
-def _spearman(x: list[float], y: list[float]) -> float | None:
-    if len(x) < 3:
-        return None
-
-    def ranks(v):
-        order = sorted(range(len(v)), key=lambda i: v[i])
-        r = [0.0] * len(v)
-        for k, i in enumerate(order):
-            r[i] = float(k)
-        return r
-
-    rx, ry = ranks(x), ranks(y)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    den = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
-    return round(num / den, 3) if den else None
-
-
 def _shape(betas: list[float], d: list[float], sd: list[float]) -> dict:
     """U or L: where the test distortion is smallest over β, and how far above that minimum the
     smallest β lies, against a tolerance (2 sd over restarts, at least 0.2 % of the minimum)."""
@@ -685,9 +668,9 @@ def _findings(c: Config, table: dict) -> dict:
                 continue
             g = [round(a - b, 3) for a, b in zip(te, tr)]
             gd = [round(a - b, 3) for a, b in zip(ted, trd)]
-            rho = _spearman(betas, g)
+            rho = spearman(betas, g)
             gaps[f"{arch}/{s.label}"] = {"betas": betas, "gap_neg_elbo": g, "gap_distortion": gd,
-                                         "spearman_beta_gap": rho, "spearman_beta_gap_distortion": _spearman(betas, gd),
+                                         "spearman_beta_gap": rho, "spearman_beta_gap_distortion": spearman(betas, gd),
                                          "beta_of_smallest_gap": betas[min(range(len(g)), key=lambda k: g[k])],
                                          "shrinks_as_beta_grows": rho is not None and rho < 0}
     f["gap_vs_beta"] = {"per_run_group": gaps,
