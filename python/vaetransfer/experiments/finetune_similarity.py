@@ -106,6 +106,8 @@ def domain_rows(name: str, part: str, start: int, count: int, *, data_seed: int 
     holds too few rows."""
     data_dirs = data_dirs or {}
     _check_domain(name, data_dirs, "domain")
+    if part not in ("train", "test"):
+        raise value_error("part", f"expected 'train' or 'test', got {part!r}")
     available = part_size(name, part, data_dirs)
     if start < 0 or count < 1 or start + count > available:
         raise value_error("count", f"{name!r} {part} part has {available:,} rows; asked for rows {start:,} to "
