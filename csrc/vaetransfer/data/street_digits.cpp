@@ -96,14 +96,21 @@ void draw_glyph(const Glyph& glyph, const Layout& L, const Eigen::Vector2d& cent
   };
   for (const auto& stroke : glyph)
     for (size_t k = 0; k + 1 < stroke.size(); ++k) pieces.emplace_back(place(stroke[k]), place(stroke[k + 1]));
+  // Only pixels within `reach` of a piece's bounding box can be covered by it.
   const double reach = L.stroke / 2 + 0.5;
-  for (int r = 0; r < size; ++r)
-    for (int c = 0; c < size; ++c) {
-      const Eigen::Vector2d p(c + 0.5, r + 0.5);
-      double d = 1e9;
-      for (const auto& [a, b] : pieces) d = std::min(d, segment_distance(p, a, b));
-      cover[r * size + c] = std::max(cover[r * size + c], std::clamp(reach - d, 0.0, 1.0));
-    }
+  std::vector<double> distance(size * size, reach);
+  for (const auto& [a, b] : pieces) {
+    const int c0 = std::max(0, static_cast<int>(std::floor(std::min(a.x(), b.x()) - reach)));
+    const int c1 = std::min(size - 1, static_cast<int>(std::ceil(std::max(a.x(), b.x()) + reach)));
+    const int r0 = std::max(0, static_cast<int>(std::floor(std::min(a.y(), b.y()) - reach)));
+    const int r1 = std::min(size - 1, static_cast<int>(std::ceil(std::max(a.y(), b.y()) + reach)));
+    for (int r = r0; r <= r1; ++r)
+      for (int c = c0; c <= c1; ++c) {
+        double& d = distance[r * size + c];
+        d = std::min(d, segment_distance(Eigen::Vector2d(c + 0.5, r + 0.5), a, b));
+      }
+  }
+  for (int p = 0; p < size * size; ++p) cover[p] = std::max(cover[p], std::clamp(reach - distance[p], 0.0, 1.0));
 }
 
 void render(int label, int style, int background, RowRng& rng, uint8_t* out) {
