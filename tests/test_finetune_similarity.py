@@ -91,8 +91,9 @@ def test_training_rows_are_disjoint_from_test_rows_and_test_labels_stay_true():
     assert torch.equal(train_set.labels, data.partially_random_labels(truth_train, 9, seed=a.label_seed + 2))
     randomized = fs.RunArgs(n_train=50, n_test=40, cka_n=10, randomness=9, seed=2, randomize_test=True).datasets()[1]
     assert not torch.equal(randomized.labels, truth_test)
-    shifted = fs.RunArgs(n_train=50, n_test=40, cka_n=10, shift=3, seed=7).datasets()[0]
+    shifted, shifted_test, _ = fs.RunArgs(n_train=50, n_test=40, cka_n=10, shift=3, seed=7).datasets()
     assert torch.equal(shifted.labels, (truth_train + 3) % 10)  # the shift does not depend on the seed
+    assert torch.equal(shifted_test.labels, (truth_test + 3) % 10)  # the renamed task is tested as such
     # Same-domain fine-tuning: the pretraining domain's test part, train and test halves disjoint.
     ft_train, ft_test, _ = fs.RunArgs(n_train=50, n_test=40, cka_n=10, same_domain_finetune=True).datasets()
     half = (data.OBJECT_SHAPES_COUNT - 50_000) // 2

@@ -39,8 +39,9 @@ Choices where the paper is silent (the public follow-up code's protocol, where i
 in [0, 1] (that code's mean = std = 0.5 normalisation is an affine map the first BatchNorm absorbs
 except at the zero-padded border); an epoch is ⌈N / 32⌉ steps over per-epoch permutations; CKA on
 ``cka_n`` = 500 held-out inputs (rows, never channels, are subsampled), models in eval mode; the
-label noise of seed s is drawn with ``label_seed + s``; test labels stay true unless
-``randomize_test``; the training accuracy of an epoch is the mean batch accuracy over its steps
+label noise of seed s is drawn with ``label_seed + s``; test labels of random-label runs stay true
+unless ``randomize_test`` (a shifted task is tested on its shifted labels: the shift renames the
+classes); the training accuracy of an epoch is the mean batch accuracy over its steps
 (train mode). Every run goes through :mod:`vaetransfer.sweep` (``function`` jobs), so the
 ``paper`` preset runs unchanged on a Ray cluster.
 """
@@ -319,7 +320,9 @@ class RunArgs:
             raise value_error("cka_n", f"expected at most the {len(test_set)} test rows, got {self.cka_n}")
         cka_x = test_set.float_images(range(self.cka_n))
         train_set = data.as_dataset(train_set, labels=self.labels(train_set.labels, self.seed), num_classes=NUM_CLASSES)
-        if self.randomize_test:
+        # A shift renames the classes: the task's own test labels are shifted too. Random labels are
+        # noise with nothing to generalise to: the test labels stay true unless randomize_test.
+        if self.shift or self.randomize_test:
             test_set = data.as_dataset(test_set, labels=self.labels(test_set.labels, self.seed + 1_000_003),
                                        num_classes=NUM_CLASSES)
         return train_set, test_set, cka_x
@@ -446,7 +449,8 @@ def finetune(args: dict, run_dir) -> dict:
 
 
 # ---------------------------------------------------------------------------------- the sweeps
-def _shared(c: Config) -> dict:
+def run_settings(c: Config) -> dict:
+    """The settings every run of the study shares (fields of RunArgs)."""
     return {"channels": c.channels, "block_order": c.block_order, "batch_size": c.batch_size, "lr": c.lr,
             "momentum": c.momentum, "randomize_test": c.randomize_test, "cka_n": c.cka_n, "cka_every": c.cka_every,
             "label_seed": c.label_seed, "data_seed": c.data_seed, "data_dirs": dict(c.data_dirs)}
@@ -462,7 +466,7 @@ def _scratch_runs(c: Config) -> list[dict]:
 
 def _scratch_sweep(c: Config, out: Path) -> vsweep.Sweep:
     runs = _scratch_runs(c)
-    base = {**_shared(c), "domain": c.domain, "n_test": c.test_n, "epochs": c.pretrain_epochs}
+    base = {**run_settings(c), "domain": c.domain, "n_test": c.test_n, "epochs": c.pretrain_epochs}
     return vsweep.create(out / "sweeps" / "scratch", job="function",
                          base={"function": f"{__name__}:train_from_scratch", "args": base},
                          zip=[{k: [r[k] for r in runs] for k in ("randomness", "n_train", "seed")}])
@@ -478,18 +482,36 @@ def _task_sizes(c: Config, t: TaskSpec) -> tuple[int, int]:
             min(c.finetune_test_n, part_size(domain, "test", c.data_dirs)))
 
 
+def _task_row(c: Config, t: TaskSpec, seed: int, pretrained: Path) -> dict:
+    """The axis values of one fine-tuning run ("task": its label, not an argument)."""
+    n_train, n_test = _task_sizes(c, t)
+    if n_test < c.cka_n:
+        raise value_error("cka_n", f"the task {t.label!r} has {n_test} test rows, fewer than cka_n = {c.cka_n}")
+    domain = t.domain or c.domain
+    return {"task": t.label, "domain": domain, "randomness": t.randomness, "shift": t.shift, "seed": seed,
+            "n_train": n_train, "n_test": n_test, "same_domain_finetune": domain == c.domain,
+            "pretrained": str(Path(pretrained).resolve())}
+
+
+def finetune_args(c: Config, t: TaskSpec, seed: int, pretrained: str | Path, epochs: int | None = None) -> dict:
+    """The ``args`` of :func:`finetune` for task ``t`` of seed ``seed`` from the pretraining run
+    folder ``pretrained`` (e.g. from :func:`pretrained_runs`), for ``epochs`` (default: the
+    config's) — to fine-tune beyond the sweep, e.g. longer."""
+    row = _task_row(c, t, seed, Path(pretrained))
+    del row["task"]
+    return {**run_settings(c), "epochs": c.finetune_epochs if epochs is None else epochs, **row}
+
+
+def pretrained_runs(c: Config, out_dir: str | Path) -> dict[int, Path]:
+    """{seed: folder} of the pre-trained (d = 0, N = pretrain_n) runs of a study in ``out_dir``."""
+    scratch = _scratch_sweep(c, Path(out_dir))
+    return {int(r.params["seed"]): scratch.run_dir(r.id) for r in scratch.runs
+            if r.params["randomness"] == 0 and r.params["n_train"] == c.pretrain_n}
+
+
 def _finetune_sweep(c: Config, out: Path, pretrained: dict[int, Path]) -> vsweep.Sweep:
-    rows = []
-    for t in c.tasks:
-        n_train, n_test = _task_sizes(c, t)
-        if n_test < c.cka_n:
-            raise value_error("cka_n", f"the task {t.label!r} has {n_test} test rows, fewer than cka_n = {c.cka_n}")
-        domain = t.domain or c.domain
-        for s in c.seeds:
-            rows.append({"task": t.label, "domain": domain, "randomness": t.randomness, "shift": t.shift, "seed": s,
-                         "n_train": n_train, "n_test": n_test, "same_domain_finetune": domain == c.domain,
-                         "pretrained": str(pretrained[s].resolve())})
-    base = {**_shared(c), "epochs": c.finetune_epochs}
+    rows = [_task_row(c, t, s, pretrained[s]) for t in c.tasks for s in c.seeds]
+    base = {**run_settings(c), "epochs": c.finetune_epochs}
     keys = [k for k in rows[0] if k != "task"]
     return vsweep.create(out / "sweeps" / "finetune", job="function",
                          base={"function": f"{__name__}:finetune", "args": base},
@@ -497,7 +519,7 @@ def _finetune_sweep(c: Config, out: Path, pretrained: dict[int, Path]) -> vsweep
 
 
 # ---------------------------------------------------------------------------------- statistics
-def _seriesmean_se(series: list[list]) -> dict:
+def _series_mean_se(series: list[list]) -> dict:
     """Per-epoch mean and standard error over seeds of equally long series (None entries skipped)."""
     length = min(len(s) for s in series)
     stats = [mean_se([s[i] for s in series]) for i in range(length)]
@@ -510,7 +532,7 @@ def _read_curves(s: vsweep.Sweep) -> dict[str, dict]:
 
 def _group_curves(curves: list[dict]) -> dict:
     """Mean ± SE over seeds of every per-epoch series of a group of runs."""
-    out = {k: _seriesmean_se([c[k] for c in curves])
+    out = {k: _series_mean_se([c[k] for c in curves])
            for k in ("train_loss", "train_accuracy", "test_loss", "test_accuracy")}
     out["epoch"] = curves[0]["epoch"]
     out["cka"] = {}
@@ -518,7 +540,7 @@ def _group_curves(curves: list[dict]) -> dict:
         for layer in LAYERS:
             series = [[v for _, v in c["cka"][ref][layer]] for c in curves]
             out["cka"].setdefault(ref, {})[layer] = {"epoch": [e for e, _ in curves[0]["cka"][ref][layer]],
-                                                     **_seriesmean_se(series)}
+                                                     **_series_mean_se(series)}
     return out
 
 
@@ -545,7 +567,7 @@ def _cross_seed(c: Config, ft: vsweep.Sweep, pretrained: dict[int, Path]) -> dic
     for r in ft.runs:
         by_task.setdefault(_task_label(c, r.params), []).append(r)
     for label, runs in by_task.items():
-        args = config_from_dict(RunArgs, {**_shared(c), **runs[0].params}, argument="args")
+        args = config_from_dict(RunArgs, {**run_settings(c), **runs[0].params}, argument="args")
         _, _, x = args.datasets()
         seeds = [int(r.params["seed"]) for r in runs]
         tuned = [_activations(load_run(ft.run_dir(r.id) / "train").model(), x) for r in runs]
@@ -875,8 +897,7 @@ def run(config: Config, out_dir: str | Path, *, progress: bool = True) -> dict:
     scratch = _scratch_sweep(c, out)
     say(f"[finetune_similarity] {len(scratch.runs)} from-scratch runs in {scratch.out_dir} ...")
     scratch_rows = run_sweep(scratch, c, "from-scratch", progress)
-    pretrained = {int(r.params["seed"]): scratch.run_dir(r.id) for r in scratch.runs
-                  if r.params["randomness"] == 0 and r.params["n_train"] == c.pretrain_n}
+    pretrained = pretrained_runs(c, out)
     ft = _finetune_sweep(c, out, pretrained)
     say(f"[finetune_similarity] {len(ft.runs)} fine-tuning runs in {ft.out_dir} ...")
     ft_rows = run_sweep(ft, c, "fine-tuning", progress)
