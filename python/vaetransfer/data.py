@@ -1030,7 +1030,7 @@ def load_svhn(path: str | os.PathLike, split: str = "train", *, indices: Indices
 
     try:
         mat = scipy.io.loadmat(full, variable_names=["X", "y"])
-    except (ValueError, TypeError, OSError, NotImplementedError) as exc:
+    except (ValueError, TypeError, OSError, NotImplementedError) as exc:  # SciPy: NotImplementedError for v7.3 (HDF5)
         raise value_error("path", f"{split}_32x32.mat: unreadable MATLAB file ({exc})") from exc
     if "X" not in mat or "y" not in mat:
         raise value_error("path", f"{split}_32x32.mat: expected the variables X and y")
