@@ -309,13 +309,9 @@ class RunArgs:
     def datasets(self) -> tuple[data.Dataset, data.Dataset, torch.Tensor]:
         """(training set with its transformed labels, test set, CKA inputs float [cka_n, 3, 32, 32])."""
         kw = {"data_seed": self.data_seed, "data_dirs": self.data_dirs}
-        if self.same_domain_finetune:  # the pretraining domain's test part, in halves
-            half = part_size(self.domain, "test", self.data_dirs) // 2
-            train_set = domain_rows(self.domain, "test", 0, self.n_train, **kw)
-            test_set = domain_rows(self.domain, "test", half, self.n_test, **kw)
-        else:
-            train_set = domain_rows(self.domain, "train", 0, self.n_train, **kw)
-            test_set = domain_rows(self.domain, "test", 0, self.n_test, **kw)
+        # Same-domain fine-tuning: the pretraining domain's test part, in halves.
+        train_set = domain_rows(self.domain, "test" if self.same_domain_finetune else "train", 0, self.n_train, **kw)
+        test_set = domain_rows(self.domain, "test", self._test_start(), self.n_test, **kw)
         if self.cka_n > len(test_set):
             raise value_error("cka_n", f"expected at most the {len(test_set)} test rows, got {self.cka_n}")
         cka_x = test_set.float_images(range(self.cka_n))
@@ -326,6 +322,15 @@ class RunArgs:
             test_set = data.as_dataset(test_set, labels=self.labels(test_set.labels, self.seed + 1_000_003),
                                        num_classes=NUM_CLASSES)
         return train_set, test_set, cka_x
+
+    def _test_start(self) -> int:
+        return part_size(self.domain, "test", self.data_dirs) // 2 if self.same_domain_finetune else 0
+
+    def cka_inputs(self) -> torch.Tensor:
+        """The CKA inputs of :meth:`datasets` alone (the first ``cka_n`` test rows), without
+        generating the training and test sets."""
+        return domain_rows(self.domain, "test", self._test_start(), self.cka_n, data_seed=self.data_seed,
+                           data_dirs=self.data_dirs).float_images()
 
     def labels(self, y: torch.Tensor, seed: int) -> torch.Tensor:
         if self.shift:
@@ -568,7 +573,7 @@ def _cross_seed(c: Config, ft: vsweep.Sweep, pretrained: dict[int, Path]) -> dic
         by_task.setdefault(_task_label(c, r.params), []).append(r)
     for label, runs in by_task.items():
         args = config_from_dict(RunArgs, {**run_settings(c), **runs[0].params}, argument="args")
-        _, _, x = args.datasets()
+        x = args.cka_inputs()
         seeds = [int(r.params["seed"]) for r in runs]
         tuned = [_activations(load_run(ft.run_dir(r.id) / "train").model(), x) for r in runs]
         refs = [_activations(pre_models[s], x) for s in seeds] + [_activations(inits[s], x) for s in seeds]
