@@ -49,4 +49,6 @@ PYBIND11_MODULE(_C, m) {
   vaetransfer::bindings::init_estimators(estimators);
   auto similarity = m.def_submodule("similarity", "CKA, Procrustes and the all-pairs engine");
   vaetransfer::bindings::init_similarity(similarity);
+  auto rr = m.def_submodule("rr", "The reverse pass of RR pretraining and the SRIP spectral norm");
+  vaetransfer::bindings::init_rr(rr);
 }

@@ -69,6 +69,9 @@ void init_nn(py::module_& m) {
       .def("train", [](Model& mo, bool mode) { mo.train(mode); }, py::arg("mode") = true)
       .def("to", [](Model& mo, const std::string& device) { mo.to_device(at::Device(device)); }, py::arg("device"))
       .def(
+          "to_dtype", [](Model& mo, py::object dtype) { mo.to(torch::python::detail::py_object_to_dtype(dtype)); },
+          py::arg("dtype"), "Casts parameters and buffers (float64 for gradient checks).")
+      .def(
           "noise",
           [](const Model& mo, int64_t n, uint64_t seed, bool zero) {
             VT_CHECK_ARG(n >= 0, "n", "expected n >= 0, got ", n);

@@ -20,12 +20,37 @@ void Classifier::add_encoder_layer(const std::string& name, std::shared_ptr<torc
                                    Forward forward) {
   add_layer(name, "encoder", std::move(module));
   encoder_.emplace_back(name, std::move(forward));
+  all_units_ = false;
+}
+
+void Classifier::add_unit_layer(ReversibleUnit unit, std::shared_ptr<torch::nn::Module> module) {
+  const auto name = unit.layer;
+  add_layer(name, "encoder", std::move(module));
+  const size_t index = units_.size();
+  units_.push_back(std::move(unit));
+  encoder_.emplace_back(name, [this, index](const at::Tensor& x) { return run_unit(index, x); });
+}
+
+at::Tensor Classifier::run_unit(size_t index, const at::Tensor& x) const {
+  ReversibleUnit::Trace* trace = nullptr;
+  if (auto* traces = attached_trace()) trace = &traces->emplace_back();
+  return units_[index].forward(x, trace);
+}
+
+const std::vector<ReversibleUnit>& Classifier::units() const {
+  static const std::vector<ReversibleUnit> none;
+  return all_units_ ? units_ : none;
 }
 
 void Classifier::add_head(int64_t features) {
   auto step = linear_step("logits", features, num_classes_, Activation::None);
-  head_ = step.forward;
+  ReversibleUnit head;
+  head.layer = "logits";
+  head.kind = AffineKind::Linear;
+  head.affine = step.module;
+  head.affine_forward = step.forward;
   add_layer("logits", "head", step.module);
+  units_.push_back(std::move(head));
 }
 
 void Classifier::run_layers(const at::Tensor& x, const at::Tensor&, const Emit& emit, const std::string& stop_after) {
@@ -37,7 +62,7 @@ void Classifier::run_layers(const at::Tensor& x, const at::Tensor&, const Emit& 
     emit(name, h);
     if (name == stop_after) return;
   }
-  emit("logits", head_(h));  // linear_step flattens
+  emit("logits", run_unit(units_.size() - 1, h));
 }
 
 at::Tensor Classifier::forward(const at::Tensor& x) {

@@ -13,19 +13,13 @@
 namespace vaetransfer::nn {
 namespace {
 
+// Holds one block's submodules under the names of its parameters ("conv", "bn").
 struct ConvBlockImpl : torch::nn::Module {
-  ConvBlockImpl(int64_t in, int64_t out, bool bn_first)
+  ConvBlockImpl(int64_t in, int64_t out)
       : conv(register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1)))),
-        bn(register_module("bn", torch::nn::BatchNorm2d(out))),
-        bn_first(bn_first) {}
-  at::Tensor forward(const at::Tensor& x) {
-    auto h = conv->forward(x);
-    h = bn_first ? at::relu(bn->forward(h)) : bn->forward(at::relu(h));
-    return at::max_pool2d(h, {2, 2});
-  }
+        bn(register_module("bn", torch::nn::BatchNorm2d(out))) {}
   torch::nn::Conv2d conv;
   torch::nn::BatchNorm2d bn;
-  bool bn_first;
 };
 
 class Conv4 : public Classifier {
@@ -46,9 +40,20 @@ class Conv4 : public Classifier {
       w /= 2;
       VT_CHECK_ARG(h >= 1 && w >= 1, "input_shape", "images of ", shape_string(shape), " are too small for ", blocks,
                    " max-pooled blocks");
-      auto block = std::make_shared<ConvBlockImpl>(in, channels, order == "conv-bn-relu-pool");
-      add_encoder_layer("block" + std::to_string(b + 1), block,
-                        [block](const at::Tensor& x) { return block->forward(x); });
+      auto block = std::make_shared<ConvBlockImpl>(in, channels);
+      ReversibleUnit unit;
+      unit.layer = "block" + std::to_string(b + 1);
+      unit.kind = AffineKind::Conv2d;
+      unit.affine = block->conv.ptr();
+      unit.affine_forward = [m = block->conv](const at::Tensor& x) mutable { return m->forward(x); };
+      unit.padding = {1, 1};
+      unit.norm = block->bn.ptr();
+      unit.norm_forward = [m = block->bn](const at::Tensor& x) mutable { return m->forward(x); };
+      unit.norm_eps = block->bn->options.eps();
+      unit.norm_first = order == "conv-bn-relu-pool";
+      unit.activation = Activation::ReLU;
+      unit.pool = true;
+      add_unit_layer(std::move(unit), block);
       in = channels;
     }
     add_head(channels * h * w);

@@ -12,19 +12,14 @@
 namespace vaetransfer::nn {
 namespace {
 
+// Holds one layer's submodules under the names of its parameters ("linear", "bn").
 struct DenseLayerImpl : torch::nn::Module {
-  DenseLayerImpl(int64_t in, int64_t out, bool batch_norm, Activation act)
-      : linear(register_module("linear", torch::nn::Linear(in, out))), activation(act) {
+  DenseLayerImpl(int64_t in, int64_t out, bool batch_norm)
+      : linear(register_module("linear", torch::nn::Linear(in, out))) {
     if (batch_norm) bn = register_module("bn", torch::nn::BatchNorm1d(out));
-  }
-  at::Tensor forward(const at::Tensor& x) {
-    auto h = linear->forward(x);
-    if (bn) h = bn->forward(h);
-    return vaetransfer::nn::apply(activation, h);
   }
   torch::nn::Linear linear;
   torch::nn::BatchNorm1d bn{nullptr};
-  Activation activation;
 };
 
 class MLPClassifier : public Classifier {
@@ -34,9 +29,19 @@ class MLPClassifier : public Classifier {
     const auto act = parse_activation(p.str("activation"));
     int64_t in = product(input_shape());
     for (size_t i = 0; i < hidden.size(); ++i) {
-      auto layer = std::make_shared<DenseLayerImpl>(in, hidden[i], p.flag("batch_norm"), act);
-      add_encoder_layer("fc" + std::to_string(i + 1), layer,
-                        [layer](const at::Tensor& h) { return layer->forward(h.flatten(1)); });
+      auto layer = std::make_shared<DenseLayerImpl>(in, hidden[i], p.flag("batch_norm"));
+      ReversibleUnit unit;
+      unit.layer = "fc" + std::to_string(i + 1);
+      unit.kind = AffineKind::Linear;
+      unit.affine = layer->linear.ptr();
+      unit.affine_forward = [m = layer->linear](const at::Tensor& h) mutable { return m->forward(h); };
+      if (layer->bn) {
+        unit.norm = layer->bn.ptr();
+        unit.norm_forward = [m = layer->bn](const at::Tensor& h) mutable { return m->forward(h); };
+        unit.norm_eps = layer->bn->options.eps();
+      }
+      unit.activation = act;
+      add_unit_layer(std::move(unit), layer);
       in = hidden[i];
     }
     add_head(in);

@@ -14,6 +14,7 @@
 
 #include "vaetransfer/common/params.h"
 #include "vaetransfer/nn/model.h"
+#include "vaetransfer/nn/reversible.h"
 #include "vaetransfer/train/schedule.h"
 
 namespace vaetransfer::objectives {
@@ -38,6 +39,9 @@ struct TaskOutput {
   // Named values to report: 0-D tensors, or 1-D tensors whose entry i becomes column "<name><i>".
   Named scalars;
   Named layers;     // every layer's output of the forward pass, when captured
+  // Each reversible unit's tensors of the forward pass (nn/reversible.h), when a regulariser
+  // asks for them (the trainer attaches the trace around step()); null otherwise.
+  const nn::UnitTraces* traces = nullptr;
 };
 
 struct WeightSpec {

@@ -12,13 +12,13 @@ class L2 : public Regularizer {
  public:
   explicit L2(const Params& p) : Regularizer(p) {}
   void check(const nn::Model& model) const override { penalised(model); }
-  at::Tensor term(nn::Model& model, const objectives::Batch&, const objectives::TaskOutput& out,
-                  const objectives::StepContext&) const override {
+  Term term(nn::Model& model, const objectives::Batch&, const objectives::TaskOutput& out,
+            const objectives::StepContext&) const override {
     const auto names = penalised(model);
     at::Tensor sum = at::zeros({}, out.loss.options());
     for (const auto& [n, p] : model.parameters_named())
       if (names.count(n)) sum = sum + p.square().sum();
-    return sum;
+    return {sum, {}};
   }
 
  private:

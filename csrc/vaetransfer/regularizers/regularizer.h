@@ -1,13 +1,15 @@
 // Regularisers: named terms added to any task's loss, loss += λ·term, with λ a weight that may
 // follow a schedule. Built by name through the regulariser registry — a new regulariser is
-// one file with one registration (the RR reverse pass and SRIP come this way). The term's
-// value (unweighted) is reported as a history column named by the regulariser's label.
+// one file with one registration (l2, the RR reverse pass, SRIP). The term's value (without λ)
+// is reported as a history column named by the regulariser's label, and its parts (e.g. the
+// RR loss of each layer) as columns "<label>_<part>".
 #pragma once
 #include <ATen/ATen.h>
 
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "vaetransfer/common/params.h"
 #include "vaetransfer/nn/model.h"
@@ -22,9 +24,22 @@ class Regularizer : public Registered {
   virtual void check(const nn::Model& model) const {}
   // True when term() reads the forward pass's layer outputs (TaskOutput::layers).
   virtual bool needs_layers() const { return false; }
-  // The unweighted, differentiable 0-D term for this step.
-  virtual at::Tensor term(nn::Model& model, const objectives::Batch& batch, const objectives::TaskOutput& out,
-                          const objectives::StepContext& ctx) const = 0;
+  // True when term() reads the reversible units' traces (TaskOutput::traces).
+  virtual bool needs_traces() const { return false; }
+  // Names of the parts term() reports besides its value (history columns "<label>_<part>").
+  virtual std::vector<std::string> parts(const nn::Model& model) const { return {}; }
+
+  struct Term {
+    at::Tensor value;                // 0-D, differentiable: the loss adds λ·value
+    std::vector<at::Tensor> parts;   // 0-D, aligned with parts() (reported, detached)
+  };
+  virtual Term term(nn::Model& model, const objectives::Batch& batch, const objectives::TaskOutput& out,
+                    const objectives::StepContext& ctx) const = 0;
+
+  // State kept between steps (e.g. SRIP's power-iteration vectors), saved in snapshots so a
+  // resumed run continues exactly; load_state receives what state() returned.
+  virtual nn::Named state() const { return {}; }
+  virtual void load_state(const nn::Named& state) {}
 
  protected:
   using Registered::Registered;

@@ -94,6 +94,7 @@ void write_snapshot(const Snapshot& s, const std::string& path) {
   rng.insert("shuffle", s.shuffle_rng);
   d.insert("rng", rng);
   d.insert("frozen", string_list(s.frozen));
+  d.insert("regularizers", tensor_dict(s.regularizers));
 
   const auto bytes = torch::jit::pickle_save(IValue(d));
   const std::string tmp = path + ".tmp";
@@ -127,6 +128,7 @@ Snapshot read_snapshot(const std::string& path) {
   s.noise_rng = rng.at("noise").toTensor();
   s.shuffle_rng = rng.at("shuffle").toTensor();
   for (const auto& f : d.at("frozen").toListRef()) s.frozen.push_back(f.toStringRef());
+  if (d.contains("regularizers")) s.regularizers = tensors_of(d.at("regularizers"), path, "regularizers");
   return s;
 }
 

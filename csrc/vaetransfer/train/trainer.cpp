@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "vaetransfer/common/check.h"
@@ -104,7 +105,9 @@ Trainer::Trainer(nn::ModelPtr model, objectives::TaskPtr task, std::vector<Regul
     r.regularizer->check(*model_);
     weights_[r.label + "_weight"] = r.weight;
     columns_.push_back(r.label);
+    for (const auto& part : r.regularizer->parts(*model_)) columns_.push_back(r.label + "_" + part);
     capture_layers_ |= r.regularizer->needs_layers();
+    capture_traces_ |= r.regularizer->needs_traces();
   }
   for (const auto& [name, s] : weights_)
     if (!s->is_constant()) {
@@ -188,14 +191,22 @@ StepReport Trainer::train_step() {
   if (spec_.data_scale != 1.0) batch.x.mul_(spec_.data_scale);
   if (labels_.defined()) batch.y = labels_.index_select(0, idx).to(model_->device());
   objectives::StepContext ctx{step_, weights_at(step_), &noise_gen_, capture_layers_};
-  auto out = task_->step(*model_, batch, ctx);
+  nn::UnitTraces traces;
+  objectives::TaskOutput out;
+  {
+    std::optional<nn::TraceScope> scope;
+    if (capture_traces_) scope.emplace(*model_, &traces);
+    out = task_->step(*model_, batch, ctx);
+  }
+  if (capture_traces_) out.traces = &traces;
   auto loss = out.loss;
   std::vector<at::Tensor> packed = {at::Tensor()};  // the total loss goes first
   for (const auto& [n, t] : out.scalars) packed.push_back(t.detach().reshape({-1}).to(at::kDouble));
   for (const auto& r : regularizers_) {
     auto term = r.regularizer->term(*model_, batch, out, ctx);
-    loss = loss + ctx.weights.at(r.label + "_weight") * term;
-    packed.push_back(term.detach().reshape({-1}).to(at::kDouble));
+    loss = loss + ctx.weights.at(r.label + "_weight") * term.value;
+    packed.push_back(term.value.detach().reshape({-1}).to(at::kDouble));
+    for (const auto& part : term.parts) packed.push_back(part.detach().reshape({-1}).to(at::kDouble));
   }
   packed[0] = loss.detach().reshape({-1}).to(at::kDouble);
   // One device→host copy for the whole report.
@@ -327,6 +338,8 @@ std::string Trainer::save_snapshot() {
   for (const auto& [k, v] : weights_) s.schedules.emplace_back(k, v->describe());
   s.columns = columns_;
   s.frozen = model_->frozen_parameters();
+  for (const auto& r : regularizers_)
+    for (auto& [n, t] : r.regularizer->state()) s.regularizers.emplace_back(r.label + "/" + n, t.detach().cpu().clone());
   s.permutation = permutation_;
   s.position = position_;
   s.epoch = epoch_;
@@ -372,6 +385,13 @@ int64_t Trainer::resume() {
                s.permutation.numel(), " examples, got ", data_.size(0));
   model_->load_state(s.model);
   optimizer_.load_state(s.optimizer);
+  for (auto& r : regularizers_) {
+    nn::Named state;
+    const auto prefix = r.label + "/";
+    for (const auto& [n, t] : s.regularizers)
+      if (n.rfind(prefix, 0) == 0) state.emplace_back(n.substr(prefix.size()), t.to(model_->device()));
+    r.regularizer->load_state(state);
+  }
   permutation_ = s.permutation;
   position_ = s.position;
   epoch_ = s.epoch;

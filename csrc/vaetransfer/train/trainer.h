@@ -122,6 +122,7 @@ class Trainer {
   TrainSpec spec_;
   std::vector<std::string> columns_;
   bool capture_layers_ = false;
+  bool capture_traces_ = false;
   int64_t step_ = 0;
   int64_t phase_ = -2;  // index of the applied phase (-1: after the last; -2: none applied yet)
   at::Generator noise_gen_, shuffle_gen_;
@@ -139,6 +140,7 @@ struct Snapshot {
   std::string optimizer_name, task_name;
   std::vector<std::pair<std::string, std::string>> task, schedules;  // parameter → value, weight → schedule
   std::vector<std::string> columns, frozen;
+  std::vector<std::pair<std::string, at::Tensor>> regularizers;  // "<label>/<name>" → state tensor
   at::Tensor permutation, noise_rng, shuffle_rng;
   int64_t position = 0, epoch = 0;
 };
