@@ -11,6 +11,8 @@ A task turns a batch into a loss and named scalars (the history columns). Regist
 * ``dip-vae-ii``: R = KL + λ_od Σ_{i≠j} Cov[z]_ij² + λ_d Σ_i (Cov[z]_ii − 1)²,
   Cov[z] = Cov_batch[μ(x)] (1/m) + mean_batch diag σ²(x); λ_d defaults to λ_od.
 * ``classification``: softmax cross-entropy, reports accuracy.
+* ``forward-only``: the forward pass with loss 0, so the regularisers alone train the model (greedy
+  layer-wise pretraining with the ``rr`` regulariser, :func:`vaetransfer.rr.greedy_pretraining`).
 
 VAE objectives: loss per example = −log p(x|z) + R, averaged over the batch, with the
 ``bernoulli`` (sigmoid cross-entropy) or ``gaussian`` (N(x; logits, σ²), constant included)

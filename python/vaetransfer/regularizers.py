@@ -3,8 +3,16 @@
 ``RegularizerConfig(name, weight=λ, label=None, **params)`` adds ``λ·term`` to the loss; ``λ`` is a
 number or a :class:`~vaetransfer.schedules.ScheduleConfig`. The term (unweighted) is a history
 column named ``label`` (default: the regulariser's name), and a scheduled λ the column
-``<label>_weight``. Registered now (:func:`registered`, from the core): ``l2`` — Σ‖θ‖² over the
-parameters of ``groups`` (gradient 2λθ). The RR reverse pass and SRIP arrive the same way.
+``<label>_weight``; a regulariser with parts reports each as ``<label>_<part>``. Registered now
+(:func:`registered`, from the core):
+
+* ``l2`` — Σ‖θ‖² over the parameters of ``groups`` (gradient 2λθ).
+* ``rr`` — the reverse-pass loss Σ_m λ_m‖d_m − d'_m‖² of "Unsupervised pretraining with a reverse
+  pass" (Eq. 7; ``variant`` full or local, ``layer_weights``, ``input_only`` for RR¹,
+  ``output_activation``); parts: one term per reconstructed activation (``input``, then each layer
+  before the head). See :mod:`vaetransfer.rr`.
+* ``srip`` — Σ_W σ(WᵀW − I), the SRIP orthogonality penalty (the Ort baseline), by power iteration
+  with the vector kept between steps (and in snapshots).
 """
 from __future__ import annotations
 
