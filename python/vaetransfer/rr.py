@@ -13,7 +13,7 @@ nearest up-sampling where unit m−1 max-pools. ``full``: v = d'_{m+1} from d'_{
 (Eq. 8); ``local``: v = d_{m+1} (Eq. 10; needed with max-pooling, which the full variant refuses).
 
 **The loss** (:func:`rr_regularizer`): ``λ Σ_m λ_m ‖d_m − d'_m‖²``, each term summed over units and
-averaged over the batch; ``input_only`` is RR¹. The public code adds ``λ·Σ ½‖d' − d‖²`` summed
+averaged over the batch (``reduction="mean"``: averaged over units too); ``input_only`` is RR¹. The public code adds ``λ·Σ ½‖d' − d‖²`` summed
 over the batch as well, on 0–255 pixels: its λ is ours × 2 / batch for hidden terms and
 ours × 2 / (batch · 255²) for the input term with inputs in [0, 1] (:func:`public_lambda_to_ours`).
 
@@ -86,12 +86,14 @@ def term_names(model: Model | ModelConfig) -> list[str]:
 
 
 def rr_regularizer(weight: float = 1.0, *, variant: str = "full", layer_weights: Sequence[float] = (),
-                   input_only: bool = False, output_activation: str = "none", label: str = "rr") -> RegularizerConfig:
+                   input_only: bool = False, reduction: str = "sum", output_activation: str = "none",
+                   label: str = "rr") -> RegularizerConfig:
     """The RR loss as a regulariser of any reversible model (history columns ``rr`` and
-    ``rr_<term>``); ``weight`` may be a schedule, 0 switches it off."""
+    ``rr_<term>``); ``weight`` may be a schedule, 0 switches it off. ``reduction="mean"``
+    averages each term over its units as well (one λ for layers of any size)."""
     return RegularizerConfig("rr", weight=weight, label=label, variant=variant,
                              layer_weights=[float(w) for w in layer_weights], input_only=bool(input_only),
-                             output_activation=output_activation)
+                             reduction=reduction, output_activation=output_activation)
 
 
 def srip_regularizer(beta: float = 0.01, *, groups: Sequence[str] = ("all",), iterations: int = 1,

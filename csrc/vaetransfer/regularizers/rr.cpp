@@ -2,7 +2,8 @@
 //     term = Σ_m λ_m ‖d_m − d'_m‖²,
 // d_m the forward activations (the input and each unit's output before pooling), d'_m the
 // reverse pass's reconstructions (rr/reverse_pass.h), each squared error summed over units and
-// averaged over the batch. The public code adds λ·Σ ½‖d' − d‖² summed over the batch too, on
+// averaged over the batch (`reduction` "sum", Eq. 7), or averaged over units too ("mean": one λ
+// suits layers of any size; the sum's λ must shrink as layers grow). The public code adds λ·Σ ½‖d' − d‖² summed over the batch too, on
 // 0–255 pixels: its λ corresponds to ours times batch/2 for hidden layers, and for the input
 // term additionally times 255² when our inputs lie in [0, 1].
 // λ_m are `layer_weights` (one per term: input, then every layer before the head; all 1 when
@@ -23,6 +24,10 @@ class ReversePassLoss : public Regularizer {
   explicit ReversePassLoss(const Params& p) : Regularizer(p) {
     options_.variant = rr::parse_variant(p.str("variant"));
     options_.output_activation = nn::parse_activation(p.str("output_activation"), "output_activation");
+    const auto& reduction = p.str("reduction");
+    VT_CHECK_ARG(reduction == "sum" || reduction == "mean", "reduction",
+                 "expected 'sum' (over units, Eq. 7) or 'mean' (over units), got '", reduction, "'");
+    mean_ = reduction == "mean";
     for (double w : p.numbers("layer_weights"))
       VT_CHECK_ARG(std::isfinite(w) && w >= 0, "layer_weights", "expected finite weights >= 0, got ", w);
     VT_CHECK_ARG(!(p.flag("input_only") && !p.numbers("layer_weights").empty()), "input_only",
@@ -50,7 +55,8 @@ class ReversePassLoss : public Regularizer {
                                                    (*out.traces)[m].pre_pool, model.is_training(),
                                                    options_.output_activation);
       }
-      const auto e = rr::squared_error(pass.targets[m], pass.reconstructions[m]);
+      auto e = rr::squared_error(pass.targets[m], pass.reconstructions[m]);
+      if (mean_) e = e / static_cast<double>(pass.targets[m][0].numel());
       if (lambda[m] > 0) t.value = t.value + lambda[m] * e;
       t.parts.push_back(e);
     }
@@ -74,6 +80,7 @@ class ReversePassLoss : public Regularizer {
   }
 
   rr::ReverseOptions options_;
+  bool mean_ = false;
 };
 
 }  // namespace
@@ -86,6 +93,8 @@ VT_REGISTER(RegularizerRegistry,
               {"layer_weights", ParamType::Floats, std::vector<double>{},
                "λ_m per term (input, then each layer before the head); empty: all 1"},
               {"input_only", ParamType::Bool, false, "RR¹: only the input term"},
+              {"reduction", ParamType::String, std::string("sum"),
+               "each term summed ('sum', Eq. 7) or averaged ('mean') over units; both average over the batch"},
               {"output_activation", ParamType::String, std::string("none"),
                "activation of the reconstructed input: 'none', 'relu' or 'tanh'"}},
              [](const Params& p) -> std::unique_ptr<Regularizer> { return std::make_unique<ReversePassLoss>(p); },

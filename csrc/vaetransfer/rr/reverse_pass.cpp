@@ -47,20 +47,25 @@ at::Tensor reuse_norm(const nn::ReversibleUnit& unit, const nn::ReversibleUnit::
   const auto shape = channel_shape(u);
   at::Tensor mean, var;
   if (training) {
-    std::vector<int64_t> dims = {0};
-    for (int64_t d = 2; d < trace.norm_input.dim(); ++d) dims.push_back(d);
-    var = trace.norm_input.var(dims, /*correction=*/0, /*keepdim=*/false);
-    mean = trace.norm_input.mean(dims);
+    // Per-channel batch statistics (biased variance, as BatchNorm normalises with it) over
+    // [N·H·W, C] rows — a view for channels-last tensors; two plain passes run ~3× faster
+    // than var_mean's Welford reduction on the CPU.
+    const auto& t = trace.norm_input;
+    const auto rows = t.dim() == 2 ? t : t.permute({0, 2, 3, 1}).reshape({-1, t.size(1)});
+    mean = rows.mean(0);
+    var = (rows - mean).square().mean(0);
   } else {
     const auto buffers = unit.norm->named_buffers(false);
     mean = buffers["running_mean"];
     var = buffers["running_var"];
   }
-  auto h = (u - mean.view(shape)) * at::rsqrt(var.view(shape) + unit.norm_eps);
+  // One per-channel affine map u·scale + shift: two full-size operations instead of four.
+  auto scale = at::rsqrt(var + unit.norm_eps);
   const auto p = unit.norm->named_parameters(false);
-  if (p.contains("weight")) h = h * p["weight"].view(shape);
-  if (p.contains("bias")) h = h + p["bias"].view(shape);
-  return h;
+  if (p.contains("weight")) scale = scale * p["weight"];
+  auto shift = -mean * scale;
+  if (p.contains("bias")) shift = shift + p["bias"];
+  return at::addcmul(shift.view(shape), u, scale.view(shape));
 }
 
 }  // namespace
@@ -133,7 +138,8 @@ ReversePass reverse_pass(const nn::Model& model, const nn::UnitTraces& traces, c
 }
 
 at::Tensor squared_error(const at::Tensor& target, const at::Tensor& reconstruction) {
-  return (target - reconstruction).square().sum() / static_cast<double>(target.size(0));
+  // mse_loss's fused kernels (forward and backward) on the CPU.
+  return at::mse_loss(reconstruction, target, at::Reduction::Sum) / static_cast<double>(target.size(0));
 }
 
 ReversePass run_reverse_pass(nn::Model& model, const at::Tensor& x, const ReverseOptions& options) {
