@@ -438,3 +438,18 @@ def test_svd_vectors_and_pattern_match():
 def test_public_lambda_conversion():
     assert rr.public_lambda_to_ours(1e-6, 100) == pytest.approx(5e-5)
     assert rr.public_lambda_to_ours(1e-6, 100, input_term=True) == pytest.approx(5e-5 * 255 ** 2)
+
+
+@pytest.mark.parametrize("variant,make,x_shape", [("full", lambda: _mlp(seed=8), (10, 12)),
+                                                  ("local", lambda: _conv4(seed=8, size=10), (5, 3, 10, 10))])
+def test_the_benchmark_reference_reverse_pass_matches_ours(variant, make, x_shape):
+    """torch_reference.rr_reverse_pass (the Python baseline of benchmarks/bench_rr.py) computes the
+    same pass as the core."""
+    from vaetransfer.torch_reference import rr_reverse_pass
+    model = make()
+    x = torch.rand(*x_shape)
+    twin = model.to_torch()
+    _, targets, recon = rr_reverse_pass(twin, x, variant, "relu")
+    ours = rr.reverse_pass(model, x, variant, "relu")
+    for a, b in zip(ours.reconstructions + ours.targets, recon + targets):
+        torch.testing.assert_close(a.detach().reshape(b.shape), b.detach(), atol=1e-5, rtol=1e-4)
