@@ -1,0 +1,766 @@
+"""RR reverse-pass pretraining: SVD insight on peaks and digits, MI planes on the 12-bit task, and shape transfer, against Std, Ort and Pre.
+
+The study of *Unsupervised Pretraining with a Reverse Pass* (RR; §2–3, App. A–B) with the core's
+reverse pass (:mod:`vaetransfer.rr`). Methods: ``std`` (the task alone), ``ort`` (SRIP,
+β·σ(WᵀW − I)), ``pre`` (greedy layer-wise autoencoder pretraining with tied weights, no task),
+``rr`` (the task plus the reverse-pass loss of every layer) and ``rr1`` (RR¹: the input term
+only). Experiments (sections of ``results.json`` and ``index.md``):
+
+1. ``peak`` (App. A.4): 110 images of 28×28, a Gaussian peak top-left (class 0) or bottom-right
+   (class 1) plus random scribbles, 100 train / 10 test; one fully connected layer of 2 units with
+   BatchNorm and ReLU, then the 2-way linear head; Adam, lr 1e-4, 5,000 epochs (full batches).
+   The right singular vectors of the first weight matrix, shown as images, and how much they
+   look like the two peak patterns: the best absolute correlation per pattern
+   (:func:`vaetransfer.rr.pattern_match`), our documented stand-in for LPIPS, whose AlexNet weights
+   cannot be downloaded here. ``distance`` = 1 − that (lower is better, as LPIPS).
+2. ``digits`` (App. A.4, "MNIST test"): the same on scikit-learn's real handwritten digits
+   (8×8): two images (a 0 and a 1, two units), then the whole set (10 classes, 10 units); the
+   patterns are the class-mean images.
+3. ``mi`` (§3, Fig. 4–5, App. B.1): the 12-bit task of Shwartz-Ziv & Tishby
+   (:func:`vaetransfer.data.twelve_bit_task`; 3,277 train / 819 test), 5 tanh layers
+   (12-10-7-5-4-3) and a 2-way head. Stage A trains each method; I(X; D_m) and I(D_m; Y) of every
+   layer over training by binning (30 bins per unit over its observed range; a binned layer is
+   one symbol; I(X; T) = H(T) as inputs are unique), on all 4,096 patterns. Then every model is
+   fine-tuned without a regulariser on task A (AA) and on task B (AB: the outputs swapped).
+4. ``transfer`` (in the spirit of the texture-shape test): :func:`vaetransfer.data.texture_shapes`
+   — 10 shape classes — trained on the ``textured`` style with each method (``rr`` local: conv4
+   max-pools) and fine-tuned without a regulariser, then evaluated without retraining on the
+   ``filled`` and ``edges`` styles of the same shapes.
+
+**λ.** The public code adds λ·Σ ½‖d' − d‖² summed over the batch on 0–255 pixels; our terms are
+averaged over the batch with inputs in [0, 1]. The paper's λ (1e-6 peaks, 1e-5 digits) is
+converted with :func:`vaetransfer.rr.public_lambda_to_ours` (input term × batch/2 × 255², hidden
+terms × batch/2). The paper gives no λ for the 12-bit task and none we can use for our shape
+net: those are our choices, fixed before any run (``mi.rr_lambda`` with sums over units,
+``transfer.rr_lambda`` with means over units). Ort's β = 0.01 throughout (SRIP's usual start).
+
+**Seeds.** Every number is a mean ± standard error over ``seeds``; each seed draws its own
+initial weights and data order (the data sets themselves are fixed by ``data_seed``).
+Every run goes through :mod:`vaetransfer.sweep` (``function`` jobs), so the ``paper`` preset runs
+unchanged on a Ray cluster.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .. import build_info, data, estimators
+from .. import rr as core
+from .. import sweep as vsweep
+from .._checks import value_error
+from ..io import write_json, write_text
+from ..nn import ModelConfig, build_model
+from ..objectives import TaskConfig
+from ..train import OptimizerConfig, TrainConfig, load_run, train
+from . import begin, config_from_dict, config_to_dict, run_sweep, step
+from ._stats import mean_se
+
+EXPERIMENTS = ("peak", "digits", "mi", "transfer")
+METHODS = ("std", "ort", "pre", "rr", "rr1")
+EXECUTORS = ("local", "ray")
+RESULT_FILE = "measurements.json"  #: per-run curves, singular vectors and accuracies (the sweep owns result.json)
+STYLES = ("textured", "filled", "edges")
+
+
+# ---------------------------------------------------------------------------------- config
+@dataclass
+class PeakConfig:
+    count: int = 110
+    train: int = 100
+    size: int = 28
+    epochs: int = 5_000
+    lr: float = 1e-4
+    public_lambda: float = 1e-6   # the paper's λ on the public code's scale (converted per term)
+
+
+@dataclass
+class DigitsConfig:
+    pair_epochs: int = 1_000      # two images (a 0 and a 1)
+    full_epochs: int = 1_000      # the whole set
+    batch_size: int = 100
+    lr: float = 1e-4
+    public_lambda: float = 1e-5
+
+
+@dataclass
+class MIConfig:
+    hidden: tuple[int, ...] = (10, 7, 5, 4, 3)
+    epochs: int = 2_000           # stage A
+    finetune_epochs: int = 1_000  # AA and AB each
+    batch_size: int = 256
+    lr: float = 1e-3
+    rr_lambda: float = 0.1        # our choice (sum over units): the paper gives none
+    mi_every: int = 20            # epochs between MI measurements
+    bins: int = 30
+
+
+@dataclass
+class TransferConfig:
+    channels: int = 64
+    n_train: int = 20_000
+    n_test: int = 2_000           # per style
+    epochs: int = 30              # stage A
+    finetune_epochs: int = 10
+    batch_size: int = 64
+    lr: float = 1e-3              # Adam
+    rr_lambda: float = 1.0        # our choice (mean over units): the paper gives none for this net
+
+
+@dataclass
+class Config:
+    """The RR study (``vaetransfer run rr --set key=value``)."""
+
+    experiments: tuple[str, ...] = EXPERIMENTS
+    methods: tuple[str, ...] = ("std", "ort", "pre", "rr", "rr1")
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    srip_beta: float = 0.01
+    data_seed: int = 0
+    peak: PeakConfig = field(default_factory=PeakConfig)
+    digits: DigitsConfig = field(default_factory=DigitsConfig)
+    mi: MIConfig = field(default_factory=MIConfig)
+    transfer: TransferConfig = field(default_factory=TransferConfig)
+    executor: str = "local"
+    workers: int = 2
+    threads: int = 1
+    address: str | None = None
+
+    def __post_init__(self):
+        if not self.experiments or any(e not in EXPERIMENTS for e in self.experiments) \
+                or len(set(self.experiments)) != len(self.experiments):
+            raise value_error("experiments", f"expected distinct names of {list(EXPERIMENTS)}, got {list(self.experiments)}")
+        if not self.methods or any(m not in METHODS for m in self.methods) or len(set(self.methods)) != len(self.methods):
+            raise value_error("methods", f"expected distinct names of {list(METHODS)}, got {list(self.methods)}")
+        if "std" not in self.methods:
+            raise value_error("methods", "expected 'std' among the methods: every finding compares with it")
+        if not self.seeds or min(self.seeds) < 0 or len(set(self.seeds)) != len(self.seeds):
+            raise value_error("seeds", f"expected distinct seeds >= 0, got {list(self.seeds)}")
+        if not self.srip_beta >= 0:
+            raise value_error("srip_beta", f"expected >= 0, got {self.srip_beta}")
+        checks = [("peak.count", self.peak.count, 4), ("peak.size", self.peak.size, 8), ("peak.epochs", self.peak.epochs, 1),
+                  ("digits.pair_epochs", self.digits.pair_epochs, 1), ("digits.full_epochs", self.digits.full_epochs, 1),
+                  ("digits.batch_size", self.digits.batch_size, 2), ("mi.epochs", self.mi.epochs, 1),
+                  ("mi.finetune_epochs", self.mi.finetune_epochs, 1), ("mi.batch_size", self.mi.batch_size, 2),
+                  ("mi.mi_every", self.mi.mi_every, 1), ("mi.bins", self.mi.bins, 2),
+                  ("transfer.channels", self.transfer.channels, 1), ("transfer.n_train", self.transfer.n_train, 10),
+                  ("transfer.n_test", self.transfer.n_test, 10), ("transfer.epochs", self.transfer.epochs, 1),
+                  ("transfer.finetune_epochs", self.transfer.finetune_epochs, 1),
+                  ("transfer.batch_size", self.transfer.batch_size, 2), ("workers", self.workers, 1),
+                  ("threads", self.threads, 1), ("data_seed", self.data_seed, 0)]
+        for name, value, low in checks:
+            if value < low:
+                raise value_error(name, f"expected >= {low}, got {value}")
+        if not 2 <= self.peak.train < self.peak.count:
+            raise value_error("peak.train", f"expected 2..count-1 ({self.peak.count - 1}), got {self.peak.train}")
+        if not self.mi.hidden or min(self.mi.hidden) < 1:
+            raise value_error("mi.hidden", f"expected positive widths, got {list(self.mi.hidden)}")
+        for name, lr in (("peak.lr", self.peak.lr), ("digits.lr", self.digits.lr), ("mi.lr", self.mi.lr),
+                         ("transfer.lr", self.transfer.lr)):
+            if not lr > 0:
+                raise value_error(name, f"expected > 0, got {lr}")
+        for name, lam in (("peak.public_lambda", self.peak.public_lambda),
+                          ("digits.public_lambda", self.digits.public_lambda), ("mi.rr_lambda", self.mi.rr_lambda),
+                          ("transfer.rr_lambda", self.transfer.rr_lambda)):
+            if not lam > 0:
+                raise value_error(name, f"expected > 0, got {lam}")
+        if self.executor not in EXECUTORS:
+            raise value_error("executor", f"expected one of {list(EXECUTORS)}, got {self.executor!r}")
+
+
+PRESETS: dict[str, Config] = {
+    # The tests: seconds; every experiment and method runs, nothing is learned.
+    "smoke": Config(seeds=(0, 1), peak=PeakConfig(count=12, train=10, size=12, epochs=3),
+                    digits=DigitsConfig(pair_epochs=3, full_epochs=1, batch_size=300),
+                    mi=MIConfig(hidden=(6, 4, 3), epochs=2, finetune_epochs=2, batch_size=512, mi_every=1),
+                    transfer=TransferConfig(channels=4, n_train=64, n_test=20, epochs=1, finetune_epochs=1,
+                                            batch_size=32)),
+    # This machine (2 cores, well under an hour): the paper's peak and two-digit tests, 3 seeds,
+    # shorter runs of the others.
+    "small": Config(seeds=(0, 1, 2), digits=DigitsConfig(full_epochs=150),
+                    mi=MIConfig(epochs=600, finetune_epochs=300),
+                    transfer=TransferConfig(channels=32, n_train=5_000, n_test=1_000, epochs=12, finetune_epochs=4)),
+    # The paper's sizes (5 runs each) on a Ray cluster.
+    "paper": Config(executor="ray", workers=1, threads=4),
+}
+
+
+# ---------------------------------------------------------------------------------- data
+def _peak_data(c: Config):
+    p = data.peak_images(c.peak.count, size=c.peak.size, seed=c.data_seed)
+    train_idx, test_idx = data.peak_split(c.peak.count, c.peak.train)
+    return p, train_idx, test_idx
+
+
+def _digits_data(case: str):
+    """(images float [N, 1, 8, 8] in [0, 1], labels, class-mean patterns): ``pair`` — the first 0
+    and the first 1 of the set; ``full`` — all 1,797."""
+    d = data.load_sklearn_digits(image_size=None, channels=1).to_dataset("label")
+    x = d.images.float() * d.scale
+    y = d.labels.clone()
+    if case == "pair":
+        rows = torch.tensor([int((y == 0).nonzero()[0]), int((y == 1).nonzero()[0])])
+        x, y = x[rows], y[rows]
+    k = int(y.max()) + 1
+    patterns = torch.stack([x[y == j].mean(0) for j in range(k)])
+    return x, y, patterns
+
+
+def _twelve_bit(c: Config):
+    t = data.twelve_bit_task(seed=c.data_seed)
+    train_idx, test_idx = data.twelve_bit_split(seed=c.data_seed)
+    return t.inputs.float(), t.labels.long(), train_idx, test_idx
+
+
+def _shapes(c: Config, style: str, start: int, count: int):
+    """(images float [count, 3, 32, 32] in [0, 1], labels) of rows start.. of a style."""
+    d = data.texture_shapes(range(start, start + count), seed=c.data_seed, style=style).to_dataset("label")
+    return d.images.float() * d.scale, d.labels
+
+
+# ---------------------------------------------------------------------------------- methods
+def _regularizers(method: str, lambdas: list[float], *, reduction: str, output_activation: str, variant: str,
+                  beta: float) -> tuple:
+    """The stage-A regularisers of a method: ``lambdas`` are λ_m per RR term (RR¹ weighs its input
+    term with the first); Pre has none (its stage is the greedy pretraining), nor has Std."""
+    if method == "ort":
+        return (core.srip_regularizer(beta),)
+    if method == "rr":
+        return (core.rr_regularizer(1.0, variant=variant, layer_weights=lambdas, reduction=reduction,
+                                    output_activation=output_activation),)
+    if method == "rr1":
+        return (core.rr_regularizer(lambdas[0], variant=variant, input_only=True, reduction=reduction,
+                                    output_activation=output_activation),)
+    return ()
+
+
+def _layer_lambdas(model: ModelConfig, public: float, batch: int) -> list[float]:
+    """The paper's λ on the public code's scale, per term: input × batch/2 × 255², hidden × batch/2."""
+    n = len(core.term_names(model))
+    return [core.public_lambda_to_ours(public, batch, input_term=m == 0) for m in range(n)]
+
+
+def _stage_a(method: str, model: ModelConfig, x, y, out: Path, *, steps: int, batch: int, lr: float, seed: int,
+             regs: tuple, threads: int, metrics_every: int = 0, hook=None, output_activation: str = "none",
+             eval_data=None):
+    """Trains stage A of a method; returns the run folder holding its final weights."""
+    opt = OptimizerConfig("adam", lr=lr)
+    if method == "pre":  # the same number of steps, shared by the layers before the head
+        per_layer = max(1, steps // (len(core.term_names(model)) - 1))
+        return core.greedy_pretraining(model, x, out / "pre", steps_per_layer=per_layer, batch_size=batch,
+                                       optimizer=opt, seed=seed, output_activation=output_activation,
+                                       threads=threads)
+    cfg = TrainConfig(model=model, objective=TaskConfig("classification"), optimizer=opt, steps=steps,
+                      batch_size=batch, seed=seed, regularizers=regs, metrics_every=metrics_every, threads=threads,
+                      keep_snapshots=1)
+    run = train(cfg, (x, y), out / "stage_a", progress=False, metrics_hook=hook, eval_data=eval_data)
+    return run.out_dir
+
+
+def _accuracy(model, x: torch.Tensor, y: torch.Tensor) -> float:
+    model.eval()
+    return float((model.predict(x) == y).float().mean())
+
+
+def _finetune(source: Path, model: ModelConfig, x, y, out: Path, *, steps: int, batch: int, lr: float, seed: int,
+              threads: int, metrics_every: int = 0, hook=None):
+    """Fine-tunes every weight from ``source`` without a regulariser."""
+    cfg = TrainConfig(model=model, objective=TaskConfig("classification"), optimizer=OptimizerConfig("adam", lr=lr),
+                      steps=steps, batch_size=batch, seed=seed, init_from=str(source), metrics_every=metrics_every,
+                      threads=threads, keep_snapshots=1)
+    return train(cfg, (x, y), out, progress=False, metrics_hook=hook)
+
+
+def _epochs_steps(n: int, batch: int, epochs: int) -> tuple[int, int]:
+    spe = -(-n // batch)
+    return spe, spe * epochs
+
+
+# ---------------------------------------------------------------------------------- SVD experiments
+def _svd_case(c: Config, method: str, seed: int, run_dir: Path, x, y, patterns, *, hidden: int, epochs: int,
+              batch: int, lr: float, public_lambda: float, x_test=None, y_test=None) -> dict:
+    """One network of one FC layer (``hidden`` units, BatchNorm, ReLU) and the linear head; the
+    right singular vectors of its weight matrix against ``patterns``."""
+    model = ModelConfig("mlp-classifier", input_shape=list(x.shape[1:]), hidden=[hidden], batch_norm=True,
+                        activation="relu", num_classes=int(y.max()) + 1)
+    batch = min(batch, len(x))
+    _, steps = _epochs_steps(len(x), batch, epochs)
+    # The paper's network is the single layer d_2 = M_1 d_1 (+ BN, ReLU) with the loss on d_2, so
+    # its reverse pass is d'_1 = M_1ᵀ(d_2 − b_1): with our linear head on top, that is the local
+    # term of the first layer (the full pass would route the input's reconstruction through the head).
+    regs = _regularizers(method, _layer_lambdas(model, public_lambda, batch), reduction="sum",
+                         output_activation="relu", variant="local", beta=c.srip_beta)
+    folder = _stage_a(method, model, x, y, run_dir, steps=steps, batch=batch, lr=lr, seed=seed, regs=regs,
+                      threads=c.threads, output_activation="relu")
+    net = load_run(folder).model()
+    vectors, singular = core.right_singular_vectors(net)
+    match = core.pattern_match(vectors, patterns)
+    out = {"distance": match.distance, "score": match.score, "best": match.best.tolist(),
+           "correlation": match.correlation.tolist(), "singular_values": singular.tolist(),
+           "vectors": vectors.tolist(), "train_accuracy": _accuracy(net, x, y)}
+    if x_test is not None:
+        out["test_accuracy"] = _accuracy(net, x_test, y_test)
+    return out
+
+
+def _run_peak(c: Config, method: str, seed: int, run_dir: Path) -> tuple[dict, dict]:
+    p, tr, te = _peak_data(c)
+    r = _svd_case(c, method, seed, run_dir, p.images[tr], p.labels[tr], p.patterns, hidden=2, epochs=c.peak.epochs,
+                  batch=len(tr), lr=c.peak.lr, public_lambda=c.peak.public_lambda, x_test=p.images[te],
+                  y_test=p.labels[te])
+    return {"distance": r["distance"], "train_accuracy": r["train_accuracy"],
+            "test_accuracy": r["test_accuracy"]}, r
+
+
+def _run_digits(c: Config, method: str, seed: int, run_dir: Path) -> tuple[dict, dict]:
+    metrics, result = {}, {}
+    for case, epochs in (("pair", c.digits.pair_epochs), ("full", c.digits.full_epochs)):
+        x, y, patterns = _digits_data(case)
+        r = _svd_case(c, method, seed, run_dir / case, x, y, patterns, hidden=len(patterns), epochs=epochs,
+                      batch=c.digits.batch_size, lr=c.digits.lr, public_lambda=c.digits.public_lambda)
+        result[case] = r
+        metrics[f"distance_{case}"] = r["distance"]
+        metrics[f"train_accuracy_{case}"] = r["train_accuracy"]
+    return metrics, result
+
+
+# ---------------------------------------------------------------------------------- MI planes
+def layer_mi(model, x: torch.Tensor, y: torch.Tensor, bins: int) -> dict[str, dict[str, float]]:
+    """I(X; D_m) and I(D_m; Y) in bits of every layer after the input (binned MI, ``bins`` per unit
+    over its observed range; one symbol per binned layer vector), the model in eval mode."""
+    model.eval()
+    layers = [n for n, part in model.layers if part != "input"]
+    acts = model.activations(x, layers)
+    out = {}
+    for name in layers:
+        mi = estimators.binned_mutual_information(acts[name], y, bins)
+        out[name] = {"ixt": float(mi.i_xt), "ity": float(mi.i_ty)}
+    return out
+
+
+def _mi_hook(x_all, y_all, bins: int, spe: int):
+    def hook(model, report):
+        flat = {}
+        for layer, v in layer_mi(model, x_all, y_all, bins).items():
+            flat[f"ixt.{layer}"] = v["ixt"]
+            flat[f"ity.{layer}"] = v["ity"]
+        return flat
+    return hook
+
+
+def _mi_curves(run, spe: int) -> dict:
+    """{layer: {"epoch": [...], "ixt": [...], "ity": [...]}} from a run's metrics."""
+    curves: dict = {}
+    for line in run.metrics:
+        for k, v in line.items():
+            if k.startswith(("ixt.", "ity.")):
+                kind, layer = k.split(".", 1)
+                c = curves.setdefault(layer, {"epoch": [], "ixt": [], "ity": []})
+                if kind == "ixt":
+                    c["epoch"].append(line["step"] / spe)
+                c[kind].append(v)
+    return curves
+
+
+def _run_mi(c: Config, method: str, seed: int, run_dir: Path) -> tuple[dict, dict]:
+    x, y, tr, te = _twelve_bit(c)
+    m = c.mi
+    model = ModelConfig("mlp-classifier", input_shape=[x.shape[1]], hidden=list(m.hidden), batch_norm=False,
+                        activation="tanh", num_classes=2)
+    spe, steps = _epochs_steps(len(tr), m.batch_size, m.epochs)
+    every = spe * m.mi_every
+    regs = _regularizers(method, [m.rr_lambda] * len(core.term_names(model)), reduction="sum",
+                         output_activation="none", variant="full", beta=c.srip_beta)
+    hook_a = _mi_hook(x, y, m.bins, spe)
+    folder = _stage_a(method, model, x[tr], y[tr], run_dir, steps=steps, batch=m.batch_size, lr=m.lr, seed=seed,
+                      regs=regs, threads=c.threads, metrics_every=every, hook=hook_a)
+    net = load_run(folder).model()
+    result = {"A": {"final": layer_mi(net, x, y, m.bins), "test_accuracy": _accuracy(net, x[te], y[te])}}
+    if method != "pre":
+        result["A"]["curves"] = _mi_curves(load_run(folder), spe)
+    metrics = {"accuracy_A": result["A"]["test_accuracy"]}
+    _, ft_steps = _epochs_steps(len(tr), m.batch_size, m.finetune_epochs)
+    for task, labels in (("AA", y), ("AB", 1 - y)):
+        run = _finetune(folder, model, x[tr], labels[tr], run_dir / task, steps=ft_steps, batch=m.batch_size, lr=m.lr,
+                        seed=seed, threads=c.threads, metrics_every=every, hook=_mi_hook(x, labels, m.bins, spe))
+        net = run.model()
+        result[task] = {"final": layer_mi(net, x, labels, m.bins), "curves": _mi_curves(run, spe),
+                        "test_accuracy": _accuracy(net, x[te], labels[te])}
+        metrics[f"accuracy_{task}"] = result[task]["test_accuracy"]
+    return metrics, result
+
+
+# ---------------------------------------------------------------------------------- shape transfer
+TRANSFER_TEST_START = 50_000  #: test rows of texture_shapes (as object_shapes: 0–49,999 train)
+
+
+def _run_transfer(c: Config, method: str, seed: int, run_dir: Path) -> tuple[dict, dict]:
+    t = c.transfer
+    x, y = _shapes(c, "textured", 0, t.n_train)
+    model = ModelConfig("conv4", input_shape=[3, 32, 32], num_classes=10, channels=t.channels)
+    _, steps = _epochs_steps(t.n_train, t.batch_size, t.epochs)
+    regs = _regularizers(method, [t.rr_lambda] * len(core.term_names(model)), reduction="mean",
+                         output_activation="relu", variant="local", beta=c.srip_beta)
+    folder = _stage_a(method, model, x, y, run_dir, steps=steps, batch=t.batch_size, lr=t.lr, seed=seed, regs=regs,
+                      threads=c.threads, output_activation="relu")
+    _, ft_steps = _epochs_steps(t.n_train, t.batch_size, t.finetune_epochs)
+    run = _finetune(folder, model, x, y, run_dir / "finetune", steps=ft_steps, batch=t.batch_size, lr=t.lr, seed=seed,
+                    threads=c.threads)
+    stage_a = load_run(folder).model()
+    final = run.model()
+    result = {"stage_a": {}, "final": {}}
+    for style in STYLES:
+        xs, ys = _shapes(c, style, TRANSFER_TEST_START, t.n_test)
+        result["final"][style] = _accuracy(final, xs, ys)
+        if method != "pre":
+            result["stage_a"][style] = _accuracy(stage_a, xs, ys)
+    return {f"accuracy_{s}": v for s, v in result["final"].items()}, result
+
+
+# ---------------------------------------------------------------------------------- the sweep
+RUNNERS = {"peak": _run_peak, "digits": _run_digits, "mi": _run_mi, "transfer": _run_transfer}
+
+
+def run_one(args: dict, run_dir) -> dict:
+    """One (experiment, method, seed) of the study (a sweep ``function`` job): trains, measures,
+    writes ``result.json`` beside its runs and returns the scalar metrics."""
+    c = config_from_dict(Config, args["config"], argument="args.config")
+    experiment, method, seed = args["experiment"], args["method"], int(args["seed"])
+    if experiment not in RUNNERS:
+        raise value_error("args.experiment", f"expected one of {list(RUNNERS)}, got {experiment!r}")
+    if method not in METHODS:
+        raise value_error("args.method", f"expected one of {list(METHODS)}, got {method!r}")
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    metrics, result = RUNNERS[experiment](c, method, seed, run_dir)
+    metrics["seconds"] = round(time.perf_counter() - start, 2)
+    write_json(run_dir / RESULT_FILE, result)
+    return metrics
+
+
+def methods_of(c: Config, experiment: str) -> list[str]:
+    """The methods an experiment compares: RR¹ belongs to the MI planes (App. B.1)."""
+    return [m for m in c.methods if m != "rr1" or experiment == "mi"]
+
+
+def _sweep(c: Config, out: Path) -> vsweep.Sweep:
+    rows = [(e, m, s) for e in c.experiments for m in methods_of(c, e) for s in c.seeds]
+    return vsweep.create(out / "sweeps" / "runs", job="function",
+                         base={"function": f"{__name__}:run_one", "args": {"config": config_to_dict(c)}},
+                         zip=[{"experiment": [r[0] for r in rows], "method": [r[1] for r in rows],
+                               "seed": [r[2] for r in rows]}])
+
+
+def _results(s: vsweep.Sweep) -> dict:
+    """{(experiment, method): [result of each seed]}."""
+    out: dict = {}
+    for r in s.runs:
+        key = (r.params["experiment"], r.params["method"])
+        out.setdefault(key, []).append(json.loads((s.run_dir(r.id) / RESULT_FILE).read_text()))
+    return out
+
+
+# ---------------------------------------------------------------------------------- summaries
+def _svd_summary(results: dict, experiment: str, cases: tuple[str | None, ...]) -> dict:
+    """{case: {method: {"distance": mean±se, "train_accuracy": …}}} of an SVD experiment."""
+    out = {}
+    for case in cases:
+        per = {}
+        for (e, method), rows in results.items():
+            if e != experiment:
+                continue
+            rs = [r[case] if case else r for r in rows]
+            per[method] = {"distance": mean_se([r["distance"] for r in rs]),
+                           "train_accuracy": mean_se([r["train_accuracy"] for r in rs])}
+            if "test_accuracy" in rs[0]:
+                per[method]["test_accuracy"] = mean_se([r["test_accuracy"] for r in rs])
+        out[case or "peak"] = per
+    return out
+
+
+def _mi_summary(results: dict, c: Config) -> dict:
+    """Per method and stage (A, AA, AB): per-layer mean ± se of I(X; D) and I(D; Y), and the test
+    accuracy."""
+    out = {}
+    for (e, method), rows in results.items():
+        if e != "mi":
+            continue
+        per = {}
+        for stage in ("A", "AA", "AB"):
+            layers = list(rows[0][stage]["final"])
+            per[stage] = {"layers": {l: {"ixt": mean_se([r[stage]["final"][l]["ixt"] for r in rows]),
+                                         "ity": mean_se([r[stage]["final"][l]["ity"] for r in rows])} for l in layers},
+                          "test_accuracy": mean_se([r[stage]["test_accuracy"] for r in rows])}
+        out[method] = per
+    return out
+
+
+def _transfer_summary(results: dict) -> dict:
+    out = {}
+    for (e, method), rows in results.items():
+        if e != "transfer":
+            continue
+        out[method] = {"final": {s: mean_se([r["final"][s] for r in rows]) for s in STYLES}}
+        if rows[0]["stage_a"]:
+            out[method]["stage_a"] = {s: mean_se([r["stage_a"][s] for r in rows]) for s in STYLES}
+    return out
+
+
+# ---------------------------------------------------------------------------------- findings
+def _clearly_lower(a: dict, b: dict) -> bool:
+    """a's mean lies below b's by more than their standard errors together."""
+    return a["mean"] + (a["se"] or 0) < b["mean"] - (b["se"] or 0)
+
+
+def _svd_finding(per: dict) -> dict:
+    """RR's singular vectors look more like the data's patterns than Std's and Ort's: RR's mean
+    distance below each by more than both standard errors."""
+    rr, others = per.get("rr"), {m: per[m] for m in ("std", "ort") if m in per}
+    holds = rr is not None and bool(others) and all(_clearly_lower(rr["distance"], o["distance"])
+                                                     for o in others.values())
+    return {"distance": {m: v["distance"]["mean"] for m, v in per.items()}, "holds": holds}
+
+
+def _deep_layers(c: Config) -> list[str]:
+    """The second half of the hidden layers (fc3–fc5 of the paper's 5) and the head."""
+    n = len(c.mi.hidden)
+    return [f"fc{i + 1}" for i in range(n // 2, n)] + ["logits"]
+
+
+def _findings(c: Config, svd: dict, mi: dict, transfer: dict) -> dict:
+    f = {}
+    if "peak" in svd:
+        f["peak_vectors_show_peaks"] = _svd_finding(svd["peak"])
+    for case in ("pair", "full"):
+        if case in svd:
+            f[f"digit_vectors_show_digits_{case}"] = _svd_finding(svd[case])
+    if mi:
+        deep = _deep_layers(c)
+        keep = {m: round(sum(v["A"]["layers"][l]["ixt"]["mean"] for l in deep) / len(deep), 4) for m, v in mi.items()}
+        holds = "rr" in keep and all(keep["rr"] > keep[m] for m in ("std", "ort") if m in keep)
+        f["rr_keeps_input_information_in_deep_layers"] = {"deep_layers": deep, "mean_ixt": keep, "holds": holds}
+        acc = {m: {t: v[t]["test_accuracy"] for t in ("AA", "AB")} for m, v in mi.items()}
+        if "rr" in acc:
+            s_aa, r_aa = acc["std"]["AA"], acc["rr"]["AA"]
+            aa = r_aa["mean"] >= s_aa["mean"] - ((r_aa["se"] or 0) + (s_aa["se"] or 0))
+            ab = _clearly_lower(acc["std"]["AB"], acc["rr"]["AB"])
+            f["rr_finetunes_as_well_on_A_better_on_B"] = {
+                "accuracy": {m: {t: a[t]["mean"] for t in a} for m, a in acc.items()},
+                "A_at_least_as_well": aa, "B_better": ab, "holds": aa and ab}
+    if transfer:
+        order = {s: sorted(transfer, key=lambda m: -transfer[m]["final"][s]["mean"]) for s in STYLES}
+        holds = "rr" in transfer and all(order[s][0] == "rr" for s in ("filled", "edges"))
+        f["rr_transfers_best_to_shape_variants"] = {
+            "accuracy": {m: {s: v["final"][s]["mean"] for s in STYLES} for m, v in transfer.items()},
+            "order": order, "holds": holds}
+    return f
+
+
+# ---------------------------------------------------------------------------------- figures
+def _plt():
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _save(fig, out: Path, name: str) -> str:
+    from .. import plots
+    fig.tight_layout()
+    plots.save_figure(fig, out / name)
+    return name
+
+
+def _figure_vectors(out: Path, name: str, title: str, methods: list[str], results: dict, experiment: str,
+                    case: str | None, patterns: torch.Tensor) -> str:
+    """The first seed's right singular vectors per method (each rescaled to its own range)."""
+    plt = _plt()
+    k = len(patterns)
+    show = min(k, 10)
+    fig, axes = plt.subplots(len(methods) + 1, show, figsize=(1.3 * show + 0.6, 1.35 * (len(methods) + 1)),
+                             squeeze=False)
+    rows = [("patterns", patterns)] + [(m, torch.tensor((results[(experiment, m)][0][case] if case else
+                                                          results[(experiment, m)][0])["vectors"]))
+                                       for m in methods]
+    for i, (label, imgs) in enumerate(rows):
+        for j in range(show):
+            ax = axes[i, j]
+            img = imgs[j].reshape(imgs.shape[-2], imgs.shape[-1])
+            ax.imshow(img.numpy(), cmap="gray")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if j == 0:
+                ax.set_ylabel(label)
+    fig.suptitle(title)
+    return _save(fig, out, name)
+
+
+def _figure_mi_planes(out: Path, c: Config, mi: dict) -> str:
+    plt = _plt()
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
+    for ax, stage, title in zip(axes, ("A", "AA", "AB"), ("stage A (with the regulariser)", "fine-tuned on A",
+                                                          "fine-tuned on B (outputs swapped)")):
+        for method, v in mi.items():
+            layers = list(v[stage]["layers"])
+            xs = [v[stage]["layers"][l]["ixt"]["mean"] for l in layers]
+            ys = [v[stage]["layers"][l]["ity"]["mean"] for l in layers]
+            line, = ax.plot(xs, ys, "-o", label=method, alpha=0.8)
+            ax.annotate(layers[-1], (xs[-1], ys[-1]), fontsize=7, color=line.get_color())
+        ax.set_xlabel("I(X; D_m) [bits]")
+        ax.set_ylabel("I(D_m; Y) [bits]")
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"MI planes, 12-bit task (means over {len(c.seeds)} seeds; points: fc1 … logits)")
+    return _save(fig, out, "mi_planes.png")
+
+
+def _figure_mi_training(out: Path, c: Config, results: dict) -> str:
+    """I(X; D) of each deep layer over stage A (first seed), per method."""
+    plt = _plt()
+    deep = _deep_layers(c)
+    fig, axes = plt.subplots(1, len(deep), figsize=(4 * len(deep), 3.4), squeeze=False)
+    for (e, method), rows in sorted(results.items()):
+        if e != "mi" or "curves" not in rows[0]["A"]:
+            continue
+        for ax, layer in zip(axes[0], deep):
+            cur = rows[0]["A"]["curves"].get(layer)
+            if cur:
+                ax.plot(cur["epoch"], cur["ixt"], label=method)
+                ax.set_title(f"{layer}: I(X; D) during stage A")
+                ax.set_xlabel("epoch")
+    axes[0][0].set_ylabel("bits")
+    axes[0][0].legend(fontsize=8)
+    return _save(fig, out, "mi_training.png")
+
+
+def _figure_transfer(out: Path, transfer: dict) -> str:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    methods = list(transfer)
+    width = 0.8 / len(methods)
+    for i, m in enumerate(methods):
+        ys = [transfer[m]["final"][s]["mean"] for s in STYLES]
+        es = [transfer[m]["final"][s]["se"] or 0 for s in STYLES]
+        ax.bar([j + i * width for j in range(len(STYLES))], ys, width, yerr=es, capsize=3, label=m)
+    ax.set_xticks([j + width * (len(methods) - 1) / 2 for j in range(len(STYLES))],
+                  ["textured (trained)", "filled", "edges"])
+    ax.set_ylabel("test accuracy")
+    ax.axhline(0.1, color="grey", lw=0.8, ls=":")
+    ax.legend(fontsize=8)
+    ax.set_title("Shape transfer without retraining")
+    return _save(fig, out, "transfer.png")
+
+
+def _figure_distances(out: Path, svd: dict) -> str:
+    plt = _plt()
+    cases = list(svd)
+    fig, axes = plt.subplots(1, len(cases), figsize=(3.6 * len(cases), 3.2), squeeze=False)
+    for ax, case in zip(axes[0], cases):
+        methods = list(svd[case])
+        ax.bar(range(len(methods)), [svd[case][m]["distance"]["mean"] for m in methods],
+               yerr=[svd[case][m]["distance"]["se"] or 0 for m in methods], capsize=3)
+        ax.set_xticks(range(len(methods)), methods)
+        ax.set_title({"peak": "peaks", "pair": "two digits", "full": "all digits"}[case])
+        ax.set_ylabel("1 − best |corr| (lower: closer)")
+    return _save(fig, out, "svd_distances.png")
+
+
+# ---------------------------------------------------------------------------------- report
+def _fmt(v) -> str:
+    if isinstance(v, dict):
+        return "—" if v.get("mean") is None else f"{v['mean']:.3f} ± {v['se'] or 0:.3f}"
+    return "—" if v is None else f"{v:.3f}"
+
+
+def _report(out: Path, r: dict) -> str:
+    c, f = r["config"], r["findings"]
+    from . import STUDY_FILE
+    study = json.loads((out / STUDY_FILE).read_text()) if (out / STUDY_FILE).exists() else {}
+    preset = f", preset `{study['preset']}`" if study.get("preset") else ""
+    yes = {True: "**reproduced**", False: "**not reproduced**"}
+    L = ["# RR: pretraining with a reverse pass", "",
+         f"Study `rr`{preset}: experiments {c['experiments']}, methods {c['methods']}, seeds {c['seeds']}. "
+         f"{r['runs']} runs; this invocation took {r['seconds']} s (training and measuring "
+         f"{r['train_seconds']} s summed over runs; torch {r['build_info']['torch']}).", ""]
+    if r["svd"]:
+        L += ["## SVD insight", "", "Distance = 1 − best |correlation| of a right singular vector with each pattern "
+              "(mean over patterns; lower = closer; the stand-in for LPIPS).", "",
+              "| case | method | distance | train accuracy | test accuracy |", "| --- | --- | --- | --- | --- |"]
+        for case, per in r["svd"].items():
+            for m, v in per.items():
+                L.append(f"| {case} | {m} | {_fmt(v['distance'])} | {_fmt(v['train_accuracy'])} | "
+                         f"{_fmt(v.get('test_accuracy'))} |")
+        L.append("")
+    if r["mi"]:
+        L += ["## MI planes (12-bit task)", "", "| method | test accuracy A | AA | AB | mean I(X; D) of the deep layers (A) |",
+              "| --- | --- | --- | --- | --- |"]
+        deep = f.get("rr_keeps_input_information_in_deep_layers", {}).get("mean_ixt", {})
+        for m, v in r["mi"].items():
+            L.append(f"| {m} | {_fmt(v['A']['test_accuracy'])} | {_fmt(v['AA']['test_accuracy'])} | "
+                     f"{_fmt(v['AB']['test_accuracy'])} | {_fmt(deep.get(m))} |")
+        L.append("")
+    if r["transfer"]:
+        L += ["## Shape transfer", "", "| method | textured (trained) | filled | edges |", "| --- | --- | --- | --- |"]
+        for m, v in r["transfer"].items():
+            L.append(f"| {m} | " + " | ".join(_fmt(v["final"][s]) for s in STYLES) + " |")
+        L.append("")
+    L += ["## Findings (rules fixed in advance: see `_findings`)", ""]
+    names = {"peak_vectors_show_peaks": "RR's first-layer singular vectors show the peaks, Std's and Ort's do not",
+             "digit_vectors_show_digits_pair": "… and the two digits",
+             "digit_vectors_show_digits_full": "… and the ten digits' class means",
+             "rr_keeps_input_information_in_deep_layers": "RR keeps more I(X; D_m) in deep layers than Std and Ort",
+             "rr_finetunes_as_well_on_A_better_on_B": "RR-pretrained models fine-tune at least as well on A, better on B",
+             "rr_transfers_best_to_shape_variants": "RR transfers best to the filled and edge-only shapes"}
+    for i, (k, v) in enumerate(f.items(), 1):
+        detail = {kk: vv for kk, vv in v.items() if kk != "holds"}
+        L.append(f"{i}. *{names.get(k, k)}* — {json.dumps(detail)} — {yes[v['holds']]}.")
+    L += ["", "## Figures", ""] + [f"![{p}]({p})" for p in r["figures"]]
+    return "\n".join(L) + "\n"
+
+
+# ---------------------------------------------------------------------------------- run
+def run(config: Config, out_dir: str | Path, *, progress: bool = True) -> dict:
+    """Runs the study into ``out_dir`` (reusing finished work) and returns its results."""
+    out, say = begin(config, Config, out_dir, progress)
+    c = config
+    start = time.perf_counter()
+    s = _sweep(c, out)
+    say(f"[rr] {len(s.runs)} runs in {s.out_dir} ...")
+    rows = run_sweep(s, c, "RR", progress)
+    results = _results(s)
+
+    svd = {}
+    if "peak" in c.experiments:
+        svd.update(_svd_summary(results, "peak", (None,)))
+    if "digits" in c.experiments:
+        svd.update(_svd_summary(results, "digits", ("pair", "full")))
+    mi = _mi_summary(results, c) if "mi" in c.experiments else {}
+    transfer = _transfer_summary(results) if "transfer" in c.experiments else {}
+    say("[rr] figures ...")
+    figures = []
+    if "peak" in c.experiments:
+        p, _, _ = _peak_data(c)
+        figures.append(_figure_vectors(out, "peak_vectors.png", "Peak test: right singular vectors of the first layer",
+                                       methods_of(c, "peak"), results, "peak", None, p.patterns))
+    if "digits" in c.experiments:
+        for case in ("pair", "full"):
+            _, _, patterns = _digits_data(case)
+            figures.append(_figure_vectors(out, f"digits_{case}_vectors.png",
+                                           f"Digits ({case}): right singular vectors of the first layer",
+                                           methods_of(c, "digits"), results, "digits", case, patterns))
+    if svd:
+        figures.append(_figure_distances(out, svd))
+    if mi:
+        figures += [_figure_mi_planes(out, c, mi), _figure_mi_training(out, c, results)]
+    if transfer:
+        figures.append(_figure_transfer(out, transfer))
+
+    res = {"study": "rr", "config": config_to_dict(c), "build_info": build_info(), "runs": len(rows),
+           "svd": svd, "mi": mi, "transfer": transfer, "findings": _findings(c, svd, mi, transfer),
+           "figures": figures, "train_seconds": round(sum(float(r.get("seconds") or 0) for r in rows), 1)}
+    res["seconds"] = round(time.perf_counter() - start, 2)
+    write_json(out / "results.json", res)
+    write_text(out / "index.md", _report(out, res))
+    say(f"[rr] done in {res['seconds']:.1f} s; see {out / 'index.md'}")
+    return res
