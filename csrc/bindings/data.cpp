@@ -9,6 +9,7 @@
 #include "vaetransfer/data/solids.h"
 #include "vaetransfer/data/street_digits.h"
 #include "vaetransfer/data/tetrominoes.h"
+#include "vaetransfer/data/texture_shapes.h"
 
 namespace py = pybind11;
 
@@ -27,6 +28,13 @@ data::DSpritesVariant parse_variant(const std::string& name) {
   return data::DSpritesVariant::kNoisy;
 }
 
+data::TextureShapesStyle parse_texture_style(const std::string& name) {
+  if (name == "textured") return data::TextureShapesStyle::kTextured;
+  if (name == "filled") return data::TextureShapesStyle::kFilled;
+  VT_CHECK_ARG(name == "edges", "style", "expected 'textured', 'filled' or 'edges', got '", name, "'");
+  return data::TextureShapesStyle::kEdges;
+}
+
 }  // namespace
 
 void init_data(py::module_& m) {
@@ -37,6 +45,7 @@ void init_data(py::module_& m) {
   m.attr("SOLIDS_SIZES") = std::vector<int64_t>(SolidsGrid::kSizes.begin(), SolidsGrid::kSizes.end());
   m.attr("OBJECT_SHAPES_COUNT") = kObjectShapesCount;
   m.attr("STREET_DIGITS_COUNT") = kStreetDigitsCount;
+  m.attr("TEXTURE_SHAPES_COUNT") = kTextureShapesCount;
   m.attr("TETROMINOES_COUNT") = TetrominoesGrid::kCount;
   m.attr("TETROMINOES_SIZES") = std::vector<int64_t>(TetrominoesGrid::kSizes.begin(), TetrominoesGrid::kSizes.end());
   m.attr("TETROMINOES_LOW") = std::vector<double>(TetrominoesGrid::kLow.begin(), TetrominoesGrid::kLow.end());
@@ -145,6 +154,22 @@ void init_data(py::module_& m) {
         },
         py::arg("indices") = py::none(), py::arg("seed") = 0, py::arg("with_images") = true);
   }
+
+  // (images or None, factors int64 [N, 3], masks uint8 [N, 32, 32] or None).
+  m.def(
+      "texture_shapes",
+      [](std::optional<at::Tensor> indices, int64_t seed, const std::string& style, bool with_images) {
+        const auto kind = parse_texture_style(style);
+        TextureShapeRows d;
+        {
+          py::gil_scoped_release no_gil;
+          d = texture_shapes(indices.value_or(at::Tensor()), seed, kind, with_images);
+        }
+        return py::make_tuple(d.images.defined() ? py::cast(d.images) : py::none(), d.factors,
+                              d.masks.defined() ? py::cast(d.masks) : py::none());
+      },
+      py::arg("indices") = py::none(), py::arg("seed") = 0, py::arg("style") = "textured",
+      py::arg("with_images") = true);
 }
 
 }  // namespace vaetransfer::bindings
