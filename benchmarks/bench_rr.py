@@ -59,14 +59,14 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     header("RR reverse pass: overhead over Std, and ours vs plain PyTorch")
-    shapes = vt.data.object_shapes(range(1024))
-    tex = vt.data.texture_shapes(range(1024), style="textured")
+    shapes = vt.data.object_shapes(range(1024)).to_dataset("label")
+    tex = vt.data.texture_shapes(range(1024), style="textured").to_dataset("label")
     bits = vt.data.twelve_bit_task()
     cases = [
         ("(a) conv4-64, object_shapes", vt.ModelConfig("conv4", input_shape=[3, 32, 32], channels=64),
-         shapes.imgs.float() / 255, shapes.labels, 64, "local", "mean"),
+         shapes.images.float() * shapes.scale, shapes.labels, 64, "local", "mean"),
         ("(b) conv4-32, texture_shapes", vt.ModelConfig("conv4", input_shape=[3, 32, 32], channels=32),
-         tex.imgs.float() / 255, tex.labels, 64, "local", "mean"),
+         tex.images.float() * tex.scale, tex.labels, 64, "local", "mean"),
         ("(c) MLP 12-10-7-5-4-3-2, 12-bit", vt.ModelConfig("mlp-classifier", input_shape=[12], hidden=[10, 7, 5, 4, 3],
                                                            activation="tanh", num_classes=2),
          bits.inputs.float(), bits.labels, 256, "full", "sum"),
