@@ -63,6 +63,7 @@ from ..nn import ModelConfig, build_model
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
 from . import STUDY_FILE, begin, config_from_dict, config_to_dict, run_sweep, step
+from . import _figures
 from ._stats import mean_se, spearman
 
 #: The layers compared: the four block outputs and the logits (the public code's choice).
@@ -592,17 +593,6 @@ def _cross_seed(c: Config, ft: vsweep.Sweep, pretrained: dict[int, Path]) -> dic
 
 
 # ---------------------------------------------------------------------------------- figures
-def _plt():
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def _save(fig, out: Path, name: str) -> str:
-    fig.tight_layout()
-    plots.save_figure(fig, out / name)
-    return name
-
-
 def _band(ax, x, stats: dict, label: str, style: str = "-", **kw):
     y, se = stats["mean"], stats["se"]
     pts = [(a, b, e) for a, b, e in zip(x, y, se) if b is not None]
@@ -622,7 +612,7 @@ def _per_layer(ax, finals: dict, label: str, style: str = "-o", **kw):
 
 
 def _figure_dynamics(out: Path, c: Config, pre: dict) -> str:
-    plt = _plt()
+    plt = _figures.pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4))
     for layer in LAYERS:
         series = pre["cka"]["init"][layer]
@@ -632,11 +622,11 @@ def _figure_dynamics(out: Path, c: Config, pre: dict) -> str:
     ax.set_ylim(top=1.02)
     ax.legend(fontsize=8)
     ax.set_title(f"Training on {c.domain} (N = {c.pretrain_n:,}; mean ± SE over {len(c.seeds)} seeds)", fontsize=10)
-    return _save(fig, out, "dynamics.png")
+    return _figures.save(fig, out, "dynamics.png")
 
 
 def _figure_random_training(out: Path, c: Config, groups: dict) -> str:
-    plt = _plt()
+    plt = _figures.pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for d in c.randomness:
         g = groups[(d, c.pretrain_n)]
@@ -648,11 +638,11 @@ def _figure_random_training(out: Path, c: Config, groups: dict) -> str:
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8)
     fig.suptitle(f"Partially random labels y_d = (y + U{{0..d}}) mod 10 on {c.domain} (Fig. 2)", fontsize=10)
-    return _save(fig, out, "random_labels_training.png")
+    return _figures.save(fig, out, "random_labels_training.png")
 
 
 def _figure_random_cka(out: Path, c: Config, groups: dict) -> str:
-    plt = _plt()
+    plt = _figures.pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     for d in c.randomness:
         _per_layer(axes[0], _final(groups[(d, c.pretrain_n)], "init"), f"d = {d}")
@@ -667,11 +657,11 @@ def _figure_random_cka(out: Path, c: Config, groups: dict) -> str:
         ax.set_ylabel("CKA to the initial representation")
         ax.legend(fontsize=8)
     fig.suptitle("Representation change under random labels (Fig. 3)", fontsize=10)
-    return _save(fig, out, "random_labels_cka.png")
+    return _figures.save(fig, out, "random_labels_cka.png")
 
 
 def _figure_finetune_change(out: Path, c: Config, tasks: dict) -> str:
-    plt = _plt()
+    plt = _figures.pyplot()
     panels = [("(a) the pretraining domain, (partially) random labels",
                [t for t in c.tasks if t.kind(c.domain) in ("same", "partial", "random") and (t.domain or c.domain) == c.domain]),
               ("(b) other domains", [t for t in c.tasks if (t.domain or c.domain) != c.domain]),
@@ -685,11 +675,11 @@ def _figure_finetune_change(out: Path, c: Config, tasks: dict) -> str:
         ax.set_ylabel("CKA(fine-tuned, pre-trained)")
         ax.legend(fontsize=7)
     fig.suptitle(f"Representation change during fine-tuning ({c.finetune_epochs} epochs; Fig. 4)", fontsize=10)
-    return _save(fig, out, "finetune_change.png")
+    return _figures.save(fig, out, "finetune_change.png")
 
 
 def _figure_pre_vs_init(out: Path, c: Config, tasks: dict, cross: dict) -> str:
-    plt = _plt()
+    plt = _figures.pyplot()
     cols = min(4, len(c.tasks))
     rows = -(-len(c.tasks) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols, 3.6 * rows), squeeze=False)
@@ -711,11 +701,11 @@ def _figure_pre_vs_init(out: Path, c: Config, tasks: dict, cross: dict) -> str:
     axes[0, 0].set_ylabel("CKA of the fine-tuned network")
     fig.suptitle("Fine-tuned vs pre-trained and vs initial representations (Fig. 5); dashed: cross-seed baselines",
                  fontsize=10)
-    return _save(fig, out, "pretrained_vs_init.png")
+    return _figures.save(fig, out, "pretrained_vs_init.png")
 
 
 def _figure_finetune_epochs(out: Path, c: Config, tasks: dict) -> str:
-    plt = _plt()
+    plt = _figures.pyplot()
     fig, axes = plt.subplots(1, len(LAYERS), figsize=(3.6 * len(LAYERS), 3.6), sharey=True)
     for ax, layer in zip(axes, LAYERS):
         for t in c.tasks:
@@ -725,7 +715,7 @@ def _figure_finetune_epochs(out: Path, c: Config, tasks: dict) -> str:
         ax.set_xlabel("fine-tuning epoch")
     axes[0].set_ylabel("CKA to the pre-trained representation")
     axes[-1].legend(fontsize=6)
-    return _save(fig, out, "finetune_epochs.png")
+    return _figures.save(fig, out, "finetune_epochs.png")
 
 
 def _figure_domains(out: Path, c: Config) -> str:
@@ -734,7 +724,7 @@ def _figure_domains(out: Path, c: Config) -> str:
               for name in names]
     fig = plots.image_grid(torch.cat(images), 10, row_labels=names,
                            suptitle="The domains: test rows (one per class where rows cycle through the classes)")
-    return _save(fig, out, "domains.png")
+    return _figures.save(fig, out, "domains.png")
 
 
 # ---------------------------------------------------------------------------------- findings

@@ -52,6 +52,7 @@ from ..nn import ModelConfig
 from ..objectives import TaskConfig, gaussian_kl, negative_log_likelihood
 from ..train import OptimizerConfig, TrainConfig, TrainingDivergedError, load_run, train
 from . import STUDY_FILE, begin, config_from_dict, config_to_dict, run_sweep, step
+from . import _figures
 from ._stats import spearman
 
 #: The paper's architectures (§4.3): MLPs of 512 ReLU units, CNNs of 64 channels (kernel 4, stride 2).
@@ -417,14 +418,9 @@ def _curve(table: dict, obj: str, arch: str, split: str, metric: str) -> tuple[l
 
 
 # ---------------------------------------------------------------------------------- figures
-def _plt():
-    import matplotlib.pyplot as plt
-    return plt
-
-
 def _split_by_architecture(c: Config, height: float, width: float = 4.7):
     """A figure with a panel per (split, architecture): (fig, [(row, split label, architecture, ax)])."""
-    fig, axes = _plt().subplots(len(c.splits), len(c.architectures), squeeze=False,
+    fig, axes = _figures.pyplot().subplots(len(c.splits), len(c.architectures), squeeze=False,
                                 figsize=(width * len(c.architectures), height * len(c.splits)))
     return fig, [(i, s.label, arch, axes[i, j]) for i, s in enumerate(c.splits) for j, arch in enumerate(c.architectures)]
 
@@ -470,7 +466,7 @@ def _rd_planes(out: Path, c: Config, table: dict, prefix: str = "", name: str = 
 def _vs_beta(out: Path, c: Config, table: dict, metrics: dict, name: str, title: str, kinds=("cv", "cd"),
              obj: str = "beta-vae") -> str:
     """One panel per (metric, architecture): a line per split of the given kinds."""
-    plt = _plt()
+    plt = _figures.pyplot()
     splits = [s for s in c.splits if s.kind in kinds] or list(c.splits)
     fig, axes = plt.subplots(len(metrics), len(c.architectures), figsize=(4.8 * len(c.architectures),
                                                                         3.5 * len(metrics)), squeeze=False)
@@ -546,7 +542,7 @@ def _nearest(c: Config, split: SplitSpec) -> dict:
 
 
 def _nn_figure(out: Path, nn: dict) -> str:
-    plt = _plt()
+    plt = _figures.pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for label, r in nn.items():
         lo, hi = r["hist_range"]
@@ -591,7 +587,7 @@ def _hard_examples(out: Path, c: Config, runs: dict, nn: dict) -> list[str]:
 
 
 def _ablation_figure(out: Path, c: Config, table: dict) -> str:
-    plt = _plt()
+    plt = _figures.pyplot()
     split, arch = c.focus_split.label, c.ablation_architecture
     metrics = {"test_distortion": "test distortion D", "test_neg_elbo": "test −ELBO",
                "gap_neg_elbo": "−ELBO gap (test − train)", "test_log_px": "test log p(x)"}

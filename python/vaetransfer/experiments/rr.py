@@ -53,10 +53,11 @@ from .. import rr as core
 from .. import sweep as vsweep
 from .._checks import value_error
 from ..io import write_json, write_text
-from ..nn import ModelConfig, build_model
+from ..nn import ModelConfig
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
-from . import begin, config_from_dict, config_to_dict, run_sweep, step
+from . import STUDY_FILE, begin, config_from_dict, config_to_dict, run_sweep
+from . import _figures
 from ._stats import mean_se
 
 EXPERIMENTS = ("peak", "digits", "mi", "transfer")
@@ -560,22 +561,10 @@ def _findings(c: Config, svd: dict, mi: dict, transfer: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------------- figures
-def _plt():
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def _save(fig, out: Path, name: str) -> str:
-    from .. import plots
-    fig.tight_layout()
-    plots.save_figure(fig, out / name)
-    return name
-
-
 def _figure_vectors(out: Path, name: str, title: str, methods: list[str], results: dict, experiment: str,
                     case: str | None, patterns: torch.Tensor) -> str:
     """The first seed's right singular vectors per method (each rescaled to its own range)."""
-    plt = _plt()
+    plt = _figures.pyplot()
     k = len(patterns)
     show = min(k, 10)
     fig, axes = plt.subplots(len(methods) + 1, show, figsize=(1.3 * show + 0.6, 1.35 * (len(methods) + 1)),
@@ -593,11 +582,11 @@ def _figure_vectors(out: Path, name: str, title: str, methods: list[str], result
             if j == 0:
                 ax.set_ylabel(label)
     fig.suptitle(title)
-    return _save(fig, out, name)
+    return _figures.save(fig, out, name)
 
 
 def _figure_mi_planes(out: Path, c: Config, mi: dict) -> str:
-    plt = _plt()
+    plt = _figures.pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
     for ax, stage, title in zip(axes, ("A", "AA", "AB"), ("stage A (with the regulariser)", "fine-tuned on A",
                                                           "fine-tuned on B (outputs swapped)")):
@@ -612,12 +601,12 @@ def _figure_mi_planes(out: Path, c: Config, mi: dict) -> str:
         ax.set_title(title)
         ax.legend(fontsize=8)
     fig.suptitle(f"MI planes, 12-bit task (means over {len(c.seeds)} seeds; points: fc1 … logits)")
-    return _save(fig, out, "mi_planes.png")
+    return _figures.save(fig, out, "mi_planes.png")
 
 
 def _figure_mi_training(out: Path, c: Config, results: dict) -> str:
     """I(X; D) of each deep layer over stage A (first seed), per method."""
-    plt = _plt()
+    plt = _figures.pyplot()
     deep = _deep_layers(c)
     fig, axes = plt.subplots(1, len(deep), figsize=(4 * len(deep), 3.4), squeeze=False)
     for (e, method), rows in sorted(results.items()):
@@ -631,11 +620,11 @@ def _figure_mi_training(out: Path, c: Config, results: dict) -> str:
                 ax.set_xlabel("epoch")
     axes[0][0].set_ylabel("bits")
     axes[0][0].legend(fontsize=8)
-    return _save(fig, out, "mi_training.png")
+    return _figures.save(fig, out, "mi_training.png")
 
 
 def _figure_transfer(out: Path, transfer: dict) -> str:
-    plt = _plt()
+    plt = _figures.pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.8))
     methods = list(transfer)
     width = 0.8 / len(methods)
@@ -649,11 +638,11 @@ def _figure_transfer(out: Path, transfer: dict) -> str:
     ax.axhline(0.1, color="grey", lw=0.8, ls=":")
     ax.legend(fontsize=8)
     ax.set_title("Shape transfer without retraining")
-    return _save(fig, out, "transfer.png")
+    return _figures.save(fig, out, "transfer.png")
 
 
 def _figure_distances(out: Path, svd: dict) -> str:
-    plt = _plt()
+    plt = _figures.pyplot()
     cases = list(svd)
     fig, axes = plt.subplots(1, len(cases), figsize=(3.6 * len(cases), 3.2), squeeze=False)
     for ax, case in zip(axes[0], cases):
@@ -663,7 +652,7 @@ def _figure_distances(out: Path, svd: dict) -> str:
         ax.set_xticks(range(len(methods)), methods)
         ax.set_title({"peak": "peaks", "pair": "two digits", "full": "all digits"}[case])
         ax.set_ylabel("1 − best |corr| (lower: closer)")
-    return _save(fig, out, "svd_distances.png")
+    return _figures.save(fig, out, "svd_distances.png")
 
 
 # ---------------------------------------------------------------------------------- report
@@ -675,7 +664,6 @@ def _fmt(v) -> str:
 
 def _report(out: Path, r: dict) -> str:
     c, f = r["config"], r["findings"]
-    from . import STUDY_FILE
     study = json.loads((out / STUDY_FILE).read_text()) if (out / STUDY_FILE).exists() else {}
     preset = f", preset `{study['preset']}`" if study.get("preset") else ""
     yes = {True: "**reproduced**", False: "**not reproduced**"}
