@@ -143,3 +143,16 @@ def test_right_singular_vectors_are_those_of_the_first_weight_matrix():
         assert abs(float(v @ ref)) == pytest.approx(1.0, abs=1e-5)  # up to sign
     with pytest.raises(vt.ArgumentError):
         rr.right_singular_vectors(model, layer="logits2")
+
+
+def test_lambda_sensitivity_reruns_an_experiment_per_lambda(tmp_path):
+    c = experiments.override(study.PRESETS["smoke"], {"seeds": [0]})
+    got = study.lambda_sensitivity(c, tmp_path, "mi", [0.5, 0.05])
+    assert set(got) == {0.5, 0.05}
+    for per in got.values():
+        assert {"accuracy_A", "accuracy_AA", "accuracy_AB", "deep_ixt_A"} <= set(per["rr"])
+    runs = list((tmp_path / "sweeps" / "lambda_mi" / "runs").iterdir())
+    lams = sorted(load_run(d / "stage_a").config.regularizers[0].params["layer_weights"][0] for d in runs)
+    assert lams == [0.05, 0.5]  # each run trained with its own λ
+    with pytest.raises(vt.ArgumentError):
+        study.lambda_sensitivity(c, tmp_path, "gan", [1.0])

@@ -56,7 +56,7 @@ from ..io import write_json, write_text
 from ..nn import ModelConfig
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
-from . import STUDY_FILE, begin, config_from_dict, config_to_dict, run_sweep
+from . import STUDY_FILE, begin, config_from_dict, config_to_dict, override, run_sweep
 from . import _figures
 from ._stats import mean_se
 
@@ -381,7 +381,9 @@ def _run_mi(c: Config, method: str, seed: int, run_dir: Path) -> tuple[dict, dic
     result = {"A": {"final": layer_mi(net, x, y, m.bins), "test_accuracy": _accuracy(net, x[te], y[te])}}
     if method != "pre":
         result["A"]["curves"] = _mi_curves(load_run(folder), spe)
-    metrics = {"accuracy_A": result["A"]["test_accuracy"]}
+    deep = _deep_layers(c)
+    metrics = {"accuracy_A": result["A"]["test_accuracy"],
+               "deep_ixt_A": sum(result["A"]["final"][l]["ixt"] for l in deep) / len(deep)}
     _, ft_steps = _epochs_steps(len(tr), m.batch_size, m.finetune_epochs)
     for task, labels in (("AA", y), ("AB", 1 - y)):
         run = _finetune(folder, model, x[tr], labels[tr], run_dir / task, steps=ft_steps, batch=m.batch_size, lr=m.lr,
@@ -431,6 +433,8 @@ def run_one(args: dict, run_dir) -> dict:
     experiment, method, seed = args["experiment"], args["method"], int(args["seed"])
     if experiment not in RUNNERS:
         raise value_error("args.experiment", f"expected one of {list(RUNNERS)}, got {experiment!r}")
+    if args.get("lambda") is not None:  # lambda_sensitivity: the experiment's λ replaced
+        c = override(c, {LAMBDA_FIELDS[experiment]: float(args["lambda"])})
     if method not in METHODS:
         raise value_error("args.method", f"expected one of {list(METHODS)}, got {method!r}")
     run_dir = Path(run_dir)
@@ -453,6 +457,37 @@ def _sweep(c: Config, out: Path) -> vsweep.Sweep:
                          base={"function": f"{__name__}:run_one", "args": {"config": config_to_dict(c)}},
                          zip=[{"experiment": [r[0] for r in rows], "method": [r[1] for r in rows],
                                "seed": [r[2] for r in rows]}])
+
+
+#: The λ each experiment's RR runs use (the paper's on the public scale, or ours).
+LAMBDA_FIELDS = {"peak": "peak.public_lambda", "digits": "digits.public_lambda", "mi": "mi.rr_lambda",
+                 "transfer": "transfer.rr_lambda"}
+
+
+def lambda_sensitivity(c: Config, out_dir: str | Path, experiment: str, lambdas, *, methods=("rr",),
+                       progress: bool = False) -> dict:
+    """A diagnostic beside the study (its findings unchanged): ``experiment`` re-run for every λ
+    of ``lambdas`` (the field :data:`LAMBDA_FIELDS` names) with each of ``methods`` and every seed,
+    through the sweep runner into ``out_dir`` (resumable). Returns {λ: {method: {metric: mean ± se}}}."""
+    if experiment not in LAMBDA_FIELDS:
+        raise value_error("experiment", f"expected one of {list(LAMBDA_FIELDS)}, got {experiment!r}")
+    lambdas = [float(v) for v in lambdas]
+    if not lambdas or min(lambdas) <= 0:
+        raise value_error("lambdas", f"expected positive values, got {lambdas}")
+    rows = [(lam, m, s) for lam in lambdas for m in methods for s in c.seeds]
+    sweep = vsweep.create(Path(out_dir) / "sweeps" / f"lambda_{experiment}", job="function",
+                          base={"function": f"{__name__}:run_one",
+                                "args": {"config": config_to_dict(c), "experiment": experiment}},
+                          zip=[{"lambda": [r[0] for r in rows], "method": [r[1] for r in rows],
+                                "seed": [r[2] for r in rows]}])
+    results = run_sweep(sweep, c, f"λ-sensitivity ({experiment})", progress)
+    out: dict = {}
+    for lam in lambdas:
+        for m in methods:
+            got = [r for r in results if float(r["lambda"]) == lam and r["method"] == m]
+            keys = [k for k in got[0] if k.startswith(("accuracy", "distance", "deep_ixt"))]
+            out.setdefault(lam, {})[m] = {k: mean_se([r[k] for r in got]) for k in keys}
+    return out
 
 
 def _results(s: vsweep.Sweep) -> dict:
