@@ -22,21 +22,24 @@ def _units(model):
     units = []
     if model.architecture == "mlp-classifier":
         hidden = list(params["hidden"]) or [params["width"]] * params["depth"]
+        widths = [math.prod(params["input_shape"])] + hidden
         for i in range(len(hidden)):
             n = f"fc{i + 1}"
             units.append(dict(kind="linear", w=p[f"{n}.linear.weight"], b=p[f"{n}.linear.bias"],
                               bn=(p[f"{n}.bn.weight"], p[f"{n}.bn.bias"], p[f"{n}.bn.running_mean"],
                                   p[f"{n}.bn.running_var"]) if params["batch_norm"] else None,
-                              act=params["activation"], norm_first=True, pool=False))
+                              act=params["activation"], norm_first=True, pool=False,
+                              residual=params.get("residual", False) and widths[i] == widths[i + 1]))
     else:
         for i in range(params["blocks"]):
             n = f"block{i + 1}"
             units.append(dict(kind="conv", w=p[f"{n}.conv.weight"], b=p[f"{n}.conv.bias"],
                               bn=(p[f"{n}.bn.weight"], p[f"{n}.bn.bias"], p[f"{n}.bn.running_mean"],
                                   p[f"{n}.bn.running_var"]),
-                              act="relu", norm_first=params["block_order"] == "conv-bn-relu-pool", pool=True))
+                              act="relu", norm_first=params["block_order"] == "conv-bn-relu-pool", pool=True,
+                              residual=False))
     units.append(dict(kind="linear", w=p["logits.weight"], b=p["logits.bias"], bn=None, act="none", norm_first=True,
-                      pool=False))
+                      pool=False, residual=False))
     return units
 
 
@@ -58,7 +61,7 @@ def _twin_forward(units, x, training):
         else:
             a = _act(u["act"], z)
         traces.append((inp, norm_in, a))
-        h = F.max_pool2d(a, 2) if u["pool"] else a
+        h = a + inp if u["residual"] else F.max_pool2d(a, 2) if u["pool"] else a
     return traces
 
 
@@ -84,6 +87,8 @@ def _twin_reverse_unit(units, traces, m, v, training, out_act="none"):
     if m == 0:
         return _act(out_act, r.reshape(traces[0][0].shape))
     prev, pt = units[m - 1], traces[m - 1]
+    if prev["residual"]:  # the unit's input is a sum (skip + branch): compared as it is
+        return r.reshape(traces[m][0].shape)
     shape = list(pt[2].shape)
     if prev["pool"]:
         shape[2] //= 2
@@ -104,7 +109,7 @@ def _twin_pass(model, x, variant, out_act="none"):
     training = model.training
     traces = _twin_forward(units, x, training)
     n = len(units)
-    targets = [traces[0][0]] + [traces[m - 1][2] for m in range(1, n)]
+    targets = [traces[0][0]] + [traces[m][0] if units[m - 1]["residual"] else traces[m - 1][2] for m in range(1, n)]
     recon = [None] * n
     if variant == "full":
         v = traces[-1][2]
@@ -117,10 +122,11 @@ def _twin_pass(model, x, variant, out_act="none"):
     return targets, recon
 
 
-def _mlp(seed=0, **kw):
+def _mlp(seed=0, residual=False, **kw):
     cfg = dict(input_shape=[12], hidden=[10, 7, 5], num_classes=3, batch_norm=True, activation="tanh")
     cfg.update(kw)
-    return vt.build_model(vt.ModelConfig("mlp-classifier", **cfg), seed=seed)
+    options = {"residual": True} if residual else {}  # a parameter without a ModelConfig field
+    return vt.build_model(vt.ModelConfig("mlp-classifier", **cfg, options=options), seed=seed)
 
 
 def _conv4(seed=0, size=8, **kw):
@@ -170,6 +176,24 @@ def test_conv_reverse_pass_matches_the_twin(order, size):
     # transposed convolutions restore the forward input sizes exactly
     assert ours.reconstructions[0].shape == x.shape
     assert ours.reconstructions[2].shape == ours.targets[2].shape == (6, 5, size // 2, size // 2)
+
+
+def test_residual_units_reverse_locally_and_refuse_the_full_pass():
+    """A residual unit's output is its input plus its branch (a = b + c): the next unit's term
+    compares its own input (a sum) with M_mᵀ(v − b_m), with no BN or activation to reuse."""
+    model = _mlp(seed=9, hidden=[12, 12, 6, 6], residual=True)
+    x = torch.rand(16, 12)
+    twin = model.to_torch()
+    twin.train()
+    torch.testing.assert_close(model._impl.forward(x), twin(x), atol=1e-5, rtol=1e-4)  # skips where widths agree
+    ours = _assert_pass_matches(model, x, "local")
+    assert ours.names == ["input", "fc1", "fc2", "fc3", "fc4"]
+    with pytest.raises(vt.ArgumentError) as e:
+        rr.reverse_pass(model, x, "full")
+    assert e.value.argument == "variant" and "residual" in str(e.value)
+    with pytest.raises(vt.ArgumentError) as e:
+        _mlp(hidden=[10, 7], residual=True)
+    assert e.value.argument == "residual"
 
 
 def test_full_variant_refuses_max_pooling():
@@ -441,7 +465,9 @@ def test_public_lambda_conversion():
 
 
 @pytest.mark.parametrize("variant,make,x_shape", [("full", lambda: _mlp(seed=8), (10, 12)),
-                                                  ("local", lambda: _conv4(seed=8, size=10), (5, 3, 10, 10))])
+                                                  ("local", lambda: _conv4(seed=8, size=10), (5, 3, 10, 10)),
+                                                  ("local", lambda: _mlp(seed=8, hidden=[12, 8, 8], residual=True),
+                                                   (10, 12))])
 def test_the_benchmark_reference_reverse_pass_matches_ours(variant, make, x_shape):
     """torch_reference.rr_reverse_pass (the Python baseline of benchmarks/bench_rr.py) computes the
     same pass as the core."""

@@ -257,7 +257,7 @@ class Model:
         elif arch == "mlp-classifier":
             hidden = tuple(p["hidden"]) or (p["width"],) * p["depth"]
             twin = ref.ReferenceMLPClassifier(tuple(p["input_shape"]), p["num_classes"], hidden, p["batch_norm"],
-                                              p["activation"])
+                                              p["activation"], p.get("residual", False))
         else:
             raise value_error("architecture", f"no plain-PyTorch twin for {arch!r}")
         twin.load_state_dict({k: v.cpu() for k, v in self.state_dict().items()})

@@ -10,7 +10,9 @@ convolution with the same kernel, stride and padding, output size = the forward 
 ``d'_m = f_{m−1}(BN_{m−1}(UP(M_mᵀ(v − b_m))))``, with the BatchNorm and activation of unit m−1
 (App. A.3) applied with the forward batch's statistics and never updating the running ones, and
 nearest up-sampling where unit m−1 max-pools. ``full``: v = d'_{m+1} from d'_{n+1} = the logits
-(Eq. 8); ``local``: v = d_{m+1} (Eq. 10; needed with max-pooling, which the full variant refuses).
+(Eq. 8); ``local``: v = d_{m+1} (Eq. 10; needed with max-pooling and residual connections, which
+the full variant refuses). After a residual unit (``mlp-classifier`` with ``residual``: input +
+branch), the next unit's input is a sum: its term compares that input with M_mᵀ(v − b_m) directly.
 
 **The loss** (:func:`rr_regularizer`): ``λ Σ_m λ_m ‖d_m − d'_m‖²``, each term summed over units and
 averaged over the batch (``reduction="mean"``: averaged over units too); ``input_only`` is RR¹. The public code adds ``λ·Σ ½‖d' − d‖²`` summed

@@ -383,10 +383,11 @@ class ReferenceMLPClassifier(nn.Module):
     ACTIVATIONS = ("relu", "tanh")
 
     def __init__(self, input_shape: Sequence[int], num_classes: int, hidden: Sequence[int] = (512, 512, 512),
-                 batch_norm: bool = False, activation: str = "relu"):
+                 batch_norm: bool = False, activation: str = "relu", residual: bool = False):
         super().__init__()
         if activation not in self.ACTIVATIONS:
             raise ValueError(f"activation: expected one of {self.ACTIVATIONS}, got {activation!r}")
+        self.residual = bool(residual)  # identity skips around layers as wide as their input
         self.input_shape = tuple(input_shape)
         self.num_classes = _check_classes(num_classes)
         self.hidden = tuple(hidden)
@@ -399,10 +400,14 @@ class ReferenceMLPClassifier(nn.Module):
             cin = width
         self.logits = nn.Linear(cin, self.num_classes)
 
+    def _skips(self, name: str) -> bool:
+        layer = getattr(self, name)
+        return self.residual and layer.linear.in_features == layer.linear.out_features
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x.flatten(1)
         for name in self._layers:
-            h = getattr(self, name)(h)
+            h = getattr(self, name)(h) + (h if self._skips(name) else 0)
         return self.logits(h)
 
     def activations(self, x: torch.Tensor) -> "OrderedDict[str, torch.Tensor]":
@@ -411,7 +416,7 @@ class ReferenceMLPClassifier(nn.Module):
         h = x.flatten(1)
         out: OrderedDict[str, torch.Tensor] = OrderedDict(input=h)
         for name in self._layers:
-            h = getattr(self, name)(h)
+            h = getattr(self, name)(h) + (h if self._skips(name) else 0)
             out[name] = h
         out["logits"] = self.logits(h)
         return out
@@ -452,17 +457,18 @@ def train_python_classifier(model: nn.Module, images: torch.Tensor, labels: torc
 
 
 # ---------------------------------------------------------------------------------- RR reverse pass
-def _units_of(model: nn.Module) -> list[tuple[str, nn.Module, nn.Module | None, str, bool, bool]]:
-    """(kind, affine, bn, activation, bn_first, pool) per unit of an MLP or conv4 twin, the head last."""
+def _units_of(model: nn.Module) -> list[tuple[str, nn.Module, nn.Module | None, str, bool, bool, bool]]:
+    """(kind, affine, bn, activation, bn_first, pool, residual) per unit of an MLP or conv4 twin,
+    the head last."""
     if isinstance(model, ReferenceConv4Classifier):
         units = [("conv", getattr(model, n).conv, getattr(model, n).bn, "relu",
-                  model.block_order == "conv-bn-relu-pool", True) for n in model._blocks]
+                  model.block_order == "conv-bn-relu-pool", True, False) for n in model._blocks]
     elif isinstance(model, ReferenceMLPClassifier):
         units = [("linear", getattr(model, n).linear, getattr(getattr(model, n), "bn", None), model.activation, True,
-                  False) for n in model._layers]
+                  False, model._skips(n)) for n in model._layers]
     else:
         raise TypeError(f"no reverse pass for {type(model).__name__}")
-    return units + [("linear", model.logits, None, "none", True, False)]
+    return units + [("linear", model.logits, None, "none", True, False, False)]
 
 
 def _activate(name: str, x: torch.Tensor) -> torch.Tensor:
@@ -477,7 +483,7 @@ def rr_reverse_pass(model: nn.Module, x: torch.Tensor, variant: str = "full", ou
     eval mode) and never updating them; v = d'_{m+1} (full) or d_{m+1} (local)."""
     units = _units_of(model)
     traces, h = [], x
-    for kind, affine, bn, act, bn_first, pool in units:  # the forward pass, recording each unit
+    for kind, affine, bn, act, bn_first, pool, residual in units:  # the forward pass, recording each unit
         inp = h.flatten(1) if kind == "linear" else h
         z = affine(inp)
         norm_in = None
@@ -487,7 +493,7 @@ def rr_reverse_pass(model: nn.Module, x: torch.Tensor, variant: str = "full", ou
         else:
             a = _activate(act, z)
         traces.append((inp, norm_in, a))
-        h = F.max_pool2d(a, 2) if pool else a
+        h = a + inp if residual else F.max_pool2d(a, 2) if pool else a
 
     def norm(bn, norm_in, v):
         shape = [1, -1] + [1] * (v.dim() - 2)
@@ -507,7 +513,9 @@ def rr_reverse_pass(model: nn.Module, x: torch.Tensor, variant: str = "full", ou
                                    padding=affine.padding)
         if m == 0:
             return _activate(output_activation, r.reshape(traces[0][0].shape))
-        _, _, bn, act, bn_first, pool = units[m - 1]
+        _, _, bn, act, bn_first, pool, residual = units[m - 1]
+        if residual:  # the input is a sum: compared as it is
+            return r.reshape(traces[m][0].shape)
         target = traces[m - 1][2]
         r = r.reshape(target.shape[0], target.shape[1], *(s // 2 for s in target.shape[2:])) if pool \
             else r.reshape(target.shape)
@@ -518,9 +526,11 @@ def rr_reverse_pass(model: nn.Module, x: torch.Tensor, variant: str = "full", ou
         return _activate(act, norm(bn, traces[m - 1][1], r)) if bn_first else norm(bn, traces[m - 1][1], _activate(act, r))
 
     n = len(units)
-    targets = [traces[0][0]] + [traces[m - 1][2] for m in range(1, n)]
+    targets = [traces[0][0]] + [traces[m][0] if units[m - 1][6] else traces[m - 1][2] for m in range(1, n)]
     recon = [None] * n
     if variant == "full":
+        if any(u[5] or u[6] for u in units):
+            raise ValueError("the full reverse pass needs a unique path: no max-pooling or residual units")
         v = traces[-1][2]
         for m in reversed(range(n)):
             v = reverse(m, v)

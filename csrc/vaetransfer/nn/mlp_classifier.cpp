@@ -1,5 +1,5 @@
-// MLP classifier: layers fc1..fcK, each Linear → [BatchNorm1d] → ReLU or tanh, then the linear
-// head "logits" (RR peak test: one layer + BN + ReLU; the 12-bit task of Shwartz-Ziv & Tishby:
+// MLP classifier: layers fc1..fcK, each Linear → [BatchNorm1d] → ReLU or tanh (with `residual`,
+// plus the layer's input where the widths agree), then the linear head "logits" (RR peak test: one layer + BN + ReLU; the 12-bit task of Shwartz-Ziv & Tishby:
 // tanh layers). Inputs are flattened. Parameters fc<i>.linear.{weight,bias},
 // fc<i>.bn.{weight,bias} (+ running statistics), logits.{weight,bias}.
 #include <torch/nn/modules/batchnorm.h>
@@ -28,6 +28,7 @@ class MLPClassifier : public Classifier {
     const auto hidden = hidden_widths(p);
     const auto act = parse_activation(p.str("activation"));
     int64_t in = product(input_shape());
+    bool any_residual = false;
     for (size_t i = 0; i < hidden.size(); ++i) {
       auto layer = std::make_shared<DenseLayerImpl>(in, hidden[i], p.flag("batch_norm"));
       ReversibleUnit unit;
@@ -41,9 +42,13 @@ class MLPClassifier : public Classifier {
         unit.norm_eps = layer->bn->options.eps();
       }
       unit.activation = act;
+      unit.residual = p.flag("residual") && in == hidden[i];
+      any_residual |= unit.residual;
       add_unit_layer(std::move(unit), layer);
       in = hidden[i];
     }
+    VT_CHECK_ARG(!p.flag("residual") || any_residual, "residual",
+                 "no hidden layer has as many units as its input; a residual connection needs equal widths");
     add_head(in);
     initialize(seed);
   }
@@ -60,7 +65,9 @@ VT_REGISTER(ModelRegistry,
               {"depth", ParamType::Int, int64_t{1}, "number of hidden layers"},
               {"width", ParamType::Int, int64_t{128}, "units per hidden layer"},
               {"batch_norm", ParamType::Bool, false, "BatchNorm1d after each linear map"},
-              {"activation", ParamType::String, std::string("relu"), "'relu' or 'tanh'"}},
+              {"activation", ParamType::String, std::string("relu"), "'relu' or 'tanh'"},
+              {"residual", ParamType::Bool, false,
+               "identity skips around the hidden layers as wide as their input (x + f(BN(Wx + b)))"}},
              [](const Params& p, uint64_t seed) -> std::unique_ptr<Model> {
                return std::make_unique<MLPClassifier>(p, seed);
              }});

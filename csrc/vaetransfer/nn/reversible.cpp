@@ -17,6 +17,7 @@ at::Tensor ReversibleUnit::forward(const at::Tensor& x, Trace* trace) const {
     h = apply(activation, h);
   }
   if (trace) *trace = {in, norm_in, h};
+  if (residual) return h + x;
   return pool ? at::max_pool2d(h, {2, 2}) : h;
 }
 

@@ -35,12 +35,16 @@ struct ReversibleUnit {
   bool norm_first = true;  // affine → BN → activation (false: affine → activation → BN)
   Activation activation = Activation::None;
   bool pool = false;  // MaxPool 2×2 (stride 2) after the activation
+  // An identity skip: the unit outputs its input plus the branch above (no pooling). The path
+  // from output to input is then not unique (a = b + c): only the local reverse pass applies,
+  // reconstructing the unit's input from its branch output.
+  bool residual = false;
 
   // The unit's forward: input → activation before pooling (`pre_pool`) → output.
   struct Trace {
     at::Tensor input;       // what the affine map received (flattened for Linear)
     at::Tensor norm_input;  // what BatchNorm normalised (undefined without BatchNorm)
-    at::Tensor pre_pool;    // after normalisation and activation, before pooling: d_{m+1}
+    at::Tensor pre_pool;    // after normalisation and activation, before pooling (and the skip): d_{m+1}
   };
   at::Tensor forward(const at::Tensor& x, Trace* trace) const;
   // The affine map's parameters (looked up on each call: snapshots and re-initialisation

@@ -19,9 +19,12 @@ const std::vector<nn::ReversibleUnit>& reversible_units(const nn::Model& model, 
                "' model has no reverse pass; models built from reversible units: mlp-classifier, conv4");
   const auto& units = rev->units();
   if (variant == Variant::Full)
-    for (size_t m = 0; m + 1 < units.size(); ++m)
+    for (size_t m = 0; m + 1 < units.size(); ++m) {
       VT_CHECK_ARG(!units[m].pool, "variant", "the full reverse pass needs a unique path from output to input, but '",
                    units[m].layer, "' max-pools (the source of a pooled value is unknown); use variant 'local'");
+      VT_CHECK_ARG(!units[m].residual, "variant", "the full reverse pass needs a unique path from output to input, "
+                   "but '", units[m].layer, "' adds a residual connection (a = b + c); use variant 'local'");
+    }
   return units;
 }
 
@@ -96,6 +99,7 @@ at::Tensor reverse_unit(const std::vector<nn::ReversibleUnit>& units, const nn::
   if (m == 0) return nn::apply(output_activation, r.reshape(trace.input.sizes()));
 
   const auto& prev = units[m - 1];
+  if (prev.residual) return r.reshape(trace.input.sizes());  // the input is a sum: compared as it is
   const auto& prev_trace = traces[m - 1];
   auto shape = prev_trace.pre_pool.sizes().vec();
   if (prev.pool) shape[2] /= 2, shape[3] /= 2;
@@ -121,7 +125,8 @@ ReversePass reverse_pass(const nn::Model& model, const nn::UnitTraces& traces, c
   pass.names = term_names(units);
   pass.targets.resize(n);
   pass.reconstructions.resize(n);
-  for (size_t m = 0; m < n; ++m) pass.targets[m] = m == 0 ? traces[0].input : traces[m - 1].pre_pool;
+  for (size_t m = 0; m < n; ++m)
+    pass.targets[m] = m == 0 || units[m - 1].residual ? traces[m].input : traces[m - 1].pre_pool;
   if (options.variant == Variant::Full) {
     at::Tensor v = traces[n - 1].pre_pool;  // d'_{n+1} = d_{n+1}
     for (size_t m = n; m-- > 0;) {

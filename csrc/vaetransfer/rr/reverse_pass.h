@@ -14,6 +14,9 @@
 //   full:  v = d'_{m+1}, starting from d'_{n+1} = d_{n+1} (Eq. 8);
 //   local: v = d_{m+1}, the forward output of unit m (Eq. 10), needed where the path from
 //          output to input is not unique (max-pooling; residual additions).
+// After a residual unit (input + branch), the next unit's input is a sum, not an activation:
+// its term compares that input itself with M_mᵀ(v − b_m), with no BatchNorm or activation to
+// reuse (the local form of App. A.3, Eq. 25–26), and the full variant is refused.
 // Nearest up-sampling commutes with BN and the activation (both act per channel and per
 // element), so they are applied before it, on the 4× smaller tensor.
 #pragma once
