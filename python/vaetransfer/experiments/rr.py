@@ -244,8 +244,7 @@ def _layer_lambdas(model: ModelConfig, public: float, batch: int) -> list[float]
 
 
 def _stage_a(method: str, model: ModelConfig, x, y, out: Path, *, steps: int, batch: int, lr: float, seed: int,
-             regs: tuple, threads: int, metrics_every: int = 0, hook=None, output_activation: str = "none",
-             eval_data=None):
+             regs: tuple, threads: int, metrics_every: int = 0, hook=None, output_activation: str = "none"):
     """Trains stage A of a method; returns the run folder holding its final weights."""
     opt = OptimizerConfig("adam", lr=lr)
     if method == "pre":  # the same number of steps, shared by the layers before the head
@@ -256,7 +255,7 @@ def _stage_a(method: str, model: ModelConfig, x, y, out: Path, *, steps: int, ba
     cfg = TrainConfig(model=model, objective=TaskConfig("classification"), optimizer=opt, steps=steps,
                       batch_size=batch, seed=seed, regularizers=regs, metrics_every=metrics_every, threads=threads,
                       keep_snapshots=1)
-    run = train(cfg, (x, y), out / "stage_a", progress=False, metrics_hook=hook, eval_data=eval_data)
+    run = train(cfg, (x, y), out / "stage_a", progress=False, metrics_hook=hook)
     return run.out_dir
 
 
