@@ -12,4 +12,5 @@ void init_train(pybind11::module_& m);
 void init_estimators(pybind11::module_& m);
 void init_similarity(pybind11::module_& m);
 void init_rr(pybind11::module_& m);
+void init_text(pybind11::module_& m);
 }  // namespace vaetransfer::bindings

@@ -51,4 +51,6 @@ PYBIND11_MODULE(_C, m) {
   vaetransfer::bindings::init_similarity(similarity);
   auto rr = m.def_submodule("rr", "The reverse pass of RR pretraining and the SRIP spectral norm");
   vaetransfer::bindings::init_rr(rr);
+  auto text = m.def_submodule("text", "T5 (Hugging Face numerics), span corruption");
+  vaetransfer::bindings::init_text(text);
 }

@@ -292,7 +292,7 @@ Named Model::activations(const at::Tensor& x, const std::vector<std::string>& wa
   for (int64_t s = 0; s < x.size(0); s += chunk_size) {
     const int64_t e = std::min(s + chunk_size, x.size(0));
     auto eps = noise.defined() ? noise.slice(0, s, e).to(device()) : at::Tensor();
-    run_layers(x.slice(0, s, e).to(at::kFloat), eps,
+    run_layers(as_input(x.slice(0, s, e)), eps,
                [&](const std::string& name, const at::Tensor& t) {
                  if (std::find(wanted.begin(), wanted.end(), name) != wanted.end())
                    parts[name].push_back(flatten ? t.flatten(1) : t);

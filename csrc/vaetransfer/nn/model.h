@@ -69,7 +69,7 @@ class Model : public torch::nn::Module {
   std::vector<std::string> frozen_parameters() const;
   // Draws fresh values for every parameter of the group with PyTorch's default initialisation
   // (and resets BatchNorm statistics of every BatchNorm layer the group covers entirely).
-  void reinitialize(const std::string& group, uint64_t seed);
+  virtual void reinitialize(const std::string& group, uint64_t seed);
 
   // Parameters and buffers by name (detached clones). load_state is strict: every parameter
   // and buffer must be given with its shape, and nothing else.
@@ -83,7 +83,10 @@ class Model : public torch::nn::Module {
   Named activations(const at::Tensor& x, const std::vector<std::string>& layers, int64_t chunk_size,
                     const at::Tensor& noise, bool flatten);
 
-  void check_input(const at::Tensor& x, const char* arg) const;
+  // Checks x against input_shape (ArgumentError naming `arg`); families with other inputs override.
+  virtual void check_input(const at::Tensor& x, const char* arg) const;
+  // Stored examples as the network's input: float (images, vectors); token ids stay int64.
+  virtual at::Tensor as_input(const at::Tensor& x) const { return x.to(at::kFloat); }
 
  protected:
   Model(std::string architecture, std::vector<int64_t> input_shape, Params params);

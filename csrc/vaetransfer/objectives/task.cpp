@@ -14,6 +14,19 @@ Weights Task::default_weights(int64_t step) const {
   return w;
 }
 
+void Task::check_examples(const nn::Model& model, const at::Tensor& x, const char* arg) const {
+  check_defined(x, arg);
+  const auto& shape = model.input_shape();
+  VT_CHECK_TYPE(x.scalar_type() == at::kByte || at::isFloatingType(x.scalar_type()), arg,
+                "expected uint8 or floating-point examples, got dtype ", x.scalar_type());
+  VT_CHECK_ARG(x.dim() == static_cast<int64_t>(shape.size()) + 1 &&
+                   std::equal(shape.begin(), shape.end(), x.sizes().begin() + 1),
+               arg, "expected examples of shape ", c10::IntArrayRef(shape), " for this model, got ", arg,
+               " of shape ", x.sizes());
+  VT_CHECK_ARG(x.size(0) > 0, arg, "expected a non-empty data set");
+  VT_CHECK_ARG(x.device().is_cpu(), arg, "expected the data set in CPU memory, got ", x.device());
+}
+
 void Task::check_data(const nn::Model& model, const at::Tensor& x, const at::Tensor& y) const {
   if (needs_labels())
     VT_CHECK_ARG(y.defined(), "labels", "the '", name(), "' objective needs labels; give a labelled data set");

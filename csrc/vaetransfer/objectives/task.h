@@ -56,6 +56,9 @@ class Task : public Registered {
   virtual std::vector<WeightSpec> weights() const { return {}; }
   // Names of the scalars step() reports, in order, with 1-D entries expanded.
   virtual std::vector<std::string> columns(const nn::Model& model) const = 0;
+  // Checks stored examples (the trainer's `data`/`eval_data`, named by `arg`): by default uint8 or
+  // floating-point examples of the model's input shape, non-empty, in CPU memory.
+  virtual void check_examples(const nn::Model& model, const at::Tensor& x, const char* arg) const;
   // Checks a data set for this task and model (shapes, labels); ArgumentError naming "data"/"labels".
   virtual void check_data(const nn::Model& model, const at::Tensor& x, const at::Tensor& y) const;
   virtual TaskOutput step(nn::Model& model, const Batch& batch, const StepContext& ctx) const = 0;

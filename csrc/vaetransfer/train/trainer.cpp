@@ -26,18 +26,6 @@ std::string fmt(double v) {
   return buf;
 }
 
-void check_images(const at::Tensor& x, const std::vector<int64_t>& shape, const char* arg) {
-  check_defined(x, arg);
-  VT_CHECK_TYPE(x.scalar_type() == at::kByte || at::isFloatingType(x.scalar_type()), arg,
-                "expected uint8 or floating-point examples, got dtype ", x.scalar_type());
-  VT_CHECK_ARG(x.dim() == static_cast<int64_t>(shape.size()) + 1 &&
-                   std::equal(shape.begin(), shape.end(), x.sizes().begin() + 1),
-               arg, "expected examples of shape ", c10::IntArrayRef(shape), " for this model, got ", arg,
-               " of shape ", x.sizes());
-  VT_CHECK_ARG(x.size(0) > 0, arg, "expected a non-empty data set");
-  VT_CHECK_ARG(x.device().is_cpu(), arg, "expected the data set in CPU memory, got ", x.device());
-}
-
 }  // namespace
 
 Trainer::Trainer(nn::ModelPtr model, objectives::TaskPtr task, std::vector<RegularizerSlot> regularizers,
@@ -53,11 +41,11 @@ Trainer::Trainer(nn::ModelPtr model, objectives::TaskPtr task, std::vector<Regul
       eval_labels_(std::move(eval_labels)),
       spec_(std::move(spec)) {
   objectives::check_family(*task_, *model_);
-  check_images(data_, model_->input_shape(), "data");
+  task_->check_examples(*model_, data_, "data");
   task_->check_data(*model_, data_, labels_);
   if (labels_.defined()) labels_ = labels_.to(at::kLong).contiguous();
   if (eval_data_.defined()) {
-    check_images(eval_data_, model_->input_shape(), "eval_data");
+    task_->check_examples(*model_, eval_data_, "eval_data");
     if (task_->needs_labels())
       VT_CHECK_ARG(eval_labels_.defined(), "eval_labels", "the held-out data needs labels for the '", task_->name(),
                    "' objective");
@@ -187,8 +175,8 @@ StepReport Trainer::train_step() {
   apply_phase();
   const auto idx = next_indices();
   objectives::Batch batch;
-  batch.x = data_.index_select(0, idx).to(model_->device()).to(at::kFloat);
-  if (spec_.data_scale != 1.0) batch.x.mul_(spec_.data_scale);
+  batch.x = model_->as_input(data_.index_select(0, idx).to(model_->device()));
+  if (spec_.data_scale != 1.0 && batch.x.is_floating_point()) batch.x.mul_(spec_.data_scale);
   if (labels_.defined()) batch.y = labels_.index_select(0, idx).to(model_->device());
   objectives::StepContext ctx{step_, weights_at(step_), &noise_gen_, capture_layers_};
   nn::UnitTraces traces;
@@ -252,8 +240,8 @@ EvalReport Trainer::evaluate() {
     for (int64_t s = 0; s < n; s += spec_.eval_batch_size) {
       const int64_t e = std::min(n, s + spec_.eval_batch_size);
       objectives::Batch batch;
-      batch.x = eval_data_.slice(0, s, e).to(model_->device()).to(at::kFloat);
-      if (spec_.data_scale != 1.0) batch.x.mul_(spec_.data_scale);
+      batch.x = model_->as_input(eval_data_.slice(0, s, e).to(model_->device()));
+      if (spec_.data_scale != 1.0 && batch.x.is_floating_point()) batch.x.mul_(spec_.data_scale);
       if (eval_labels_.defined()) batch.y = eval_labels_.slice(0, s, e).to(model_->device());
       objectives::StepContext ctx{step_, weights_at(std::max<int64_t>(0, step_ - 1)), &gen, false};
       auto out = task_->step(*model_, batch, ctx);
