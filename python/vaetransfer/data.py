@@ -1476,9 +1476,11 @@ class Dataset:
     training, splitting and evaluation take (build it with :func:`as_dataset`).
 
     * ``images``: uint8 or floating [N, *input_shape] on the CPU (channel axis included for
-      images: dSprites [N, 1, 64, 64], Tetrominoes [N, 3, 32, 32]).
+      images: dSprites [N, 1, 64, 64], Tetrominoes [N, 3, 32, 32]); for text, int64 token ids
+      [N, L] (trailing padding; :mod:`vaetransfer.text`), stored as they are.
     * ``labels``: int64 [N] class labels in [0, ``num_classes``), or None. Any integer dtype
-      is accepted and stored as int64.
+      is accepted and stored as int64. For sequence-to-sequence text, target ids [N, T] with
+      -100 where there is no target (``num_classes`` stays None).
     * ``factors``: float64 [N, F] generative factor values (any real dtype is stored as
       float64), or None; ``factor_names``: their F column names (empty without factors).
     * ``scale``: ``images.float() * scale`` lies in [0, 1]: 1/255 for 0..255 uint8 images,
@@ -1505,8 +1507,9 @@ class Dataset:
         x = self.images
         if not isinstance(x, torch.Tensor):
             raise type_error("images", f"expected a tensor, got {type(x).__name__}")
-        if x.dtype != torch.uint8 and not x.is_floating_point():
-            raise type_error("images", f"expected uint8 or floating images, got {str(x.dtype).replace('torch.', '')}")
+        if x.dtype not in (torch.uint8, torch.int64) and not x.is_floating_point():
+            raise type_error("images", f"expected uint8 or floating images or int64 token ids, got "
+                                       f"{str(x.dtype).replace('torch.', '')}")
         if x.dim() < 2:
             raise value_error("images", f"expected [N, *input_shape] with at least 2 axes, got shape {list(x.shape)}")
         if x.device.type != "cpu":
@@ -1534,12 +1537,20 @@ class Dataset:
                 raise type_error("labels", f"expected a tensor, got {type(y).__name__}")
             if y.dtype == torch.bool or y.is_floating_point() or y.is_complex():
                 raise type_error("labels", f"expected integer class labels, got {str(y.dtype).replace('torch.', '')}")
-            if y.dim() != 1 or y.shape[0] != n:
+            sequences = y.dim() == 2 and x.dtype == torch.int64  # target ids of text
+            if not sequences and (y.dim() != 1 or y.shape[0] != n):
                 raise value_error("labels", f"expected shape [{n}] (one label per image), got {list(y.shape)}")
+            if sequences and y.shape[0] != n:
+                raise value_error("labels", f"expected target ids [{n}, T], got {list(y.shape)}")
             if y.device.type != "cpu":
                 raise value_error("labels", f"expected a CPU tensor, got one on {y.device}")
             y = y.long()
-            if y.numel():
+            if sequences:
+                if k is not None:
+                    raise value_error("num_classes", "target sequences have no classes; leave num_classes unset")
+                if y.numel() and bool((y < 0).logical_and(y != -100).any()):
+                    raise value_error("labels", "expected target ids >= 0, or -100 where there is no target")
+            elif y.numel():
                 lo, hi = int(y.min()), int(y.max())
                 if k is None:
                     k = hi + 1
@@ -1621,10 +1632,11 @@ def _dataset_from_tensor(images, label) -> Dataset:
         if images.dim() == 3:  # single-channel [N, H, W]: add the channel axis
             images = images.unsqueeze(1)
         scale = 1.0 / 255.0 if images.numel() and int(images.max()) > 1 else 1.0
-    elif images.is_floating_point():
+    elif images.is_floating_point() or images.dtype == torch.int64:  # int64: token ids
         scale = 1.0
     else:
-        raise type_error("data", f"expected uint8 or floating images, got {str(images.dtype).replace('torch.', '')}")
+        raise type_error("data", f"expected uint8 or floating images or int64 token ids, got "
+                                 f"{str(images.dtype).replace('torch.', '')}")
     if images.dim() < 2:
         raise value_error("data", f"expected images [N, *input_shape] with at least 2 axes, got shape {list(images.shape)}")
     if images.device.type != "cpu":

@@ -286,7 +286,8 @@ def _fingerprint(ds: Dataset, with_labels: bool) -> dict:
     fp = {"n": int(x.shape[0]), "shape": list(x.shape[1:]), "dtype": str(x.dtype).replace("torch.", ""),
           "checksum": float(x.double().sum()) if x.is_floating_point() else int(x.sum(dtype=torch.int64))}
     if with_labels and ds.labels is not None:
-        fp["labels_checksum"] = int((ds.labels * torch.arange(1, len(ds.labels) + 1)).sum())
+        weights = torch.arange(1, len(ds.labels) + 1).view(-1, *[1] * (ds.labels.dim() - 1))
+        fp["labels_checksum"] = int((ds.labels * weights).sum())
     return fp
 
 
