@@ -57,8 +57,8 @@ Corrupted span_corrupt(const at::Tensor& tokens, const SpanCorruptionSpec& spec,
     if (n < 2) {
       in.assign(row, row + n);
     } else {
-      const int64_t noise = std::clamp<int64_t>(std::llround(n * spec.density), 1, n - 1);
-      const int64_t spans = std::clamp<int64_t>(std::llround(noise / spec.mean_span_length), 1,
+      const int64_t noise = std::clamp<int64_t>(std::llrint(n * spec.density), 1, n - 1);
+      const int64_t spans = std::clamp<int64_t>(std::llrint(noise / spec.mean_span_length), 1,
                                                 std::min({noise, n - noise, spec.max_sentinels}));
       const auto noise_runs = segment(noise, spans, k + (b * 2) * L);
       const auto kept_runs = segment(n - noise, spans, k + (b * 2 + 1) * L);

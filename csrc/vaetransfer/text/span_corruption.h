@@ -6,7 +6,7 @@
 //   tokens  a b c d e f g h          (x rows: ids, trailing pad; a trailing eos is dropped)
 //   input   a b <X0> e f g <X1> eos
 //   target  <X0> c d <X1> h eos
-// As in T5's random_spans_noise_mask: num_noise = round(n·density) clamped to [1, n−1],
+// As in T5's random_spans_noise_mask (rounding half to even, as np.round): num_noise = round(n·density) clamped to [1, n−1],
 // num_spans = round(num_noise / mean_span_length) clamped to [1, min(num_noise, n − num_noise,
 // max_sentinels)]; the noise and the kept tokens are each cut into num_spans non-empty runs at
 // uniformly drawn cut points, and the runs alternate starting with kept tokens. Sequences with
