@@ -380,7 +380,7 @@ def test_span_corruption_pretraining_lowers_the_loss_and_resumes_exactly(tmp_pat
     # A learnable "language": each sentence counts up from a random start.
     start = torch.randint(3, 40, (512, 1), generator=g)
     ids = (start + torch.arange(14)).clamp_max(VOCAB - 1)
-    cfg = tiny(vocab_size=VOCAB + 20, dropout_rate=0.0)
+    cfg = tiny(vocab_size=VOCAB + 20, dropout_rate=0.1)  # dropout masks must repeat on resume too
     tc = TrainConfig(model=cfg.model_config(), objective=TaskConfig("span-corruption", extra_ids=20),
                      optimizer=OptimizerConfig(name="adamw", lr=3e-3), steps=120, batch_size=32, snapshot_every=60,
                      eval_every=60, seed=1)
@@ -417,3 +417,39 @@ def test_seq2seq_objective_trains_a_copy_task(tmp_path):
     assert (out[:, 1:] == y[:64]).float().mean().item() > 0.9
     with pytest.raises(ValueError, match="labels"):
         train(tc, (x, torch.full((512, 7), -5)), tmp_path / "bad", progress=False)
+
+
+def test_dropout_keeps_1_minus_p_scales_and_repeats_from_its_seed():
+    from vaetransfer import _C
+
+    x = torch.ones(400_000, requires_grad=True)
+    torch.manual_seed(0)
+    state = torch.get_rng_state()
+    y = _C.nn.dropout(x, 0.3, 5)
+    assert torch.equal(torch.get_rng_state(), state)  # the global stream is not used
+    kept = y.detach() != 0
+    assert abs(kept.double().mean().item() - 0.7) < 4 * math.sqrt(0.21 / 400_000)
+    assert torch.allclose(y.detach()[kept], torch.full((int(kept.sum()),), 1 / 0.7))
+    assert torch.equal(_C.nn.dropout(x, 0.3, 5), y) and not torch.equal(_C.nn.dropout(x, 0.3, 6), y)
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())  # the gradient is the same mask
+    # Neighbouring elements are independent: the pair (kept i, kept i+1) has probability 0.49.
+    both = (kept[:-1] & kept[1:]).double().mean().item()
+    assert abs(both - 0.49) < 0.01
+    assert torch.equal(_C.nn.dropout(x, 0.0, 1), x)
+    with pytest.raises(ValueError, match="dropout_rate"):
+        _C.nn.dropout(x, 1.0, 1)
+
+
+def test_training_mode_dropout_changes_outputs_and_eval_does_not():
+    model = T5(tiny(dropout_rate=0.2), seed=0)
+    ids, mask, labels = batch()
+    model.train()
+    torch.manual_seed(1)
+    a = model(ids, mask, labels=labels)
+    torch.manual_seed(1)
+    b = model(ids, mask, labels=labels)
+    c = model(ids, mask, labels=labels)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    model.eval()
+    assert torch.equal(model(ids, mask, labels=labels), model(ids, mask, labels=labels))

@@ -4,6 +4,7 @@
 #include "bindings/bindings.h"
 #include "bindings/registry.h"
 #include "vaetransfer/nn/classifier.h"
+#include "vaetransfer/nn/dropout.h"
 #include "vaetransfer/nn/vae.h"
 
 namespace py = pybind11;
@@ -21,6 +22,14 @@ py::dict to_dict(const std::vector<std::pair<std::string, at::Tensor>>& items) {
 void init_nn(py::module_& m) {
   using namespace vaetransfer::nn;
   m.def("registered", [] { return registry_entries(ModelRegistry::get()); });
+  m.def(
+      "dropout",
+      [](const at::Tensor& x, double p, uint64_t seed) {
+        py::gil_scoped_release no_gil;
+        auto gen = make_generator(x.device(), seed);
+        return dropout(x, p, gen);
+      },
+      py::arg("x"), py::arg("p"), py::arg("seed"), "Inverted dropout with counter-based masks from `seed`.");
   m.def(
       "make_model",
       [](const std::string& architecture, const py::dict& params, uint64_t seed, const std::string& device) {

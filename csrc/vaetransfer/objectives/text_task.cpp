@@ -26,6 +26,7 @@ void TextTask::check_examples(const nn::Model& model, const at::Tensor& x, const
 TaskOutput TextTask::teacher_forced(text::T5& model, const at::Tensor& ids, const at::Tensor& mask,
                                     const at::Tensor& labels, const StepContext& ctx) const {
   TaskOutput o;
+  text::DropoutGeneratorScope dropout_stream(model, ctx.noise);  // resumed runs repeat the masks
   auto emit = ctx.capture_layers ? nn::Emit([&](const std::string& n, const at::Tensor& t) { o.layers.emplace_back(n, t); })
                                  : nn::Emit();
   auto memory = model.encode(ids, mask, emit);

@@ -9,9 +9,12 @@
 #include <limits>
 
 #include "vaetransfer/common/check.h"
+#include "vaetransfer/nn/dropout.h"
 
 namespace vaetransfer::text {
 namespace {
+
+using Drop = std::function<at::Tensor(const at::Tensor&)>;
 
 using torch::nn::Embedding;
 using torch::nn::EmbeddingOptions;
@@ -49,10 +52,9 @@ struct AttentionImpl : torch::nn::Module {
   }
   // softmax(q kᵀ + bias) v, no 1/sqrt(d_kv) scaling; bias broadcasts to [B, H, T, S].
   at::Tensor attend(const at::Tensor& h, const at::Tensor& keys, const at::Tensor& values, const at::Tensor& bias,
-                    double dropout) {
+                    const Drop& drop) {
     auto scores = at::matmul(split(q, h), keys.transpose(-1, -2)).add_(bias);
-    auto weights = at::softmax(scores, -1);
-    if (is_training() && dropout > 0) weights = at::dropout(weights, dropout, true);
+    auto weights = drop(at::softmax(scores, -1));
     auto out = at::matmul(weights, values).transpose(1, 2).reshape({h.size(0), h.size(1), heads * d_kv});
     return o->forward(out);
   }
@@ -81,11 +83,10 @@ struct DenseImpl : torch::nn::Module {
     }
     wo = register_module("wo", linear(c.d_ff, c.d_model));
   }
-  at::Tensor forward(const at::Tensor& h, double dropout) {
+  at::Tensor forward(const at::Tensor& h, const Drop& drop) {
     // v1.1: gelu_new, the tanh approximation of GELU, gating a linear branch.
     auto a = gated ? at::gelu(wi_0->forward(h), "tanh") * wi_1->forward(h) : at::relu(wi->forward(h));
-    if (is_training() && dropout > 0) a = at::dropout(a, dropout, true);
-    return wo->forward(a);
+    return wo->forward(drop(a));
   }
   bool gated;
   Linear wi{nullptr}, wi_0{nullptr}, wi_1{nullptr}, wo{nullptr};
@@ -115,10 +116,6 @@ struct BlockImpl : torch::nn::Module {
   std::shared_ptr<AttentionLayerImpl> self_attention, cross_attention;
   std::shared_ptr<FeedForwardLayerImpl> feed_forward;
 };
-
-at::Tensor drop(const at::Tensor& h, double p, bool training) {
-  return training && p > 0 ? at::dropout(h, p, true) : h;
-}
 
 double lowest(at::ScalarType t) {
   return t == at::kDouble ? std::numeric_limits<double>::lowest() : static_cast<double>(std::numeric_limits<float>::lowest());
@@ -269,6 +266,17 @@ void T5::check_input(const at::Tensor& x, const char* arg) const {
 
 at::Tensor T5::embed(const at::Tensor& ids) { return shared_->forward(ids); }
 
+std::function<at::Tensor(const at::Tensor&)> T5::dropper() {
+  const double p = config_.dropout_rate;
+  if (!is_training() || p == 0) return [](const at::Tensor& h) { return h; };
+  at::Generator* gen = dropout_generator_;
+  return [p, gen](const at::Tensor& h) {
+    if (gen != nullptr) return nn::dropout(h, p, *gen);
+    auto global = at::globalContext().defaultGenerator(h.device());
+    return nn::dropout(h, p, global);
+  };
+}
+
 at::Tensor T5::position_bias(const Stack& stack, int64_t queries, int64_t keys, int64_t offset) const {
   const auto dev = device();
   auto context = at::arange(queries, at::TensorOptions().dtype(at::kLong).device(dev)).unsqueeze(1) + offset;
@@ -291,8 +299,7 @@ at::Tensor T5::mask_bias(const at::Tensor& mask, int64_t batch, int64_t length, 
 
 at::Tensor T5::encode(const at::Tensor& ids, const at::Tensor& mask, const nn::Emit& emit, const std::string& stop_after) {
   check_ids(ids, "input_ids");
-  const auto& c = config_;
-  const bool training = is_training();
+  const auto drop = dropper();
   auto say = [&](const std::string& name, const at::Tensor& t) {
     if (emit) emit(name, t);
     return name == stop_after;
@@ -300,7 +307,7 @@ at::Tensor T5::encode(const at::Tensor& ids, const at::Tensor& mask, const nn::E
   auto ids_d = ids.to(device(), at::kLong);
   auto h = embed(ids_d);
   if (say("encoder.embeddings", h)) return h;
-  h = drop(h, c.dropout_rate, training);
+  h = drop(h);
   const int64_t B = ids.size(0), S = ids.size(1);
   auto bias = position_bias(*encoder_, S, S, 0) + mask_bias(mask, B, S, h.options());
   for (size_t i = 0; i < encoder_->blocks.size(); ++i) {
@@ -308,15 +315,14 @@ at::Tensor T5::encode(const at::Tensor& ids, const at::Tensor& mask, const nn::E
     auto& sa = *block.self_attention;
     auto n = sa.layer_norm->forward(h);
     h = h + drop(sa.attention->attend(n, sa.attention->split(sa.attention->k, n), sa.attention->split(sa.attention->v, n),
-                                      bias, c.dropout_rate),
-                 c.dropout_rate, training);
+                                      bias, drop));
     auto& ff = *block.feed_forward;
-    h = h + drop(ff.DenseReluDense->forward(ff.layer_norm->forward(h), c.dropout_rate), c.dropout_rate, training);
+    h = h + drop(ff.DenseReluDense->forward(ff.layer_norm->forward(h), drop));
     if (say("encoder.block." + std::to_string(i), h)) return h;
   }
   h = encoder_->final_layer_norm->forward(h);
   say("encoder.final_layer_norm", h);
-  return drop(h, c.dropout_rate, training);
+  return drop(h);
 }
 
 at::Tensor T5::decode(const at::Tensor& decoder_ids, const at::Tensor& memory, const at::Tensor& memory_mask,
@@ -326,14 +332,14 @@ at::Tensor T5::decode(const at::Tensor& decoder_ids, const at::Tensor& memory, c
   check_defined(memory, "memory");
   VT_CHECK_ARG(memory.dim() == 3 && memory.size(0) == decoder_ids.size(0) && memory.size(2) == c.d_model, "memory",
                "expected encoder states [", decoder_ids.size(0), ", S, ", c.d_model, "], got ", memory.sizes());
-  const bool training = is_training();
+  const auto drop = dropper();
   auto say = [&](const std::string& name, const at::Tensor& t) {
     if (emit) emit(name, t);
     return name == stop_after;
   };
   auto h = embed(decoder_ids.to(device(), at::kLong));
   if (say("decoder.embeddings", h)) return h;
-  h = drop(h, c.dropout_rate, training);
+  h = drop(h);
   const int64_t B = decoder_ids.size(0), T = decoder_ids.size(1), S = memory.size(1);
   auto causal = at::full({T, T}, lowest(h.scalar_type()), h.options()).triu(1);
   auto self_bias = position_bias(*decoder_, T, T, 0) + causal;
@@ -342,18 +348,17 @@ at::Tensor T5::decode(const at::Tensor& decoder_ids, const at::Tensor& memory, c
     auto& block = *decoder_->blocks[i];
     auto& sa = *block.self_attention->attention;
     auto n = block.self_attention->layer_norm->forward(h);
-    h = h + drop(sa.attend(n, sa.split(sa.k, n), sa.split(sa.v, n), self_bias, c.dropout_rate), c.dropout_rate, training);
+    h = h + drop(sa.attend(n, sa.split(sa.k, n), sa.split(sa.v, n), self_bias, drop));
     auto& ca = *block.cross_attention->attention;
     n = block.cross_attention->layer_norm->forward(h);
-    h = h + drop(ca.attend(n, ca.split(ca.k, memory), ca.split(ca.v, memory), cross_bias, c.dropout_rate), c.dropout_rate,
-                 training);
+    h = h + drop(ca.attend(n, ca.split(ca.k, memory), ca.split(ca.v, memory), cross_bias, drop));
     auto& ff = *block.feed_forward;
-    h = h + drop(ff.DenseReluDense->forward(ff.layer_norm->forward(h), c.dropout_rate), c.dropout_rate, training);
+    h = h + drop(ff.DenseReluDense->forward(ff.layer_norm->forward(h), drop));
     if (say("decoder.block." + std::to_string(i), h)) return h;
   }
   h = decoder_->final_layer_norm->forward(h);
   if (say("decoder.final_layer_norm", h)) return h;
-  h = drop(h, c.dropout_rate, training);
+  h = drop(h);
   if (c.scale_decoder_outputs) h = h * std::pow(static_cast<double>(c.d_model), -0.5);
   auto logits = lm_head_ ? lm_head_->forward(h) : at::linear(h, shared_->weight);
   say("logits", logits);
@@ -431,10 +436,10 @@ DecoderCache T5::start_cache(const at::Tensor& memory, const at::Tensor& memory_
 
 at::Tensor T5::decode_step(const at::Tensor& token, DecoderCache& cache) {
   const auto& c = config_;
-  const bool training = is_training();
+  const auto drop = dropper();
   const int64_t t = cache.length;
   auto h = embed(token.to(device(), at::kLong).view({-1, 1}));
-  h = drop(h, c.dropout_rate, training);
+  h = drop(h);
   // The one query at position t sees keys 0..t: no causal mask needed.
   auto self_bias = position_bias(*decoder_, 1, t + 1, t);
   for (size_t i = 0; i < decoder_->blocks.size(); ++i) {
@@ -444,15 +449,14 @@ at::Tensor T5::decode_step(const at::Tensor& token, DecoderCache& cache) {
     auto k = sa.split(sa.k, n), v = sa.split(sa.v, n);
     cache.self_k[i] = t == 0 ? k : at::cat({cache.self_k[i], k}, 2);
     cache.self_v[i] = t == 0 ? v : at::cat({cache.self_v[i], v}, 2);
-    h = h + drop(sa.attend(n, cache.self_k[i], cache.self_v[i], self_bias, c.dropout_rate), c.dropout_rate, training);
+    h = h + drop(sa.attend(n, cache.self_k[i], cache.self_v[i], self_bias, drop));
     auto& ca = *block.cross_attention->attention;
     n = block.cross_attention->layer_norm->forward(h);
-    h = h + drop(ca.attend(n, cache.cross_k[i], cache.cross_v[i], cache.cross_bias, c.dropout_rate), c.dropout_rate,
-                 training);
+    h = h + drop(ca.attend(n, cache.cross_k[i], cache.cross_v[i], cache.cross_bias, drop));
     auto& ff = *block.feed_forward;
-    h = h + drop(ff.DenseReluDense->forward(ff.layer_norm->forward(h), c.dropout_rate), c.dropout_rate, training);
+    h = h + drop(ff.DenseReluDense->forward(ff.layer_norm->forward(h), drop));
   }
-  h = drop(decoder_->final_layer_norm->forward(h), c.dropout_rate, training);
+  h = drop(decoder_->final_layer_norm->forward(h));
   if (c.scale_decoder_outputs) h = h * std::pow(static_cast<double>(c.d_model), -0.5);
   cache.length = t + 1;
   auto logits = lm_head_ ? lm_head_->forward(h) : at::linear(h, shared_->weight);

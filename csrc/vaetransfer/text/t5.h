@@ -27,6 +27,7 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -122,12 +123,17 @@ class T5 : public nn::Model {
   // T5's initialisation (see t5.cpp) of the group's parameters.
   void reinitialize(const std::string& group, uint64_t seed) override;
   at::Tensor as_input(const at::Tensor& x) const override { return x.to(at::kLong); }
+  // Dropout masks (training mode) come from `gen` while it is set (the trainer's noise stream,
+  // so resumed runs repeat them), else from the global generator. Not owned.
+  void set_dropout_generator(at::Generator* gen) { dropout_generator_ = gen; }
+  at::Generator* dropout_generator() const { return dropout_generator_; }
   // Token ids [B, L] (int64, values in [0, vocab)); ArgumentError naming `arg`.
   void check_ids(const at::Tensor& ids, const char* arg) const;
 
  private:
   struct Stack;
   at::Tensor embed(const at::Tensor& ids);
+  std::function<at::Tensor(const at::Tensor&)> dropper();
   at::Tensor position_bias(const Stack& stack, int64_t queries, int64_t keys, int64_t offset) const;
   at::Tensor mask_bias(const at::Tensor& mask, int64_t batch, int64_t length, const at::TensorOptions& opts) const;
 
@@ -135,6 +141,22 @@ class T5 : public nn::Model {
   torch::nn::Embedding shared_{nullptr};
   torch::nn::Linear lm_head_{nullptr};
   std::shared_ptr<Stack> encoder_, decoder_;
+  at::Generator* dropout_generator_ = nullptr;
+};
+
+// Sets a T5's dropout generator for a scope (restores the previous one).
+class DropoutGeneratorScope {
+ public:
+  DropoutGeneratorScope(T5& model, at::Generator* gen) : model_(model), previous_(model.dropout_generator()) {
+    model_.set_dropout_generator(gen);
+  }
+  ~DropoutGeneratorScope() { model_.set_dropout_generator(previous_); }
+  DropoutGeneratorScope(const DropoutGeneratorScope&) = delete;
+  DropoutGeneratorScope& operator=(const DropoutGeneratorScope&) = delete;
+
+ private:
+  T5& model_;
+  at::Generator* previous_;
 };
 
 }  // namespace vaetransfer::text
