@@ -71,8 +71,9 @@ class T5Config:
     @classmethod
     def from_hf(cls, d: dict) -> "T5Config":
         """From a Hugging Face ``config.json`` dict (keys this model does not use are ignored)."""
-        if d.get("model_type", "t5") != "t5":
-            raise value_error("config", f"expected a T5 config (model_type 't5'), got model_type {d.get('model_type')!r}")
+        if d.get("model_type", "t5") not in ("t5", "mt5"):  # mT5 is the T5 v1.1 layout
+            raise value_error("config", f"expected a T5 config (model_type 't5' or 'mt5'), got model_type "
+                                        f"{d.get('model_type')!r}")
         ff = d.get("feed_forward_proj", "relu")
         if ff not in ("relu", "gated-gelu"):
             raise value_error("config", f"feed_forward_proj {ff!r} is not supported; expected 'relu' or 'gated-gelu'")

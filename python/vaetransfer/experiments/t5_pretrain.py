@@ -1,0 +1,322 @@
+"""T5 pretraining: a small T5 made here by span corruption on the built-in corpus, saved as a Hugging Face folder.
+
+"Finetuning Pretrained Transformers into Variational Autoencoders" (Park & Lee, 2021) starts from
+a pretrained T5 (§3). No checkpoint can be downloaded here, so this study makes one: it
+generates the built-in corpus (:mod:`vaetransfer.text.corpus`), trains a SentencePiece unigram
+tokenizer with T5's conventions (pad 0, eos 1, unk 2, ``extra_ids`` sentinels at the end of the
+vocabulary), and pretrains a T5 with the core trainer on T5's span-corruption objective (15 %
+of the tokens in spans of mean length 3, fresh corruptions every step; Raffel et al. 2020,
+§3.1.4). Writes into ``out_dir``:
+
+* ``model/`` — ``config.json``, ``model.safetensors`` and the tokenizer files: a folder that
+  :meth:`vaetransfer.text.T5.from_pretrained` and ``transformers`` load;
+* ``train/`` — the training run (history, held-out evaluations, snapshots; a killed run resumes);
+* ``loss.png`` — training and held-out span-corruption cross-entropy per target token, with the
+  untrained model's and a unigram model's cross-entropy as references;
+* ``results.json`` and ``index.md`` — sizes, losses before/after, reconstructed spans of
+  held-out sentences, and the reload check.
+
+Choices the paper leaves open (documented here): the T5 v1.0 layout (ReLU, tied output
+embedding: the paper fine-tunes t5-base), AdamW with a constant learning rate (T5 used
+Adafactor with an inverse-square-root schedule), dropout 0.1.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .. import build_info
+from .._checks import value_error
+from ..io import write_json, write_text
+from ..objectives import TaskConfig
+from ..train import OptimizerConfig, TrainConfig, load_run, train
+from . import begin, config_to_dict, step
+from ._figures import pyplot, save
+
+MODEL_DIR = "model"   #: the Hugging Face folder the study writes
+TRAIN_DIR = "train"   #: the training run
+
+
+@dataclass
+class Config:
+    """The T5 pretraining study (``vaetransfer run t5_pretrain --set key=value``)."""
+
+    seed: int = 0                   # corpus, tokenizer sampling, weights, data order, corruptions
+    variant: str = "short"          # built-in corpus: "short" (~10 words) or "long" (~50 words)
+    n_train: int = 20_000           # training sentences
+    n_valid: int = 1_000            # held-out sentences (evaluation and examples)
+    vocab_size: int = 1_000         # tokenizer vocabulary, the extra_ids sentinels included
+    extra_ids: int = 100            # sentinel tokens <extra_id_0..>
+    max_length: int = 64            # tokens per sentence (longer ones are truncated; eos kept)
+    d_model: int = 128
+    d_ff: int = 512
+    d_kv: int = 32
+    num_heads: int = 4
+    num_layers: int = 2             # encoder blocks (and decoder blocks)
+    feed_forward_proj: str = "relu"  # "relu" (T5 v1.0) or "gated-gelu" (v1.1)
+    tie_word_embeddings: bool = True
+    dropout_rate: float = 0.1
+    steps: int = 3_000
+    batch_size: int = 64
+    lr: float = 1e-3                # AdamW
+    weight_decay: float = 0.0
+    noise_density: float = 0.15
+    mean_span_length: float = 3.0
+    eval_every: int = 500
+    examples: int = 6               # held-out sentences shown with the model's reconstruction
+    threads: int | None = None      # torch threads (None: leave as is)
+
+    def __post_init__(self):
+        for name, low in (("seed", 0), ("n_train", 1), ("n_valid", 1), ("extra_ids", 1), ("max_length", 4),
+                          ("d_model", 1), ("d_ff", 1), ("d_kv", 1), ("num_heads", 1), ("num_layers", 1), ("steps", 1),
+                          ("batch_size", 1), ("eval_every", 1), ("examples", 0)):
+            if getattr(self, name) < low:
+                raise value_error(name, f"expected >= {low}, got {getattr(self, name)}")
+        if self.variant not in ("short", "long"):
+            raise value_error("variant", f"expected 'short' or 'long', got {self.variant!r}")
+        if self.vocab_size <= self.extra_ids + 3:
+            raise value_error("vocab_size", f"expected more than extra_ids + 3 = {self.extra_ids + 3} (pad, eos, unk "
+                                            f"and the sentinels), got {self.vocab_size}")
+        if not 0 < self.noise_density < 1:
+            raise value_error("noise_density", f"expected in (0, 1), got {self.noise_density}")
+        if self.mean_span_length < 1:
+            raise value_error("mean_span_length", f"expected >= 1, got {self.mean_span_length}")
+        if not self.lr > 0:
+            raise value_error("lr", f"expected > 0, got {self.lr}")
+        if not 0 <= self.dropout_rate < 1:
+            raise value_error("dropout_rate", f"expected in [0, 1), got {self.dropout_rate}")
+        if self.feed_forward_proj not in ("relu", "gated-gelu"):
+            raise value_error("feed_forward_proj", f"expected 'relu' or 'gated-gelu', got {self.feed_forward_proj!r}")
+        if self.threads is not None and self.threads < 1:
+            raise value_error("threads", f"expected >= 1 or null, got {self.threads}")
+
+
+PRESETS: dict[str, Config] = {
+    # The tests: seconds.
+    "smoke": Config(n_train=400, n_valid=40, vocab_size=300, extra_ids=20, max_length=32, d_model=32, d_ff=64, d_kv=8,
+                    num_heads=2, num_layers=1, steps=40, batch_size=16, lr=3e-3, eval_every=20, examples=2),
+    # This machine (2 CPU cores): minutes; a T5 that clearly learns the corpus.
+    "small": Config(),
+    # The size of T5-small (Raffel et al. 2020: d_model 512, 6+6 blocks, 8 heads, d_ff 2048) on a
+    # larger built-in corpus; for a cluster.
+    "paper": Config(n_train=500_000, n_valid=5_000, vocab_size=8_000, d_model=512, d_ff=2048, d_kv=64, num_heads=8,
+                    num_layers=6, steps=200_000, batch_size=128, lr=1e-3, eval_every=5_000),
+}
+
+
+def t5_config(c: Config, vocab_size: int):
+    from ..text import T5Config
+
+    return T5Config(vocab_size=vocab_size, d_model=c.d_model, d_ff=c.d_ff, d_kv=c.d_kv, num_heads=c.num_heads,
+                    num_layers=c.num_layers, feed_forward_proj=c.feed_forward_proj,
+                    tie_word_embeddings=c.tie_word_embeddings, dropout_rate=c.dropout_rate)
+
+
+def train_config(c: Config, vocab_size: int) -> TrainConfig:
+    return TrainConfig(model=t5_config(c, vocab_size).model_config(),
+                       objective=TaskConfig("span-corruption", noise_density=c.noise_density,
+                                            mean_span_length=c.mean_span_length, extra_ids=c.extra_ids),
+                       optimizer=OptimizerConfig("adamw", lr=c.lr, weight_decay=c.weight_decay), steps=c.steps,
+                       batch_size=c.batch_size, seed=c.seed, eval_every=c.eval_every,
+                       snapshot_every=max(1, min(c.steps, 1000)), keep_snapshots=2, threads=c.threads,
+                       dataset=f"built-in corpus ({c.variant}, {c.n_train} sentences)")
+
+
+def _corpus(c: Config):
+    from ..text import corpus
+
+    return corpus.splits(variant=c.variant, n_train=c.n_train, n_valid=c.n_valid, n_test=1, seed=c.seed)
+
+
+def _tokenizer(c: Config, out: Path, sentences: list[str]):
+    from ..text.tokenizer import Tokenizer, train_tokenizer
+
+    folder = out / MODEL_DIR
+
+    def make():
+        start = time.perf_counter()
+        tok = train_tokenizer(sentences, vocab_size=c.vocab_size, folder=folder, extra_ids=c.extra_ids, seed=c.seed)
+        return {"vocab_size": tok.vocab_size, "seconds": round(time.perf_counter() - start, 2)}
+
+    info = step(out, "tokenizer", make, outputs=[folder / "spiece.model"])
+    return Tokenizer.from_pretrained(folder), info
+
+
+def _held_out_loss(model, ids: torch.Tensor, c: Config, vocab_size: int) -> float:
+    """Span-corruption cross-entropy per target token on ``ids`` with corruptions fixed by seed."""
+    from ..text import span_corrupt
+
+    model.eval()
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for i, chunk in enumerate(ids.split(256)):
+            x, mask, labels = span_corrupt(chunk, noise_density=c.noise_density, mean_span_length=c.mean_span_length,
+                                           vocab_size=vocab_size, extra_ids=c.extra_ids, seed=10_000 + i)
+            n = int(labels.ne(-100).sum())
+            total += model.loss(x, labels, mask).item() * n
+            tokens += n
+    return total / tokens
+
+
+def _unigram_loss(train_ids: torch.Tensor, ids: torch.Tensor, c: Config, vocab_size: int) -> float:
+    """Cross-entropy of the same held-out targets under the training set's (add-one smoothed)
+    token frequencies, sentinels and eos included: what a model that ignores its input scores."""
+    from ..text import span_corrupt
+
+    counts = torch.ones(vocab_size, dtype=torch.float64)
+    for i, chunk in enumerate(train_ids.split(256)):
+        _, _, labels = span_corrupt(chunk, noise_density=c.noise_density, mean_span_length=c.mean_span_length,
+                                    vocab_size=vocab_size, extra_ids=c.extra_ids, seed=i)
+        counts += torch.bincount(labels[labels.ne(-100)], minlength=vocab_size).double()
+    logp = (counts / counts.sum()).log()
+    total, tokens = 0.0, 0
+    for i, chunk in enumerate(ids.split(256)):
+        _, _, labels = span_corrupt(chunk, noise_density=c.noise_density, mean_span_length=c.mean_span_length,
+                                    vocab_size=vocab_size, extra_ids=c.extra_ids, seed=10_000 + i)
+        y = labels[labels.ne(-100)]
+        total -= logp[y].sum().item()
+        tokens += y.numel()
+    return total / tokens
+
+
+def _examples(model, tok, ids: torch.Tensor, c: Config, vocab_size: int) -> list[dict]:
+    from ..text import span_corrupt
+
+    if c.examples == 0:
+        return []
+    x, mask, labels = span_corrupt(ids[:c.examples], noise_density=c.noise_density,
+                                   mean_span_length=c.mean_span_length, vocab_size=vocab_size, extra_ids=c.extra_ids,
+                                   seed=10_000)
+    model.eval()
+    out = model.generate(x, mask, max_new_tokens=int(labels.shape[1]) + 4)
+    rows = []
+    for i in range(len(x)):
+        target = labels[i][labels[i].ne(-100)]
+        predicted = out[i, 1:]
+        rows.append({"input": tok.decode([x[i][mask[i].bool()].tolist()], skip_special_tokens=False)[0],
+                     "target": tok.decode([target.tolist()], skip_special_tokens=False)[0],
+                     "generated": tok.decode([predicted.tolist()], skip_special_tokens=False)[0],
+                     "exact": bool(len(predicted) >= len(target) and torch.equal(predicted[:len(target)], target))})
+    return rows
+
+
+def _figure(out: Path, run, evals: list[dict], init_loss: float, unigram: float) -> str:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    ce = torch.as_tensor(run.history["cross_entropy"], dtype=torch.float64)
+    steps = torch.as_tensor(run.history["step"], dtype=torch.float64)
+    k = max(1, len(ce) // 100)
+    smooth = torch.nn.functional.avg_pool1d(ce.view(1, 1, -1), k, k).flatten() if len(ce) >= k else ce
+    ax.plot(steps[k - 1::k][:len(smooth)], smooth, label="training (span corruption, mean of %d steps)" % k)
+    if evals:
+        ax.plot([e["step"] for e in evals], [e["eval_cross_entropy"] for e in evals], "o-", label="held out")
+    ax.axhline(init_loss, color="grey", ls=":", label=f"untrained model ({init_loss:.2f})")
+    ax.axhline(unigram, color="k", ls="--", label=f"unigram frequencies ({unigram:.2f})")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy per target token (nats)")
+    ax.set_ylim(0, max(init_loss, unigram) * 1.1)
+    ax.legend(fontsize=8)
+    ax.set_title("T5 span-corruption pretraining")
+    return save(fig, out, "loss.png")
+
+
+def run(config: Config, out_dir: str | Path, *, progress: bool = True) -> dict:
+    """Pretrains the T5 into ``out_dir`` (reusing finished work) and returns the results."""
+    from ..text import T5
+
+    out, say = begin(config, Config, out_dir, progress)
+    c = config
+    start = time.perf_counter()
+    threads_before = torch.get_num_threads()
+    if c.threads is not None:
+        torch.set_num_threads(c.threads)
+    try:
+        say(f"[t5_pretrain] built-in corpus ({c.variant}): {c.n_train:,} training and {c.n_valid:,} held-out sentences")
+        splits = _corpus(c)
+        train_text, valid_text = splits["train"].sentences, splits["valid"].sentences
+        tok, tok_info = _tokenizer(c, out, train_text)
+        vocab = tok.vocab_size
+        say(f"[t5_pretrain] tokenizer: SentencePiece unigram, {vocab} ids ({c.extra_ids} sentinels)")
+        train_ids, train_mask = tok.encode(train_text, max_length=c.max_length)
+        valid_ids, _ = tok.encode(valid_text, max_length=c.max_length)
+        tc = train_config(c, vocab)
+        init = T5(t5_config(c, vocab), seed=c.seed)
+        init_loss = step(out, "init_loss", lambda: _held_out_loss(init, valid_ids, c, vocab))
+        unigram = step(out, "unigram_loss", lambda: _unigram_loss(train_ids, valid_ids, c, vocab))
+        say(f"[t5_pretrain] pretraining {sum(p.numel() for p in init.named_parameters().values()):,} parameters, "
+            f"{c.steps:,} steps of {c.batch_size} ...")
+        t0 = time.perf_counter()
+        r = train(tc, train_ids, out / TRAIN_DIR, eval_data=valid_ids, progress=progress)
+        train_seconds = time.perf_counter() - t0
+        model = r.model()
+        final_loss = _held_out_loss(model, valid_ids, c, vocab)
+        model.save_pretrained(out / MODEL_DIR, tokenizer=tok)
+        reloaded = T5.from_pretrained(out / MODEL_DIR).eval()
+        model.eval()
+        probe = valid_ids[:8]
+        same = bool(torch.equal(reloaded(probe, probe.ne(0), labels=probe), model(probe, probe.ne(0), labels=probe)))
+        evals = [m for m in r.metrics if "eval_cross_entropy" in m] if hasattr(r, "metrics") else []
+        examples = _examples(model, tok, valid_ids, c, vocab)
+        lengths = train_mask.sum(1).double()
+        results = {
+            "study": "t5_pretrain", "config": config_to_dict(c), "build_info": build_info(),
+            "corpus": {"variant": c.variant, "n_train": len(train_text), "n_valid": len(valid_text),
+                       "tokens_per_sentence_mean": round(lengths.mean().item(), 2),
+                       "truncated": int((lengths >= c.max_length).sum())},
+            "tokenizer": {"vocab_size": vocab, "extra_ids": c.extra_ids, "seconds": tok_info["seconds"]},
+            "model": {"parameters": sum(p.numel() for p in model.named_parameters().values()),
+                      **{k: v for k, v in model.t5_config.to_hf().items() if k in ("d_model", "d_ff", "num_layers",
+                                                                                   "num_heads", "feed_forward_proj",
+                                                                                   "tie_word_embeddings")}},
+            "held_out_cross_entropy": {"untrained": round(init_loss, 4), "pretrained": round(final_loss, 4),
+                                       "unigram": round(unigram, 4),
+                                       "pretrained_perplexity": round(math.exp(final_loss), 3)},
+            "evaluations": evals,
+            "examples": examples,
+            "exact_span_reconstructions": sum(e["exact"] for e in examples),
+            "reload_bit_exact": same,
+            "train_seconds": round(train_seconds, 1),
+            "figures": [_figure(out, r, evals, init_loss, unigram)],
+            "model_dir": MODEL_DIR,
+        }
+        results["seconds"] = round(time.perf_counter() - start, 1)
+        write_json(out / "results.json", results)
+        write_text(out / "index.md", _report(results))
+        say(f"[t5_pretrain] held-out cross-entropy {init_loss:.3f} → {final_loss:.3f} nats/token "
+            f"(unigram {unigram:.3f}); model in {out / MODEL_DIR}")
+        return results
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _report(r: dict) -> str:
+    h = r["held_out_cross_entropy"]
+    m = r["model"]
+    lines = [
+        "# T5 pretraining on the built-in corpus", "",
+        f"{r['corpus']['n_train']:,} training sentences ({r['corpus']['variant']} variant, "
+        f"{r['corpus']['tokens_per_sentence_mean']} tokens on average, {r['corpus']['truncated']} truncated), "
+        f"a SentencePiece unigram tokenizer of {r['tokenizer']['vocab_size']} ids "
+        f"({r['tokenizer']['extra_ids']} sentinels), and a T5 of {m['parameters']:,} parameters "
+        f"(d_model {m['d_model']}, {m['num_layers']}+{m['num_layers']} blocks, {m['num_heads']} heads, "
+        f"{m['feed_forward_proj']}, tied output: {m['tie_word_embeddings']}) trained for "
+        f"{r['config']['steps']:,} steps of span corruption in {r['train_seconds']} s.", "",
+        "| held-out cross-entropy per target token (nats) | value |", "| --- | --- |",
+        f"| untrained model | {h['untrained']} |",
+        f"| unigram token frequencies (ignores the input) | {h['unigram']} |",
+        f"| pretrained model | {h['pretrained']} (perplexity {h['pretrained_perplexity']}) |", "",
+        "![loss.png](loss.png)", "",
+        f"Reloading `{r['model_dir']}/` with `T5.from_pretrained` gives bit-identical logits: {r['reload_bit_exact']}.",
+        "",
+    ]
+    if r["examples"]:
+        lines += ["## Held-out sentences: corrupted input, target spans, greedy output", "",
+                  f"{r['exact_span_reconstructions']} of {len(r['examples'])} reconstructed exactly.", ""]
+        for e in r["examples"]:
+            lines += [f"- input: `{e['input']}`", f"  - target: `{e['target']}`",
+                      f"  - generated: `{e['generated']}`"]
+    return "\n".join(lines) + "\n"
