@@ -453,3 +453,20 @@ def test_training_mode_dropout_changes_outputs_and_eval_does_not():
     assert torch.equal(a, b) and not torch.equal(a, c)
     model.eval()
     assert torch.equal(model(ids, mask, labels=labels), model(ids, mask, labels=labels))
+
+
+def test_similarity_measures_run_on_t5_layers():
+    from vaetransfer import similarity as sim
+
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, VOCAB, (40, 10), generator=g)
+    ids[::3, 7:] = 0
+    a = T5(tiny(), seed=0).eval().pooled_activations(ids)
+    b = T5(tiny(), seed=1).eval().pooled_activations(ids)
+    same = sim.similarity_matrix(a, a, "cka")
+    other = sim.similarity_matrix(a, b, "cka")
+    values = torch.as_tensor(same.values)
+    assert values.shape == (9, 9)  # 2 + 2 blocks: 9 named layers
+    torch.testing.assert_close(torch.diagonal(values), torch.ones(9, dtype=values.dtype), rtol=0, atol=1e-6)
+    # Different seeds: the embeddings are independent random tables, so their CKA is far from 1.
+    assert torch.as_tensor(other.values)[0, 0].item() < 0.9

@@ -67,7 +67,7 @@ def test_rerun_resumes_without_training(smoke):
     assert time.perf_counter() - start < 60
 
 
-@pytest.mark.parametrize("sets,argument", [(["vocab_size=50"], "vocab_size"), (["variant=medium"], "variant"),
+@pytest.mark.parametrize("sets,argument", [(["vocab_size=20"], "vocab_size"), (["variant=medium"], "variant"),
                                            (["noise_density=1.5"], "noise_density")])
 def test_config_errors_name_the_key(sets, argument):
     with pytest.raises(ValueError) as e:

@@ -8,9 +8,12 @@ import torch
 
 from .. import _C
 from .._checks import value_error
+from . import corpus
 from .t5 import T5, T5Config, pad_pair
+from .tokenizer import Tokenizer, train_tokenizer
 
-__all__ = ["T5", "T5Config", "pad_pair", "span_corrupt", "relative_position_bucket"]
+__all__ = ["T5", "T5Config", "pad_pair", "Tokenizer", "train_tokenizer", "corpus", "span_corrupt",
+           "relative_position_bucket"]
 
 
 def span_corrupt(tokens: torch.Tensor, *, noise_density: float = 0.15, mean_span_length: float = 3.0,
