@@ -88,15 +88,15 @@ void init_text(py::module_& m) {
   m.def(
       "span_corrupt",
       [](const at::Tensor& tokens, double density, double mean_span_length, int64_t first_sentinel, int64_t max_sentinels,
-         int64_t pad_id, int64_t eos_id, uint64_t seed) {
-        SpanCorruptionSpec spec{density, mean_span_length, first_sentinel, max_sentinels, pad_id, eos_id};
+         int64_t pad_id, int64_t eos_id, bool random_roll, uint64_t seed) {
+        SpanCorruptionSpec spec{density, mean_span_length, first_sentinel, max_sentinels, pad_id, eos_id, random_roll};
         py::gil_scoped_release no_gil;
         auto gen = nn::make_generator(tokens.device(), seed);
         auto c = span_corrupt(tokens, spec, gen);
         return std::make_tuple(c.input_ids, c.attention_mask, c.labels);
       },
       py::arg("tokens"), py::arg("noise_density"), py::arg("mean_span_length"), py::arg("first_sentinel"),
-      py::arg("max_sentinels"), py::arg("pad_id"), py::arg("eos_id"), py::arg("seed"));
+      py::arg("max_sentinels"), py::arg("pad_id"), py::arg("eos_id"), py::arg("random_roll"), py::arg("seed"));
   m.def(
       "relative_position_bucket",
       [](const at::Tensor& relative_position, bool bidirectional, int64_t num_buckets, int64_t max_distance) {

@@ -14,6 +14,7 @@ class SpanCorruption : public TextTask {
     spec_.density = p.number("noise_density");
     spec_.mean_span_length = p.number("mean_span_length");
     spec_.max_sentinels = p.integer("extra_ids");
+    spec_.random_roll = p.flag("random_roll");
     VT_CHECK_ARG(spec_.density > 0 && spec_.density < 1, "noise_density", "expected in (0, 1), got ", spec_.density);
     VT_CHECK_ARG(spec_.mean_span_length >= 1, "mean_span_length", "expected >= 1, got ", spec_.mean_span_length);
     VT_CHECK_ARG(spec_.max_sentinels >= 1, "extra_ids", "expected >= 1, got ", spec_.max_sentinels);
@@ -50,6 +51,8 @@ VT_REGISTER(TaskRegistry,
                specs.push_back({"noise_density", ParamType::Float, 0.15, "fraction of tokens cut out"});
                specs.push_back({"mean_span_length", ParamType::Float, 3.0, "mean length of a cut span"});
                specs.push_back({"extra_ids", ParamType::Int, int64_t{100}, "sentinel tokens available (<extra_id_i>)"});
+               specs.push_back({"random_roll", ParamType::Bool, true,
+                                "rotate the noise mask by a random offset (else a single span always ends the text)"});
                return specs;
              }(),
              [](const Params& p) -> std::unique_ptr<Task> { return std::make_unique<SpanCorruption>(p); }});

@@ -39,39 +39,53 @@ Corrupted span_corrupt(const at::Tensor& tokens, const SpanCorruptionSpec& spec,
   VT_CHECK_ARG(spec.mean_span_length >= 1, "mean_span_length", "expected >= 1, got ", spec.mean_span_length);
   VT_CHECK_ARG(spec.max_sentinels >= 1, "max_sentinels", "expected >= 1, got ", spec.max_sentinels);
   const int64_t B = tokens.size(0), L = tokens.size(1);
-  // One draw per batch (2 key rows per example), on the generator's device, then host logic.
-  auto keys = at::rand({B, 2, std::max<int64_t>(L, 1)}, gen, at::TensorOptions().device(gen.device()))
-                  .to(at::kCPU, at::kFloat)
-                  .contiguous();
+  // One draw per batch (3 key rows per example: noise runs, kept runs, roll), on the generator's
+  // device, then host logic.
+  const int64_t W = std::max<int64_t>(L, 1);
+  auto keys = at::rand({B, 3, W}, gen, at::TensorOptions().device(gen.device())).to(at::kCPU, at::kFloat).contiguous();
   auto host = tokens.to(at::kCPU, at::kLong).contiguous();
   const auto* t = host.data_ptr<int64_t>();
   const auto* k = keys.data_ptr<float>();
+  // With the roll a span may wrap around the end and count twice: keep one sentinel in reserve.
+  const int64_t span_cap = spec.random_roll ? std::max<int64_t>(1, spec.max_sentinels - 1) : spec.max_sentinels;
   std::vector<std::vector<int64_t>> inputs(B), targets(B);
+  std::vector<char> noisy;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t* row = t + b * L;
+    const float* key = k + b * 3 * W;
     int64_t n = 0;
     while (n < L && row[n] != spec.pad_id) ++n;
     if (n > 0 && row[n - 1] == spec.eos_id) --n;
     auto& in = inputs[b];
     auto& out = targets[b];
-    if (n < 2) {
-      in.assign(row, row + n);
-    } else {
+    noisy.assign(n, 0);
+    if (n >= 2) {
       const int64_t noise = std::clamp<int64_t>(std::llrint(n * spec.density), 1, n - 1);
-      const int64_t spans = std::clamp<int64_t>(std::llrint(noise / spec.mean_span_length), 1,
-                                                std::min({noise, n - noise, spec.max_sentinels}));
-      const auto noise_runs = segment(noise, spans, k + (b * 2) * L);
-      const auto kept_runs = segment(n - noise, spans, k + (b * 2 + 1) * L);
+      const int64_t spans =
+          std::clamp<int64_t>(std::llrint(noise / spec.mean_span_length), 1, std::min({noise, n - noise, span_cap}));
+      const auto noise_runs = segment(noise, spans, key);
+      const auto kept_runs = segment(n - noise, spans, key + W);
+      const int64_t offset = spec.random_roll ? std::min<int64_t>(n - 1, static_cast<int64_t>(key[2 * W] * n)) : 0;
       int64_t pos = 0;
       for (int64_t s = 0; s < spans; ++s) {
-        in.insert(in.end(), row + pos, row + pos + kept_runs[s]);
         pos += kept_runs[s];
-        const int64_t sentinel = spec.first_sentinel - s;
-        in.push_back(sentinel);
-        out.push_back(sentinel);
-        out.insert(out.end(), row + pos, row + pos + noise_runs[s]);
+        for (int64_t j = 0; j < noise_runs[s]; ++j) noisy[(pos + j + offset) % n] = 1;
         pos += noise_runs[s];
       }
+    }
+    // Each maximal run of noise becomes one sentinel in the input and opens its span in the target.
+    int64_t sentinel = spec.first_sentinel + 1;
+    for (int64_t i = 0; i < n; ++i) {
+      if (!noisy[i]) {
+        in.push_back(row[i]);
+        continue;
+      }
+      if (i == 0 || !noisy[i - 1]) {
+        --sentinel;
+        in.push_back(sentinel);
+        out.push_back(sentinel);
+      }
+      out.push_back(row[i]);
     }
     in.push_back(spec.eos_id);
     out.push_back(spec.eos_id);

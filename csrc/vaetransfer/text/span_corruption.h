@@ -9,8 +9,12 @@
 // As in T5's random_spans_noise_mask (rounding half to even, as np.round): num_noise = round(n·density) clamped to [1, n−1],
 // num_spans = round(num_noise / mean_span_length) clamped to [1, min(num_noise, n − num_noise,
 // max_sentinels)]; the noise and the kept tokens are each cut into num_spans non-empty runs at
-// uniformly drawn cut points, and the runs alternate starting with kept tokens. Sequences with
-// fewer than 2 tokens are left whole (input = tokens + eos, target = eos).
+// uniformly drawn cut points, and the runs alternate starting with kept tokens. With
+// `random_roll` (T5's later option, on by default here) the noise mask is then rotated by a
+// uniform offset: without it the first token is never cut and a single span — all a ~12-token
+// sentence gets at density 0.15 — always ends the sentence, so a model learns only endings. A span
+// rotated across the end becomes two (num_spans is then capped at max_sentinels − 1). Sequences
+// with fewer than 2 tokens are left whole (input = tokens + eos, target = eos).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -23,6 +27,7 @@ struct SpanCorruptionSpec {
   int64_t max_sentinels = 100;
   int64_t pad_id = 0;
   int64_t eos_id = 1;
+  bool random_roll = true;
 };
 
 struct Corrupted {

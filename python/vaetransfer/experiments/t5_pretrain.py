@@ -6,7 +6,8 @@ generates the built-in corpus (:mod:`vaetransfer.text.corpus`), trains a Sentenc
 tokenizer with T5's conventions (pad 0, eos 1, unk 2, ``extra_ids`` sentinels at the end of the
 vocabulary), and pretrains a T5 with the core trainer on T5's span-corruption objective (15 %
 of the tokens in spans of mean length 3, fresh corruptions every step; Raffel et al. 2020,
-§3.1.4). Writes into ``out_dir``:
+§3.1.4; with the noise mask rotated by a random offset, T5's later ``random_roll``: without it
+a ~12-token sentence gets one span that always ends the sentence). Writes into ``out_dir``:
 
 * ``model/`` — ``config.json``, ``model.safetensors`` and the tokenizer files: a folder that
   :meth:`vaetransfer.text.T5.from_pretrained` and ``transformers`` load;
@@ -66,6 +67,7 @@ class Config:
     weight_decay: float = 0.0
     noise_density: float = 0.15
     mean_span_length: float = 3.0
+    random_roll: bool = True        # rotate the noise mask (else one-span sentences always lose their ending)
     eval_every: int = 500
     examples: int = 6               # held-out sentences shown with the model's reconstruction
     threads: int | None = None      # torch threads (None: leave as is)
@@ -119,7 +121,8 @@ def t5_config(c: Config, vocab_size: int):
 def train_config(c: Config, vocab_size: int) -> TrainConfig:
     return TrainConfig(model=t5_config(c, vocab_size).model_config(),
                        objective=TaskConfig("span-corruption", noise_density=c.noise_density,
-                                            mean_span_length=c.mean_span_length, extra_ids=c.extra_ids),
+                                            mean_span_length=c.mean_span_length, extra_ids=c.extra_ids,
+                                            random_roll=c.random_roll),
                        optimizer=OptimizerConfig("adamw", lr=c.lr, weight_decay=c.weight_decay), steps=c.steps,
                        batch_size=c.batch_size, seed=c.seed, eval_every=c.eval_every,
                        snapshot_every=max(1, min(c.steps, 1000)), keep_snapshots=2, threads=c.threads,
@@ -155,7 +158,8 @@ def _held_out_loss(model, ids: torch.Tensor, c: Config, vocab_size: int) -> floa
     with torch.no_grad():
         for i, chunk in enumerate(ids.split(256)):
             x, mask, labels = span_corrupt(chunk, noise_density=c.noise_density, mean_span_length=c.mean_span_length,
-                                           vocab_size=vocab_size, extra_ids=c.extra_ids, seed=10_000 + i)
+                                           vocab_size=vocab_size, extra_ids=c.extra_ids,
+                                           random_roll=c.random_roll, seed=10_000 + i)
             n = int(labels.ne(-100).sum())
             total += model.loss(x, labels, mask).item() * n
             tokens += n
@@ -170,13 +174,15 @@ def _unigram_loss(train_ids: torch.Tensor, ids: torch.Tensor, c: Config, vocab_s
     counts = torch.ones(vocab_size, dtype=torch.float64)
     for i, chunk in enumerate(train_ids.split(256)):
         _, _, labels = span_corrupt(chunk, noise_density=c.noise_density, mean_span_length=c.mean_span_length,
-                                    vocab_size=vocab_size, extra_ids=c.extra_ids, seed=i)
+                                    vocab_size=vocab_size, extra_ids=c.extra_ids,
+                                           random_roll=c.random_roll, seed=i)
         counts += torch.bincount(labels[labels.ne(-100)], minlength=vocab_size).double()
     logp = (counts / counts.sum()).log()
     total, tokens = 0.0, 0
     for i, chunk in enumerate(ids.split(256)):
         _, _, labels = span_corrupt(chunk, noise_density=c.noise_density, mean_span_length=c.mean_span_length,
-                                    vocab_size=vocab_size, extra_ids=c.extra_ids, seed=10_000 + i)
+                                    vocab_size=vocab_size, extra_ids=c.extra_ids,
+                                           random_roll=c.random_roll, seed=10_000 + i)
         y = labels[labels.ne(-100)]
         total -= logp[y].sum().item()
         tokens += y.numel()
@@ -190,7 +196,7 @@ def _examples(model, tok, ids: torch.Tensor, c: Config, vocab_size: int) -> list
         return []
     x, mask, labels = span_corrupt(ids[:c.examples], noise_density=c.noise_density,
                                    mean_span_length=c.mean_span_length, vocab_size=vocab_size, extra_ids=c.extra_ids,
-                                   seed=10_000)
+                                   random_roll=c.random_roll, seed=10_000)
     model.eval()
     out = model.generate(x, mask, max_new_tokens=int(labels.shape[1]) + 4)
     rows = []

@@ -18,15 +18,17 @@ __all__ = ["T5", "T5Config", "pad_pair", "Tokenizer", "train_tokenizer", "corpus
 
 def span_corrupt(tokens: torch.Tensor, *, noise_density: float = 0.15, mean_span_length: float = 3.0,
                  vocab_size: int, extra_ids: int = 100, pad_id: int = 0, eos_id: int = 1,
-                 seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                 random_roll: bool = True, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """T5's span corruption of token ids [B, L] (trailing pad; a trailing eos is dropped):
     ``(input_ids, attention_mask, labels)`` with each cut span replaced by a sentinel
     (``<extra_id_i>`` = ``vocab_size - 1 - i``) in the input and listed after it in the labels
-    (-100 after eos). The ``span-corruption`` objective does this to every training batch."""
+    (-100 after eos). ``random_roll`` rotates the noise mask by a random offset (T5's later option;
+    without it a sentence short enough for one span always loses its ending). The
+    ``span-corruption`` objective does this to every training batch."""
     if vocab_size <= extra_ids + 3:
         raise value_error("vocab_size", f"expected more than extra_ids + 3 = {extra_ids + 3}, got {vocab_size}")
     return _C.text.span_corrupt(tokens, float(noise_density), float(mean_span_length), int(vocab_size) - 1,
-                                int(extra_ids), int(pad_id), int(eos_id), int(seed))
+                                int(extra_ids), int(pad_id), int(eos_id), bool(random_roll), int(seed))
 
 
 def relative_position_bucket(relative_position: torch.Tensor, *, bidirectional: bool, num_buckets: int = 32,
