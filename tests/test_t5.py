@@ -393,7 +393,6 @@ def test_random_roll_moves_a_single_span_off_the_end():
             tgt = labels[i][labels[i] != -100].tolist()
             spans, rebuilt = _spans(inp, tgt)
             assert rebuilt == tokens[i].tolist()
-            kept = iter(t for t in inp[:-1])
             position = 0
             for t in inp[:-1]:
                 if t >= 100:
