@@ -149,17 +149,22 @@ def _tokenizer(c: Config, out: Path, sentences: list[str]):
     return Tokenizer.from_pretrained(folder), info
 
 
-def _held_out_loss(model, ids: torch.Tensor, c: Config, vocab_size: int) -> float:
-    """Span-corruption cross-entropy per target token on ``ids`` with corruptions fixed by seed."""
+def _corrupted(ids: torch.Tensor, c: Config, vocab_size: int, seed: int):
+    """(input_ids, mask, labels) of ``ids`` in chunks of 256, chunk i corrupted with ``seed + i``
+    (fixed corruptions: the same held-out targets for every model compared)."""
     from ..text import span_corrupt
 
+    for i, chunk in enumerate(ids.split(256)):
+        yield span_corrupt(chunk, noise_density=c.noise_density, mean_span_length=c.mean_span_length,
+                           vocab_size=vocab_size, extra_ids=c.extra_ids, random_roll=c.random_roll, seed=seed + i)
+
+
+def _held_out_loss(model, ids: torch.Tensor, c: Config, vocab_size: int) -> float:
+    """Span-corruption cross-entropy per target token on ``ids``."""
     model.eval()
     total, tokens = 0.0, 0
     with torch.no_grad():
-        for i, chunk in enumerate(ids.split(256)):
-            x, mask, labels = span_corrupt(chunk, noise_density=c.noise_density, mean_span_length=c.mean_span_length,
-                                           vocab_size=vocab_size, extra_ids=c.extra_ids,
-                                           random_roll=c.random_roll, seed=10_000 + i)
+        for x, mask, labels in _corrupted(ids, c, vocab_size, 10_000):
             n = int(labels.ne(-100).sum())
             total += model.loss(x, labels, mask).item() * n
             tokens += n
@@ -168,21 +173,13 @@ def _held_out_loss(model, ids: torch.Tensor, c: Config, vocab_size: int) -> floa
 
 def _unigram_loss(train_ids: torch.Tensor, ids: torch.Tensor, c: Config, vocab_size: int) -> float:
     """Cross-entropy of the same held-out targets under the training set's (add-one smoothed)
-    token frequencies, sentinels and eos included: what a model that ignores its input scores."""
-    from ..text import span_corrupt
-
+    target-token frequencies, sentinels and eos included: what a model that ignores its input scores."""
     counts = torch.ones(vocab_size, dtype=torch.float64)
-    for i, chunk in enumerate(train_ids.split(256)):
-        _, _, labels = span_corrupt(chunk, noise_density=c.noise_density, mean_span_length=c.mean_span_length,
-                                    vocab_size=vocab_size, extra_ids=c.extra_ids,
-                                           random_roll=c.random_roll, seed=i)
+    for _, _, labels in _corrupted(train_ids, c, vocab_size, 0):
         counts += torch.bincount(labels[labels.ne(-100)], minlength=vocab_size).double()
     logp = (counts / counts.sum()).log()
     total, tokens = 0.0, 0
-    for i, chunk in enumerate(ids.split(256)):
-        _, _, labels = span_corrupt(chunk, noise_density=c.noise_density, mean_span_length=c.mean_span_length,
-                                    vocab_size=vocab_size, extra_ids=c.extra_ids,
-                                           random_roll=c.random_roll, seed=10_000 + i)
+    for _, _, labels in _corrupted(ids, c, vocab_size, 10_000):
         y = labels[labels.ne(-100)]
         total -= logp[y].sum().item()
         tokens += y.numel()
@@ -190,13 +187,9 @@ def _unigram_loss(train_ids: torch.Tensor, ids: torch.Tensor, c: Config, vocab_s
 
 
 def _examples(model, tok, ids: torch.Tensor, c: Config, vocab_size: int) -> list[dict]:
-    from ..text import span_corrupt
-
     if c.examples == 0:
         return []
-    x, mask, labels = span_corrupt(ids[:c.examples], noise_density=c.noise_density,
-                                   mean_span_length=c.mean_span_length, vocab_size=vocab_size, extra_ids=c.extra_ids,
-                                   random_roll=c.random_roll, seed=10_000)
+    x, mask, labels = next(_corrupted(ids[:c.examples], c, vocab_size, 10_000))
     model.eval()
     out = model.generate(x, mask, max_new_tokens=int(labels.shape[1]) + 4)
     rows = []
