@@ -327,11 +327,16 @@ at::Tensor T5::encode(const at::Tensor& ids, const at::Tensor& mask, const nn::E
 
 at::Tensor T5::decode(const at::Tensor& decoder_ids, const at::Tensor& memory, const at::Tensor& memory_mask,
                       const nn::Emit& emit, const std::string& stop_after) {
+  check_defined(memory, "memory");
+  VT_CHECK_ARG(memory.dim() == 3 && memory.size(0) == decoder_ids.size(0) && memory.size(2) == config_.d_model, "memory",
+               "expected encoder states [", decoder_ids.size(0), ", S, ", config_.d_model, "], got ", memory.sizes());
+  return decode_from(decoder_ids, start_cache(memory, memory_mask), emit, stop_after);
+}
+
+at::Tensor T5::decode_from(const at::Tensor& decoder_ids, const DecoderCache& start, const nn::Emit& emit,
+                           const std::string& stop_after) {
   check_ids(decoder_ids, "decoder_input_ids");
   const auto& c = config_;
-  check_defined(memory, "memory");
-  VT_CHECK_ARG(memory.dim() == 3 && memory.size(0) == decoder_ids.size(0) && memory.size(2) == c.d_model, "memory",
-               "expected encoder states [", decoder_ids.size(0), ", S, ", c.d_model, "], got ", memory.sizes());
   const auto drop = dropper();
   auto say = [&](const std::string& name, const at::Tensor& t) {
     if (emit) emit(name, t);
@@ -340,29 +345,40 @@ at::Tensor T5::decode(const at::Tensor& decoder_ids, const at::Tensor& memory, c
   auto h = embed(decoder_ids.to(device(), at::kLong));
   if (say("decoder.embeddings", h)) return h;
   h = drop(h);
-  const int64_t B = decoder_ids.size(0), T = decoder_ids.size(1), S = memory.size(1);
-  auto causal = at::full({T, T}, lowest(h.scalar_type()), h.options()).triu(1);
-  auto self_bias = position_bias(*decoder_, T, T, 0) + causal;
-  auto cross_bias = mask_bias(memory_mask, B, S, h.options());
+  const int64_t T = decoder_ids.size(1), P = start.length;
+  // Queries are positions P..P+T−1; keys the P cached (prefix) positions, then these T, causally.
+  auto causal = at::full({T, P + T}, lowest(h.scalar_type()), h.options()).triu(1 + P);
+  auto self_bias = position_bias(*decoder_, T, P + T, P) + causal;
+  const bool cross = !start.cross_k.empty();
   for (size_t i = 0; i < decoder_->blocks.size(); ++i) {
     auto& block = *decoder_->blocks[i];
     auto& sa = *block.self_attention->attention;
     auto n = block.self_attention->layer_norm->forward(h);
-    h = h + drop(sa.attend(n, sa.split(sa.k, n), sa.split(sa.v, n), self_bias, drop));
-    auto& ca = *block.cross_attention->attention;
-    n = block.cross_attention->layer_norm->forward(h);
-    h = h + drop(ca.attend(n, ca.split(ca.k, memory), ca.split(ca.v, memory), cross_bias, drop));
+    auto k = sa.split(sa.k, n), v = sa.split(sa.v, n);
+    if (P > 0) {
+      k = at::cat({start.self_k[i], k}, 2);
+      v = at::cat({start.self_v[i], v}, 2);
+    }
+    h = h + drop(sa.attend(n, k, v, self_bias, drop));
+    if (cross) {
+      auto& ca = *block.cross_attention->attention;
+      n = block.cross_attention->layer_norm->forward(h);
+      h = h + drop(ca.attend(n, start.cross_k[i], start.cross_v[i], start.cross_bias, drop));
+    }
     auto& ff = *block.feed_forward;
     h = h + drop(ff.DenseReluDense->forward(ff.layer_norm->forward(h), drop));
     if (say("decoder.block." + std::to_string(i), h)) return h;
   }
   h = decoder_->final_layer_norm->forward(h);
   if (say("decoder.final_layer_norm", h)) return h;
-  h = drop(h);
-  if (c.scale_decoder_outputs) h = h * std::pow(static_cast<double>(c.d_model), -0.5);
-  auto logits = lm_head_ ? lm_head_->forward(h) : at::linear(h, shared_->weight);
+  auto logits = project(drop(h));
   say("logits", logits);
   return logits;
+}
+
+at::Tensor T5::project(const at::Tensor& h) {
+  auto out = config_.scale_decoder_outputs ? h * std::pow(static_cast<double>(config_.d_model), -0.5) : h;
+  return lm_head_ ? lm_head_->forward(out) : at::linear(out, shared_->weight);
 }
 
 at::Tensor T5::shift_right(const at::Tensor& labels) const {
@@ -435,47 +451,49 @@ DecoderCache T5::start_cache(const at::Tensor& memory, const at::Tensor& memory_
 }
 
 at::Tensor T5::decode_step(const at::Tensor& token, DecoderCache& cache) {
-  const auto& c = config_;
   const auto drop = dropper();
   const int64_t t = cache.length;
   auto h = embed(token.to(device(), at::kLong).view({-1, 1}));
   h = drop(h);
   // The one query at position t sees keys 0..t: no causal mask needed.
   auto self_bias = position_bias(*decoder_, 1, t + 1, t);
+  const bool cross = !cache.cross_k.empty();
   for (size_t i = 0; i < decoder_->blocks.size(); ++i) {
     auto& block = *decoder_->blocks[i];
     auto& sa = *block.self_attention->attention;
     auto n = block.self_attention->layer_norm->forward(h);
     auto k = sa.split(sa.k, n), v = sa.split(sa.v, n);
-    cache.self_k[i] = t == 0 ? k : at::cat({cache.self_k[i], k}, 2);
-    cache.self_v[i] = t == 0 ? v : at::cat({cache.self_v[i], v}, 2);
+    cache.self_k[i] = cache.self_k[i].defined() ? at::cat({cache.self_k[i], k}, 2) : k;
+    cache.self_v[i] = cache.self_v[i].defined() ? at::cat({cache.self_v[i], v}, 2) : v;
     h = h + drop(sa.attend(n, cache.self_k[i], cache.self_v[i], self_bias, drop));
-    auto& ca = *block.cross_attention->attention;
-    n = block.cross_attention->layer_norm->forward(h);
-    h = h + drop(ca.attend(n, cache.cross_k[i], cache.cross_v[i], cache.cross_bias, drop));
+    if (cross) {
+      auto& ca = *block.cross_attention->attention;
+      n = block.cross_attention->layer_norm->forward(h);
+      h = h + drop(ca.attend(n, cache.cross_k[i], cache.cross_v[i], cache.cross_bias, drop));
+    }
     auto& ff = *block.feed_forward;
     h = h + drop(ff.DenseReluDense->forward(ff.layer_norm->forward(h), drop));
   }
-  h = drop(decoder_->final_layer_norm->forward(h));
-  if (c.scale_decoder_outputs) h = h * std::pow(static_cast<double>(c.d_model), -0.5);
   cache.length = t + 1;
-  auto logits = lm_head_ ? lm_head_->forward(h) : at::linear(h, shared_->weight);
-  return logits.squeeze(1);
+  return project(drop(decoder_->final_layer_norm->forward(h))).squeeze(1);
 }
 
 at::Tensor T5::generate(const at::Tensor& ids, const at::Tensor& mask, const GenerateOptions& o) {
+  at::NoGradGuard no_grad;
+  auto memory = encode(ids, mask);
+  return generate_from(start_cache(memory, mask), ids.size(0), o);
+}
+
+at::Tensor T5::generate_from(DecoderCache cache, int64_t batch, const GenerateOptions& o) {
   VT_CHECK_ARG(o.max_new_tokens >= 1, "max_new_tokens", "expected >= 1, got ", o.max_new_tokens);
   VT_CHECK_ARG(!o.do_sample || (std::isfinite(o.temperature) && o.temperature > 0), "temperature",
                "expected > 0, got ", o.temperature);
   VT_CHECK_ARG(o.top_k >= 0, "top_k", "expected >= 0 (0: no cut), got ", o.top_k);
   at::NoGradGuard no_grad;
   const auto& c = config_;
-  auto memory = encode(ids, mask);
-  auto cache = start_cache(memory, mask);
-  const int64_t B = ids.size(0);
   const auto long_opts = at::TensorOptions().dtype(at::kLong).device(device());
-  auto token = at::full({B}, c.decoder_start_token_id, long_opts);
-  auto done = at::zeros({B}, long_opts.dtype(at::kBool));
+  auto token = at::full({batch}, c.decoder_start_token_id, long_opts);
+  auto done = at::zeros({batch}, long_opts.dtype(at::kBool));
   std::vector<at::Tensor> out = {token};
   auto gen = nn::make_generator(at::kCPU, o.seed);
   for (int64_t s = 0; s < o.max_new_tokens; ++s) {

@@ -63,13 +63,16 @@ struct T5Config {
 at::Tensor relative_position_bucket(const at::Tensor& relative_position, bool bidirectional, int64_t num_buckets,
                                     int64_t max_distance);
 
-// The self-attention key/value cache of incremental decoding, one entry per decoder block;
-// cross-attention keys/values are computed once from the encoder states.
+// What the decoder attends to besides its own tokens, one entry per decoder block, and the
+// key/value cache of incremental decoding: cross-attention keys/values (computed once from the
+// encoder states, or a latent memory; empty: no cross-attention sub-layer runs), and
+// self-attention keys/values of `length` earlier positions (a prefix, then decoded tokens; an
+// undefined entry when length is 0).
 struct DecoderCache {
-  std::vector<at::Tensor> self_k, self_v;    // [B, H, t, d_kv]
+  std::vector<at::Tensor> self_k, self_v;    // [B, H, length, d_kv]
   std::vector<at::Tensor> cross_k, cross_v;  // [B, H, S, d_kv]
   at::Tensor cross_bias;                     // [B, 1, 1, S]: 0 or the dtype's lowest value
-  int64_t length = 0;                        // positions already decoded
+  int64_t length = 0;                        // positions already in self_k/self_v
 };
 
 struct GenerateOptions {
@@ -105,6 +108,9 @@ class T5 : public nn::Model {
   // `memory` [B, S, d_model] where memory_mask [B, S] is 1 (undefined: everywhere).
   at::Tensor decode(const at::Tensor& decoder_ids, const at::Tensor& memory, const at::Tensor& memory_mask,
                     const nn::Emit& emit = nullptr, const std::string& stop_after = "");
+  // The same, attending to what `start` holds (its length earlier positions come first).
+  at::Tensor decode_from(const at::Tensor& decoder_ids, const DecoderCache& start, const nn::Emit& emit = nullptr,
+                         const std::string& stop_after = "");
   // Hugging Face's labels → decoder inputs: shift right, start token first, -100 → pad.
   at::Tensor shift_right(const at::Tensor& labels) const;
   // Logits of the whole model: encoder on ids/mask, decoder on decoder_ids.
@@ -116,6 +122,8 @@ class T5 : public nn::Model {
   // Token ids [B, 1 + n]: the decoder start token, then up to max_new_tokens tokens; a
   // sequence that produced eos is padded afterwards, and decoding stops when all have.
   at::Tensor generate(const at::Tensor& ids, const at::Tensor& mask, const GenerateOptions& options);
+  // The same from a prepared cache of `batch` sequences (a latent memory, a prefix).
+  at::Tensor generate_from(DecoderCache cache, int64_t batch, const GenerateOptions& options);
 
   void run_layers(const at::Tensor& x, const at::Tensor& noise, const nn::Emit& emit,
                   const std::string& stop_after = "") override;
@@ -130,10 +138,12 @@ class T5 : public nn::Model {
   // Token ids [B, L] (int64, values in [0, vocab)); ArgumentError naming `arg`.
   void check_ids(const at::Tensor& ids, const char* arg) const;
 
- private:
+ protected:
   struct Stack;
   at::Tensor embed(const at::Tensor& ids);
   std::function<at::Tensor(const at::Tensor&)> dropper();
+  // Decoder output → logits: the d_model^-0.5 scaling when configured, then lm_head or shared.
+  at::Tensor project(const at::Tensor& h);
   at::Tensor position_bias(const Stack& stack, int64_t queries, int64_t keys, int64_t offset) const;
   at::Tensor mask_bias(const at::Tensor& mask, int64_t batch, int64_t length, const at::TensorOptions& opts) const;
 
