@@ -5,6 +5,7 @@
 #include "vaetransfer/common/check.h"
 #include "vaetransfer/text/span_corruption.h"
 #include "vaetransfer/text/t5.h"
+#include "vaetransfer/text/t5_vae.h"
 
 namespace py = pybind11;
 
@@ -84,6 +85,39 @@ void init_text(py::module_& m) {
           },
           py::arg("input_ids"), py::arg("attention_mask"), py::arg("max_new_tokens"), py::arg("do_sample"),
           py::arg("temperature"), py::arg("top_k"), py::arg("seed"));
+
+  py::class_<T5VAE, T5, std::shared_ptr<T5VAE>>(m, "T5VAE")
+      .def_property_readonly("latent_dim", &T5VAE::latent_dim)
+      .def_property_readonly("pooling", &T5VAE::pooling)
+      .def_property_readonly("injection", &T5VAE::injection)
+      .def(
+          "posterior",
+          [](T5VAE& t, const at::Tensor& ids, const std::optional<at::Tensor>& mask) {
+            Posterior q;
+            {
+              py::gil_scoped_release no_gil;
+              q = t.posterior(ids, or_undefined(mask));
+            }
+            return py::make_tuple(q.mean, q.log_sigma);
+          },
+          py::arg("input_ids"), py::arg("attention_mask") = py::none())
+      .def(
+          "decode_latent",
+          [](T5VAE& t, const at::Tensor& decoder_ids, const at::Tensor& z) {
+            py::gil_scoped_release no_gil;
+            return t.decode_latent(decoder_ids, z);
+          },
+          py::arg("decoder_input_ids"), py::arg("z"))
+      .def(
+          "generate_latent",
+          [](T5VAE& t, const at::Tensor& z, int64_t max_new_tokens, bool do_sample, double temperature, int64_t top_k,
+             uint64_t seed) {
+            GenerateOptions o{max_new_tokens, do_sample, temperature, top_k, seed};
+            py::gil_scoped_release no_gil;
+            return t.generate_latent(z, o);
+          },
+          py::arg("z"), py::arg("max_new_tokens"), py::arg("do_sample"), py::arg("temperature"), py::arg("top_k"),
+          py::arg("seed"));
 
   m.def(
       "span_corrupt",

@@ -99,10 +99,11 @@ def build_model(config: ModelConfig | None = None, seed: int = 0, device: str = 
     """The model ``config`` describes, initialised from ``seed``: a :class:`VAE` or a :class:`Classifier`."""
     config = config if config is not None else ModelConfig()
     impl = _build(config, seed, device)
-    if impl.family == "t5":
+    if impl.family in ("t5", "t5-vae"):
         from .text.t5 import T5  # the text package builds on this module
+        from .text.t5_vae import T5VAE
 
-        return T5._wrap(impl, config)
+        return (T5 if impl.family == "t5" else T5VAE)._wrap(impl, config)
     cls = {"vae": VAE, "classifier": Classifier}.get(impl.family, Model)
     return cls._wrap(impl, config)
 

@@ -161,7 +161,13 @@ at::Tensor relative_position_bucket(const at::Tensor& relative_position, bool bi
   return buckets + at::where(is_small, rel, large);
 }
 
-T5::T5(const Params& p, uint64_t seed) : Model("t5", {2, -1}, p) {
+T5::T5(const Params& p, uint64_t seed) : T5("t5", p) {
+  add_encoder_layers();
+  add_decoder_layers();
+  reinitialize("all", seed);
+}
+
+T5::T5(const std::string& architecture, const Params& p) : Model(architecture, {2, -1}, p) {
   auto& c = config_;
   c.vocab_size = p.integer("vocab_size");
   c.d_model = p.integer("d_model");
@@ -201,14 +207,19 @@ T5::T5(const Params& p, uint64_t seed) : Model("t5", {2, -1}, p) {
   decoder_ = register_module("decoder", std::make_shared<Stack>(c, true, c.num_decoder_layers));
   if (!c.tie_word_embeddings) lm_head_ = register_module("lm_head", linear(c.d_model, c.vocab_size));
 
+}
+
+void T5::add_encoder_layers() {
   add_layer("encoder.embeddings", "encoder");
-  for (int64_t i = 0; i < c.num_layers; ++i) add_layer("encoder.block." + std::to_string(i), "encoder");
+  for (int64_t i = 0; i < config_.num_layers; ++i) add_layer("encoder.block." + std::to_string(i), "encoder");
   add_layer("encoder.final_layer_norm", "encoder");
+}
+
+void T5::add_decoder_layers() {
   add_layer("decoder.embeddings", "decoder");
-  for (int64_t i = 0; i < c.num_decoder_layers; ++i) add_layer("decoder.block." + std::to_string(i), "decoder");
+  for (int64_t i = 0; i < config_.num_decoder_layers; ++i) add_layer("decoder.block." + std::to_string(i), "decoder");
   add_layer("decoder.final_layer_norm", "decoder");
   add_layer("logits", "head");
-  reinitialize("all", seed);
 }
 
 void T5::reinitialize(const std::string& group, uint64_t seed) {
@@ -523,29 +534,35 @@ at::Tensor T5::generate_from(DecoderCache cache, int64_t batch, const GenerateOp
 
 // ---------------------------------------------------------------- registration
 
+namespace vaetransfer::text {
+std::vector<ParamSpec> t5_param_specs() {
+  return {{"vocab_size", ParamType::Int, int64_t{32128}, "vocabulary size (the tokenizer's, sentinels included)"},
+          {"d_model", ParamType::Int, int64_t{512}, "width of the residual stream"},
+          {"d_kv", ParamType::Int, int64_t{64}, "width of one attention head"},
+          {"d_ff", ParamType::Int, int64_t{2048}, "width of the feed-forward layer"},
+          {"num_layers", ParamType::Int, int64_t{6}, "encoder blocks"},
+          {"num_decoder_layers", ParamType::Int, int64_t{0}, "decoder blocks (0: as many as num_layers)"},
+          {"num_heads", ParamType::Int, int64_t{8}, "attention heads"},
+          {"relative_attention_num_buckets", ParamType::Int, int64_t{32}, "relative-position buckets"},
+          {"relative_attention_max_distance", ParamType::Int, int64_t{128}, "distance of the last bucket"},
+          {"dropout_rate", ParamType::Float, 0.1, "dropout of every sub-layer, attention weights and embeddings"},
+          {"layer_norm_epsilon", ParamType::Float, 1e-6, "ε of the RMS norms"},
+          {"initializer_factor", ParamType::Float, 1.0, "scale of the initial weights' standard deviations"},
+          {"feed_forward_proj", ParamType::String, std::string("relu"), "'relu' (T5 v1.0) or 'gated-gelu' (v1.1)"},
+          {"tie_word_embeddings", ParamType::Bool, true, "lm_head is the shared embedding (v1.0) or its own matrix (v1.1)"},
+          {"scale_decoder_outputs", ParamType::Bool, true,
+           "scale the decoder output by d_model^-0.5 before lm_head (default: as tie_word_embeddings)"},
+          {"pad_token_id", ParamType::Int, int64_t{0}, "padding token (masked in the encoder)"},
+          {"eos_token_id", ParamType::Int, int64_t{1}, "end-of-sequence token (ends generation)"},
+          {"decoder_start_token_id", ParamType::Int, int64_t{0}, "first decoder input (T5: the pad token)"}};
+}
+}  // namespace vaetransfer::text
+
 namespace vaetransfer::nn {
 VT_REGISTER(ModelRegistry,
             {"t5", "t5",
              "T5 encoder-decoder (Hugging Face T5ForConditionalGeneration numerics and parameter names); inputs are "
              "token-id pairs [N, 2, L]",
-             {{"vocab_size", ParamType::Int, int64_t{32128}, "vocabulary size (the tokenizer's, sentinels included)"},
-              {"d_model", ParamType::Int, int64_t{512}, "width of the residual stream"},
-              {"d_kv", ParamType::Int, int64_t{64}, "width of one attention head"},
-              {"d_ff", ParamType::Int, int64_t{2048}, "width of the feed-forward layer"},
-              {"num_layers", ParamType::Int, int64_t{6}, "encoder blocks"},
-              {"num_decoder_layers", ParamType::Int, int64_t{0}, "decoder blocks (0: as many as num_layers)"},
-              {"num_heads", ParamType::Int, int64_t{8}, "attention heads"},
-              {"relative_attention_num_buckets", ParamType::Int, int64_t{32}, "relative-position buckets"},
-              {"relative_attention_max_distance", ParamType::Int, int64_t{128}, "distance of the last bucket"},
-              {"dropout_rate", ParamType::Float, 0.1, "dropout of every sub-layer, attention weights and embeddings"},
-              {"layer_norm_epsilon", ParamType::Float, 1e-6, "ε of the RMS norms"},
-              {"initializer_factor", ParamType::Float, 1.0, "scale of the initial weights' standard deviations"},
-              {"feed_forward_proj", ParamType::String, std::string("relu"), "'relu' (T5 v1.0) or 'gated-gelu' (v1.1)"},
-              {"tie_word_embeddings", ParamType::Bool, true, "lm_head is the shared embedding (v1.0) or its own matrix (v1.1)"},
-              {"scale_decoder_outputs", ParamType::Bool, true,
-               "scale the decoder output by d_model^-0.5 before lm_head (default: as tie_word_embeddings)"},
-              {"pad_token_id", ParamType::Int, int64_t{0}, "padding token (masked in the encoder)"},
-              {"eos_token_id", ParamType::Int, int64_t{1}, "end-of-sequence token (ends generation)"},
-              {"decoder_start_token_id", ParamType::Int, int64_t{0}, "first decoder input (T5: the pad token)"}},
+             text::t5_param_specs(),
              [](const Params& p, uint64_t seed) -> std::unique_ptr<Model> { return std::make_unique<text::T5>(p, seed); }});
 }  // namespace vaetransfer::nn

@@ -94,6 +94,9 @@ struct TokenLoss {
 };
 TokenLoss token_loss(const at::Tensor& logits, const at::Tensor& labels);
 
+// The parameters of the "t5" family (and of families built on it).
+std::vector<ParamSpec> t5_param_specs();
+
 class T5 : public nn::Model {
  public:
   T5(const Params& params, uint64_t seed);
@@ -139,6 +142,10 @@ class T5 : public nn::Model {
   void check_ids(const at::Tensor& ids, const char* arg) const;
 
  protected:
+  // Builds the configuration and modules of `architecture` (layers are declared by the caller).
+  T5(const std::string& architecture, const Params& params);
+  void add_encoder_layers();
+  void add_decoder_layers();
   struct Stack;
   at::Tensor embed(const at::Tensor& ids);
   std::function<at::Tensor(const at::Tensor&)> dropper();

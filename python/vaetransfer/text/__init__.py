@@ -10,9 +10,10 @@ from .. import _C
 from .._checks import value_error
 from . import corpus
 from .t5 import T5, T5Config, pad_pair
+from .t5_vae import T5VAE, T5VAEConfig
 from .tokenizer import Tokenizer, train_tokenizer
 
-__all__ = ["T5", "T5Config", "pad_pair", "Tokenizer", "train_tokenizer", "corpus", "span_corrupt",
+__all__ = ["T5", "T5Config", "T5VAE", "T5VAEConfig", "pad_pair", "Tokenizer", "train_tokenizer", "corpus", "span_corrupt",
            "relative_position_bucket"]
 
 

@@ -210,6 +210,9 @@ class T5(Model):
         dec_mask = torch.arange(real.shape[1]).unsqueeze(0) <= last
         out = OrderedDict()
         for name, a in acts.items():
+            if a.dim() == 2:  # one vector per sentence already (a T5-VAE's latent layers)
+                out[name] = a
+                continue
             mask = (enc_mask if name.startswith("encoder.") else dec_mask).to(a.dtype).unsqueeze(-1)
             out[name] = (a * mask).sum(1) / mask.sum(1).clamp_min(1)
         return out
