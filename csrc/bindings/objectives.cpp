@@ -33,6 +33,26 @@ void init_objectives(py::module_& m) {
       .def("weights", &Task::default_weights, py::arg("step") = 0, "Each weight's default-schedule value at `step`.")
       .def("columns", &Task::columns, py::arg("model"))
       .def(
+          "step",
+          [](const Task& task, nn::Model& model, const at::Tensor& x, const std::optional<at::Tensor>& y,
+             const std::optional<std::map<std::string, double>>& weights, uint64_t seed) {
+            TaskOutput out;
+            {
+              py::gil_scoped_release no_gil;
+              Batch batch{model.as_input(x.to(model.device())), y ? y->to(model.device()) : at::Tensor()};
+              auto gen = nn::make_generator(model.device(), seed);
+              StepContext ctx{0, weights ? Weights(weights->begin(), weights->end()) : task.default_weights(0), &gen, false};
+              out = task.step(model, batch, ctx);
+            }
+            py::dict scalars;
+            for (const auto& [k, v] : out.scalars) scalars[py::str(k)] = v.dim() == 0 ? py::cast(v.item<double>()) : py::cast(v);
+            return py::make_tuple(out.loss, scalars);
+          },
+          py::arg("model"), py::arg("x"), py::arg("y") = py::none(), py::arg("weights") = py::none(),
+          py::arg("seed") = 0,
+          "One step of the objective on a batch as the trainer runs it (the model's train/eval mode; noise "
+          "from `seed`): (differentiable loss, scalars).")
+      .def(
           "__call__",
           [](const Task& task, const at::Tensor& x, const at::Tensor& logits, const at::Tensor& mean,
              const at::Tensor& logvar, const at::Tensor& z, int64_t step) {

@@ -3,6 +3,7 @@
 
 #include "bindings/bindings.h"
 #include "vaetransfer/common/check.h"
+#include "vaetransfer/text/denoise.h"
 #include "vaetransfer/text/span_corruption.h"
 #include "vaetransfer/text/t5.h"
 #include "vaetransfer/text/t5_vae.h"
@@ -131,6 +132,14 @@ void init_text(py::module_& m) {
       },
       py::arg("tokens"), py::arg("noise_density"), py::arg("mean_span_length"), py::arg("first_sentinel"),
       py::arg("max_sentinels"), py::arg("pad_id"), py::arg("eos_id"), py::arg("random_roll"), py::arg("seed"));
+  m.def(
+      "delete_tokens",
+      [](const at::Tensor& ids, double rate, int64_t pad_id, int64_t eos_id, uint64_t seed) {
+        py::gil_scoped_release no_gil;
+        auto gen = nn::make_generator(ids.device(), seed);
+        return delete_tokens(ids, rate, pad_id, eos_id, gen);
+      },
+      py::arg("ids"), py::arg("rate"), py::arg("pad_id"), py::arg("eos_id"), py::arg("seed"));
   m.def(
       "relative_position_bucket",
       [](const at::Tensor& relative_position, bool bidirectional, int64_t num_buckets, int64_t max_distance) {

@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 import torch
 
 from . import _C
-from ._checks import type_error, value_error
+from ._checks import ArgumentError, type_error, value_error
 from .data import Dataset, as_dataset
 from .io import write_json, write_text
 from .nn import Model, ModelConfig, build_model
@@ -115,7 +115,7 @@ class TrainConfig:
     data_scale: float | None = None  # x = data·scale; None: the data set's own scale
     device: str = "cpu"
     threads: int | None = None    # torch.set_num_threads for the run (None: leave as is)
-    init_from: str | None = None  # a snapshot file or run directory to start from (transfer)
+    init_from: str | None = None  # a snapshot, a run directory or a weights file (name → tensor) to start from
     freeze: tuple[str, ...] = ()  # groups frozen for the whole run (see vaetransfer.nn.Model.group)
     reinit: tuple[str, ...] = ()  # groups re-initialised (after init_from)
     dataset: str | None = None    # a description of the data (informative)
@@ -303,6 +303,25 @@ def _resolve_init(path: str) -> str:
     return str(p)
 
 
+def _initial_weights(path: str) -> dict:
+    """The model weights of ``init_from``: a snapshot (or a run's latest), or a file holding a dict
+    of tensors by parameter name (``torch.save(model.state_dict(), path)``, e.g. a pretrained
+    model put into a larger one)."""
+    resolved = _resolve_init(path)
+    try:
+        return dict(_C.train.read_snapshot_model(resolved))
+    except ArgumentError:
+        pass
+    try:
+        state = torch.load(resolved, weights_only=True, map_location="cpu")
+    except Exception as e:  # noqa: BLE001 - any unreadable file is the same user error
+        raise value_error("init_from", f"{resolved} is neither a snapshot nor a weights file ({e})") from None
+    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                              for k, v in state.items()):
+        raise value_error("init_from", f"{resolved} is neither a snapshot nor a dict of tensors by name")
+    return state
+
+
 def _dataset(data, model_shape: tuple[int, ...], argument: str) -> Dataset:
     ds = as_dataset(data) if not isinstance(data, Dataset) else data
     x = ds.images
@@ -373,7 +392,7 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
             return run
 
     if config.init_from:
-        model.load_state_dict(_C.train.read_snapshot_model(_resolve_init(config.init_from)))
+        model.load_state_dict(_initial_weights(config.init_from))
     for i, group in enumerate(config.reinit):
         model.reinitialize(group, seed=config.seed + 1 + i)
     for name in config.schedules:

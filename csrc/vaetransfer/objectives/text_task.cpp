@@ -6,7 +6,8 @@
 
 namespace vaetransfer::objectives {
 
-TextTask::TextTask(const Params& p) : Task(p), reduction_(p.str("reduction")) {
+TextTask::TextTask(const Params& p, std::string family)
+    : Task(p), reduction_(p.str("reduction")), family_(std::move(family)) {
   VT_CHECK_ARG(reduction_ == "token_mean" || reduction_ == "sequence_sum", "reduction",
                "expected 'token_mean' or 'sequence_sum', got '", reduction_, "'");
 }

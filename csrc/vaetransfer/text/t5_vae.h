@@ -11,7 +11,8 @@
 //   z = μ + σ ⊙ ε                           (Eq. 4)                     layer "sampled"
 //   m = z W_proj + b, reshaped to [decoder blocks, heads, d_kv]          (Eq. 5)
 //   injection "cross-attention" (the paper): block l's cross-attention has the single key and
-//     value m_l (K = V, as Eq. 5 writes), so it adds o(m_l) whatever the query; "prefix" (the
+//     value m_l (K = V, as Eq. 5 writes), so it adds o(m_l) whatever the query (the pretrained
+//     EncDecAttention q, k, v and the norm before it receive no gradient); "prefix" (the
 //     public code): m_l is a self-attention key/value at position 0 before the tokens, and the
 //     cross-attention sub-layers do not run.
 // Each sentence's memory is its own: nothing mixes examples of a batch (the public code's reshape

@@ -13,7 +13,7 @@ from .t5 import T5, T5Config, pad_pair
 from .t5_vae import T5VAE, T5VAEConfig
 from .tokenizer import Tokenizer, train_tokenizer
 
-__all__ = ["T5", "T5Config", "T5VAE", "T5VAEConfig", "pad_pair", "Tokenizer", "train_tokenizer", "corpus", "span_corrupt",
+__all__ = ["T5", "T5Config", "T5VAE", "T5VAEConfig", "pad_pair", "Tokenizer", "train_tokenizer", "corpus", "span_corrupt", "delete_tokens",
            "relative_position_bucket"]
 
 
@@ -30,6 +30,14 @@ def span_corrupt(tokens: torch.Tensor, *, noise_density: float = 0.15, mean_span
         raise value_error("vocab_size", f"expected more than extra_ids + 3 = {extra_ids + 3}, got {vocab_size}")
     return _C.text.span_corrupt(tokens, float(noise_density), float(mean_span_length), int(vocab_size) - 1,
                                 int(extra_ids), int(pad_id), int(eos_id), bool(random_roll), int(seed))
+
+
+def delete_tokens(ids: torch.Tensor, rate: float, *, pad_id: int = 0, eos_id: int = 1,
+                  seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-deletion denoising (the ``t5-vae`` objective's, in training): every real token but a
+    final eos is deleted with probability ``rate``; survivors move left. Returns ``(ids, mask)``
+    [B, L'] built together (the public code of the T5-VAE paper swapped them)."""
+    return _C.text.delete_tokens(ids, float(rate), int(pad_id), int(eos_id), int(seed))
 
 
 def relative_position_bucket(relative_position: torch.Tensor, *, bidirectional: bool, num_buckets: int = 32,
