@@ -134,3 +134,29 @@ def test_two_phase_training_freezes_decoder_and_memory_projection_then_trains_al
     (tmp_path / "half" / "config.json").write_text(json.dumps(tc.to_dict()))
     resumed = train(tc, x, tmp_path / "half", progress=False)
     assert torch.equal(resumed.history["loss"], run.history["loss"])
+
+
+def test_evaluate_reports_the_elbo_terms_iw_bound_mi_and_active_units():
+    from vaetransfer.text.t5_vae import evaluate
+
+    model = T5VAE(config(pooling="max"), seed=0)
+    x = sentences(120, seed=3)
+    m = evaluate(model, x, batch_size=50, iw_samples=20, samples_per_chunk=10, minibatch_mi=16,
+                 attributes={"first_token_even": (x[:, 0] % 2).numpy()})
+    assert math.isclose(m["neg_elbo"], m["reconstruction"] + m["kl"], rel_tol=1e-9)
+    assert math.isclose(m["tokens"], x.ne(0).sum().item() / 120, rel_tol=1e-9)
+    assert math.isclose(m["ppl_elbo"], math.exp(m["neg_elbo"] / m["tokens"]), rel_tol=1e-9)
+    assert m["ppl_iw"] <= m["ppl_elbo"] * 1.02  # the importance-weighted bound is the tighter one
+    assert -m["log_px"] <= m["neg_elbo"] * 1.02
+    assert 0 <= m["mi"] <= m["mi_cap"] + 1e-9 and math.isclose(m["mi_cap"], math.log(120), rel_tol=1e-9)
+    assert math.isclose(m["mi_minibatch_cap"], math.log(16), rel_tol=1e-9) and m["mi_minibatch"] <= math.log(16) + 1e-9
+    assert 0 <= m["active_units"] <= 4
+    assert m["probe_first_token_even_chance"] >= 0.5 and 0 <= m["probe_first_token_even"] <= 1
+    # A collapsed posterior (q(z|x) the same for every sentence): no active unit, no information.
+    state = model.state_dict()
+    for k in ("bottleneck.mean.weight", "bottleneck.log_sigma.weight"):
+        state[k] = torch.zeros_like(state[k])
+    model.load_state_dict(state)
+    collapsed = evaluate(model, x, batch_size=50)
+    assert collapsed["active_units"] == 0 and collapsed["mi"] < 1e-6
+    assert model.training  # evaluate restores the mode it found

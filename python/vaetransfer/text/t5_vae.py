@@ -15,6 +15,7 @@ between encoder and decoder. Parameter groups: the T5's (``encoder``, ``decoder`
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from .._checks import type_error, value_error
 from ..nn import ModelConfig
 from .t5 import T5, T5Config
 
-__all__ = ["T5VAE", "T5VAEConfig"]
+__all__ = ["T5VAE", "T5VAEConfig", "evaluate"]
 
 
 @dataclass
@@ -122,3 +123,93 @@ class T5VAE(T5):
 
     def save_pretrained(self, *args, **kwargs):
         raise value_error("method", "a T5VAE is not a Hugging Face T5; save it with vaetransfer.train snapshots")
+
+
+def evaluate(model: T5VAE, ids: torch.Tensor, *, batch_size: int = 128, iw_samples: int = 0,
+             samples_per_chunk: int = 50, minibatch_mi: int | None = None, attributes: dict | None = None,
+             seed: int = 0) -> dict:
+    """The T5-VAE study's metrics on held-out clean sentences ``ids`` [N, L] (eos last, trailing
+    pad), in eval mode, with their definitions ("Finetuning Pretrained Transformers into
+    Variational Autoencoders", §4.1; the text-VAE literature's conventions):
+
+    * ``reconstruction``: E_x[−log p(x|z)], z one draw of q(z|x), summed over each sentence's real
+      tokens (eos included), averaged over sentences — nats per sentence (the ``t5-vae`` objective
+      in evaluation: no denoising, no threshold);
+    * ``kl``: E_x KL(q(z|x) ‖ N(0, I)), nats per sentence; ``neg_elbo`` = reconstruction + kl;
+    * ``tokens``: sub-word tokens per sentence (the unit of perplexity), eos included;
+    * ``ppl_elbo`` = exp(Σ −ELBO / Σ tokens): a bound on the perplexity per sub-word token;
+    * with ``iw_samples`` = K > 0: ``log_px`` = E_x log p(x) by importance sampling with K draws of
+      q(z|x) (Burda et al. 2016; chunks of ``samples_per_chunk``) and ``ppl_iw`` = exp(−Σ log p(x) /
+      Σ tokens), the tighter estimate;
+    * ``mi``: I_q(x; z) of Hoffman & Johnson over the whole set (q(z) the mixture of all N
+      posteriors; at most log N, ``mi_cap``); with ``minibatch_mi`` = B also ``mi_minibatch``, the
+      public codes' average over minibatches of B (at most log B) — labelled, for comparison;
+    * ``active_units``: latent dimensions d with Cov_x(E_q[z_d]) > 0.01 (Burda et al. 2016);
+    * with ``attributes`` (name → int labels [N], e.g. a built-in corpus's): ``probe_<name>``,
+      held-out accuracy of a gradient-boosted-tree probe predicting it from μ, and
+      ``probe_<name>_chance``, the majority-class rate.
+    """
+    from .. import estimators
+    from .. import _C as _core  # the objective's own step computes the ELBO terms
+    from ..probes import gbt_probe
+
+    if not isinstance(model, T5VAE):
+        raise type_error("model", f"expected a T5VAE, got {type(model).__name__}")
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.long:
+        raise value_error("ids", "expected int64 token ids [N, L]")
+    n = ids.shape[0]
+    if n < 2:
+        raise value_error("ids", f"expected at least 2 sentences, got {n}")
+    was_training = model.training
+    model.eval()
+    try:
+        task = _core.objectives.make_task("t5-vae", {})
+        sums = {"reconstruction": 0.0, "kl": 0.0, "tokens": 0.0}
+        means, log_sigmas = [], []
+        with torch.no_grad():
+            for i, chunk in enumerate(ids.split(batch_size)):
+                _, s = task.step(model._impl, chunk, None, {"beta": 1.0}, seed + i)
+                b = chunk.shape[0]
+                sums["reconstruction"] += s["reconstruction"] * b
+                sums["kl"] += s["kl"] * b
+                sums["tokens"] += s["tokens"]
+                mean, log_sigma = model.posterior(chunk, chunk.ne(model.pad_id))
+                means.append(mean)
+                log_sigmas.append(log_sigma)
+        mean, logvar = torch.cat(means).double(), 2 * torch.cat(log_sigmas).double()
+        out = {"n": n, "reconstruction": sums["reconstruction"] / n, "kl": sums["kl"] / n,
+               "tokens": sums["tokens"] / n}
+        out["neg_elbo"] = out["reconstruction"] + out["kl"]
+        out["ppl_elbo"] = math.exp(out["neg_elbo"] / out["tokens"])
+        if iw_samples:
+            total = 0.0
+            for i, chunk in enumerate(ids.split(batch_size)):
+                mask = chunk.ne(model.pad_id)
+                dec = model.shift_right(chunk.masked_fill(~mask, -100))
+                m, ls = model.posterior(chunk, mask)
+
+                def decoder(z, dec=dec, b=chunk.shape[0]):
+                    return model.decode_latent(dec.repeat_interleave(z.shape[0] // b, 0), z.to(m.dtype))
+
+                est = estimators.importance_weighted_log_likelihood(
+                    chunk, m.double(), 2 * ls.double(), decoder=decoder, likelihood="categorical", mask=mask.long(),
+                    num_samples=iw_samples, samples_per_chunk=samples_per_chunk, seed=seed + i)
+                total += float(est.log_px.sum())
+            out["log_px"] = total / n
+            out["ppl_iw"] = math.exp(-total / sums["tokens"])
+            out["iw_samples"] = iw_samples
+        mi = estimators.mutual_information(mean, logvar, seed=seed)
+        out["mi"], out["mi_cap"] = float(mi.value), float(mi.cap)
+        if minibatch_mi:
+            mb = estimators.mutual_information(mean, logvar, batch_size=int(minibatch_mi), seed=seed)
+            out["mi_minibatch"], out["mi_minibatch_cap"] = float(mb.value), float(mb.cap)
+        out["active_units"] = int(estimators.active_units(mean.float()).count)
+        for name, labels in (attributes or {}).items():
+            y = torch.as_tensor(labels).long()
+            if y.shape != (n,):
+                raise value_error("attributes", f"'{name}': expected {n} labels, got shape {tuple(y.shape)}")
+            out[f"probe_{name}"] = float(gbt_probe(mean.float(), y, seed=seed))
+            out[f"probe_{name}_chance"] = float(torch.bincount(y).max()) / n
+        return out
+    finally:
+        model.train(was_training)
