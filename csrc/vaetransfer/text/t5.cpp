@@ -347,7 +347,12 @@ at::Tensor T5::decode(const at::Tensor& decoder_ids, const at::Tensor& memory, c
 at::Tensor T5::decode_from(const at::Tensor& decoder_ids, const DecoderCache& start, const nn::Emit& emit,
                            const std::string& stop_after) {
   check_ids(decoder_ids, "decoder_input_ids");
-  const auto& c = config_;
+  auto cache = start;  // the caller's cache stays as it is
+  return decode_into(decoder_ids, cache, emit, stop_after);
+}
+
+at::Tensor T5::decode_into(const at::Tensor& decoder_ids, DecoderCache& cache, const nn::Emit& emit,
+                           const std::string& stop_after) {
   const auto drop = dropper();
   auto say = [&](const std::string& name, const at::Tensor& t) {
     if (emit) emit(name, t);
@@ -356,30 +361,29 @@ at::Tensor T5::decode_from(const at::Tensor& decoder_ids, const DecoderCache& st
   auto h = embed(decoder_ids.to(device(), at::kLong));
   if (say("decoder.embeddings", h)) return h;
   h = drop(h);
-  const int64_t T = decoder_ids.size(1), P = start.length;
-  // Queries are positions P..P+T−1; keys the P cached (prefix) positions, then these T, causally.
+  const int64_t T = decoder_ids.size(1), P = cache.length;
+  // Queries are positions P..P+T−1; keys the P cached positions, then these T, causally.
   auto causal = at::full({T, P + T}, lowest(h.scalar_type()), h.options()).triu(1 + P);
   auto self_bias = position_bias(*decoder_, T, P + T, P) + causal;
-  const bool cross = !start.cross_k.empty();
+  const bool cross = !cache.cross_k.empty();
   for (size_t i = 0; i < decoder_->blocks.size(); ++i) {
     auto& block = *decoder_->blocks[i];
     auto& sa = *block.self_attention->attention;
     auto n = block.self_attention->layer_norm->forward(h);
     auto k = sa.split(sa.k, n), v = sa.split(sa.v, n);
-    if (P > 0) {
-      k = at::cat({start.self_k[i], k}, 2);
-      v = at::cat({start.self_v[i], v}, 2);
-    }
-    h = h + drop(sa.attend(n, k, v, self_bias, drop));
+    cache.self_k[i] = cache.self_k[i].defined() ? at::cat({cache.self_k[i], k}, 2) : k;
+    cache.self_v[i] = cache.self_v[i].defined() ? at::cat({cache.self_v[i], v}, 2) : v;
+    h = h + drop(sa.attend(n, cache.self_k[i], cache.self_v[i], self_bias, drop));
     if (cross) {
       auto& ca = *block.cross_attention->attention;
       n = block.cross_attention->layer_norm->forward(h);
-      h = h + drop(ca.attend(n, start.cross_k[i], start.cross_v[i], start.cross_bias, drop));
+      h = h + drop(ca.attend(n, cache.cross_k[i], cache.cross_v[i], cache.cross_bias, drop));
     }
     auto& ff = *block.feed_forward;
     h = h + drop(ff.DenseReluDense->forward(ff.layer_norm->forward(h), drop));
     if (say("decoder.block." + std::to_string(i), h)) return h;
   }
+  cache.length = P + T;
   h = decoder_->final_layer_norm->forward(h);
   if (say("decoder.final_layer_norm", h)) return h;
   auto logits = project(drop(h));
@@ -462,31 +466,7 @@ DecoderCache T5::start_cache(const at::Tensor& memory, const at::Tensor& memory_
 }
 
 at::Tensor T5::decode_step(const at::Tensor& token, DecoderCache& cache) {
-  const auto drop = dropper();
-  const int64_t t = cache.length;
-  auto h = embed(token.to(device(), at::kLong).view({-1, 1}));
-  h = drop(h);
-  // The one query at position t sees keys 0..t: no causal mask needed.
-  auto self_bias = position_bias(*decoder_, 1, t + 1, t);
-  const bool cross = !cache.cross_k.empty();
-  for (size_t i = 0; i < decoder_->blocks.size(); ++i) {
-    auto& block = *decoder_->blocks[i];
-    auto& sa = *block.self_attention->attention;
-    auto n = block.self_attention->layer_norm->forward(h);
-    auto k = sa.split(sa.k, n), v = sa.split(sa.v, n);
-    cache.self_k[i] = cache.self_k[i].defined() ? at::cat({cache.self_k[i], k}, 2) : k;
-    cache.self_v[i] = cache.self_v[i].defined() ? at::cat({cache.self_v[i], v}, 2) : v;
-    h = h + drop(sa.attend(n, cache.self_k[i], cache.self_v[i], self_bias, drop));
-    if (cross) {
-      auto& ca = *block.cross_attention->attention;
-      n = block.cross_attention->layer_norm->forward(h);
-      h = h + drop(ca.attend(n, cache.cross_k[i], cache.cross_v[i], cache.cross_bias, drop));
-    }
-    auto& ff = *block.feed_forward;
-    h = h + drop(ff.DenseReluDense->forward(ff.layer_norm->forward(h), drop));
-  }
-  cache.length = t + 1;
-  return project(drop(decoder_->final_layer_norm->forward(h))).squeeze(1);
+  return decode_into(token.view({-1, 1}), cache).squeeze(1);
 }
 
 at::Tensor T5::generate(const at::Tensor& ids, const at::Tensor& mask, const GenerateOptions& o) {

@@ -114,6 +114,10 @@ class T5 : public nn::Model {
   // The same, attending to what `start` holds (its length earlier positions come first).
   at::Tensor decode_from(const at::Tensor& decoder_ids, const DecoderCache& start, const nn::Emit& emit = nullptr,
                          const std::string& stop_after = "");
+  // The same, appending these positions' self-attention keys/values to `cache` (decode_step
+  // feeds one token at a time through it).
+  at::Tensor decode_into(const at::Tensor& decoder_ids, DecoderCache& cache, const nn::Emit& emit = nullptr,
+                         const std::string& stop_after = "");
   // Hugging Face's labels → decoder inputs: shift right, start token first, -100 → pad.
   at::Tensor shift_right(const at::Tensor& labels) const;
   // Logits of the whole model: encoder on ids/mask, decoder on decoder_ids.
