@@ -152,6 +152,20 @@ def test_evaluate_reports_the_elbo_terms_iw_bound_mi_and_active_units():
     assert math.isclose(m["mi_minibatch_cap"], math.log(16), rel_tol=1e-9) and m["mi_minibatch"] <= math.log(16) + 1e-9
     assert 0 <= m["active_units"] <= 4
     assert m["probe_first_token_even_chance"] >= 0.5 and 0 <= m["probe_first_token_even"] <= 1
+    # Latent use by brute force: NLL of each sentence from its own posterior mean and from the next one's.
+    model.eval()
+    with torch.no_grad():
+        mean, _ = model.posterior(x, x.ne(0))
+        dec = model.shift_right(x.masked_fill(x.eq(0), -100))
+
+        def nll(z):
+            logp = model.decode_latent(dec, z).double().log_softmax(-1).gather(2, x.unsqueeze(2)).squeeze(2)
+            return -(logp * x.ne(0)).sum().item() / len(x)
+
+        own, other = nll(mean), nll(torch.roll(mean, -1, 0))
+    model.train()
+    assert math.isclose(m["nll_own_mean"], own, rel_tol=1e-6) and math.isclose(m["nll_other_mean"], other, rel_tol=1e-6)
+    assert math.isclose(m["latent_use"], other - own, rel_tol=1e-6, abs_tol=1e-9)
     # A collapsed posterior (q(z|x) the same for every sentence): no active unit, no information.
     state = model.state_dict()
     for k in ("bottleneck.mean.weight", "bottleneck.log_sigma.weight"):
@@ -159,4 +173,5 @@ def test_evaluate_reports_the_elbo_terms_iw_bound_mi_and_active_units():
     model.load_state_dict(state)
     collapsed = evaluate(model, x, batch_size=50)
     assert collapsed["active_units"] == 0 and collapsed["mi"] < 1e-6
+    assert abs(collapsed["latent_use"]) < 1e-9  # every sentence gets the same z: nothing to draw from it
     assert model.training  # evaluate restores the mode it found

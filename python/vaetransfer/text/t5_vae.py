@@ -126,8 +126,8 @@ class T5VAE(T5):
 
 
 def evaluate(model: T5VAE, ids: torch.Tensor, *, batch_size: int = 128, iw_samples: int = 0,
-             samples_per_chunk: int = 50, minibatch_mi: int | None = None, attributes: dict | None = None,
-             seed: int = 0) -> dict:
+             samples_per_chunk: int = 50, minibatch_mi: int | None = None, mi_samples: int = 10,
+             attributes: dict | None = None, seed: int = 0) -> dict:
     """The T5-VAE study's metrics on held-out clean sentences ``ids`` [N, L] (eos last, trailing
     pad), in eval mode, with their definitions ("Finetuning Pretrained Transformers into
     Variational Autoencoders", §4.1; the text-VAE literature's conventions):
@@ -141,10 +141,17 @@ def evaluate(model: T5VAE, ids: torch.Tensor, *, batch_size: int = 128, iw_sampl
     * with ``iw_samples`` = K > 0: ``log_px`` = E_x log p(x) by importance sampling with K draws of
       q(z|x) (Burda et al. 2016; chunks of ``samples_per_chunk``) and ``ppl_iw`` = exp(−Σ log p(x) /
       Σ tokens), the tighter estimate;
-    * ``mi``: I_q(x; z) of Hoffman & Johnson over the whole set (q(z) the mixture of all N
-      posteriors; at most log N, ``mi_cap``); with ``minibatch_mi`` = B also ``mi_minibatch``, the
-      public codes' average over minibatches of B (at most log B) — labelled, for comparison;
+    * ``mi``: I_q(x; z) = E_x E_q(z|x)[log q(z|x) − log q(z)] (Hoffman & Johnson 2016) over the
+      whole set: q(z) the mixture of all N posteriors, ``mi_samples`` draws of z per x, each term
+      with the same sampled z (so every term, and the estimate, is at most log N, ``mi_cap``);
+      with ``minibatch_mi`` = B also ``mi_minibatch``, the text-VAE codes' estimator (closed-form
+      entropy minus log q(z) of the minibatch mixture, averaged over minibatches of B, about
+      log B at most) — labelled, for comparison with the literature;
     * ``active_units``: latent dimensions d with Cov_x(E_q[z_d]) > 0.01 (Burda et al. 2016);
+    * ``nll_own_mean`` / ``nll_other_mean``: token NLL per sentence decoded from z = its own
+      posterior mean, and from the posterior mean of another sentence (the next one in ``ids``);
+      ``latent_use`` = their difference, the nats the decoder draws from the latent (0 when the
+      posterior has collapsed or the decoder ignores z);
     * with ``attributes`` (name → int labels [N], e.g. a built-in corpus's): ``probe_<name>``,
       held-out accuracy of a gradient-boosted-tree probe predicting it from μ, and
       ``probe_<name>_chance``, the majority-class rate.
@@ -176,9 +183,16 @@ def evaluate(model: T5VAE, ids: torch.Tensor, *, batch_size: int = 128, iw_sampl
                 mean, log_sigma = model.posterior(chunk, chunk.ne(model.pad_id))
                 means.append(mean)
                 log_sigmas.append(log_sigma)
-        mean, logvar = torch.cat(means).double(), 2 * torch.cat(log_sigmas).double()
+            mean, logvar = torch.cat(means).double(), 2 * torch.cat(log_sigmas).double()
+            own, other = 0.0, 0.0
+            shifted = torch.roll(torch.cat(means), -1, 0)  # sentence i decoded from sentence i+1's mean
+            for chunk, z_own, z_other in zip(ids.split(batch_size), torch.cat(means).split(batch_size),
+                                             shifted.split(batch_size)):
+                own += _token_nll(model, chunk, z_own)
+                other += _token_nll(model, chunk, z_other)
         out = {"n": n, "reconstruction": sums["reconstruction"] / n, "kl": sums["kl"] / n,
-               "tokens": sums["tokens"] / n}
+               "tokens": sums["tokens"] / n, "nll_own_mean": own / n, "nll_other_mean": other / n}
+        out["latent_use"] = out["nll_other_mean"] - out["nll_own_mean"]
         out["neg_elbo"] = out["reconstruction"] + out["kl"]
         out["ppl_elbo"] = math.exp(out["neg_elbo"] / out["tokens"])
         if iw_samples:
@@ -198,10 +212,11 @@ def evaluate(model: T5VAE, ids: torch.Tensor, *, batch_size: int = 128, iw_sampl
             out["log_px"] = total / n
             out["ppl_iw"] = math.exp(-total / sums["tokens"])
             out["iw_samples"] = iw_samples
-        mi = estimators.mutual_information(mean, logvar, seed=seed)
-        out["mi"], out["mi_cap"] = float(mi.value), float(mi.cap)
+        mi = estimators.rate_decomposition(mean, logvar, estimator="whole-dataset", samples=mi_samples, seed=seed)
+        out["mi"], out["mi_cap"] = float(mi.mutual_information), float(mi.log_n)
         if minibatch_mi:
-            mb = estimators.mutual_information(mean, logvar, batch_size=int(minibatch_mi), seed=seed)
+            mb = estimators.mutual_information(mean, logvar, batch_size=int(minibatch_mi), samples=mi_samples,
+                                               seed=seed)
             out["mi_minibatch"], out["mi_minibatch_cap"] = float(mb.value), float(mb.cap)
         out["active_units"] = int(estimators.active_units(mean.float()).count)
         for name, labels in (attributes or {}).items():
@@ -213,3 +228,11 @@ def evaluate(model: T5VAE, ids: torch.Tensor, *, batch_size: int = 128, iw_sampl
         return out
     finally:
         model.train(was_training)
+
+
+def _token_nll(model: T5VAE, ids: torch.Tensor, z: torch.Tensor) -> float:
+    """Σ over sentences and real tokens of −log p(x_t | x_<t, z) (teacher forcing)."""
+    mask = ids.ne(model.pad_id)
+    logits = model.decode_latent(model.shift_right(ids.masked_fill(~mask, -100)), z)
+    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2).double(), ids, reduction="none")
+    return float((nll * mask).sum())
