@@ -155,6 +155,11 @@ def test_from_t5_keeps_the_pretrained_weights_and_groups_cover_the_bottleneck(tm
     assert model.group("bottleneck") == ["bottleneck.mean.weight", "bottleneck.mean.bias",
                                          "bottleneck.log_sigma.weight", "bottleneck.log_sigma.bias"]
     assert model.group("memory_projection") == ["memory_projection.weight", "memory_projection.bias"]
+    # The posterior starts at unit variance whatever the pooled states' scale (log σ = 0).
+    assert not model.named_parameters()["bottleneck.log_sigma.weight"].any()
+    assert not model.named_parameters()["bottleneck.log_sigma.bias"].any()
+    x = torch.randint(3, 40, (5, 9))
+    assert not model.posterior(x, torch.ones_like(x))[1].any()
     # Two seeds: two bottlenecks.
     other = T5VAE.from_t5(t5, latent_dim=7, pooling="max", seed=3)
     assert not torch.equal(other.named_parameters()["bottleneck.mean.weight"],

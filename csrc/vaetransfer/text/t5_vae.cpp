@@ -37,15 +37,20 @@ T5VAE::T5VAE(const Params& p, uint64_t seed)
 
 void T5VAE::reinitialize(const std::string& group, uint64_t seed) {
   T5::reinitialize(group, seed);  // T5's scheme for the T5's parameters
-  // The bottleneck and W_proj: PyTorch's default for Linear layers, drawn after (and apart from) the T5's.
+  // W_μ and W_proj: PyTorch's default for Linear layers, drawn after (and apart from) the T5's.
+  // W_σ and b_σ start at zero, so q(z|x) starts at unit variance: pooled T5 states are not
+  // normalised (max-pooled ones reach |h| ~ 10^2), and a default-initialised W_σ gave log σ up to
+  // ±15 — a KL of ~10^12 nats and z of pure noise in the first steps.
   const auto names = this->group(group, "group");
   const std::set<std::string> wanted(names.begin(), names.end());
   auto gen = nn::make_generator(at::kCPU, seed ^ 0x7435766165ull);
   for (auto [prefix, module] : {std::pair<std::string, torch::nn::Module*>{"bottleneck.mean", mean_.get()},
-                                {"bottleneck.log_sigma", log_sigma_.get()},
                                 {"memory_projection", memory_projection_.get()}})
     for (const char* local : {"weight", "bias"})
       if (wanted.count(prefix + "." + local)) nn::reset_parameter(*module, local, gen);
+  at::NoGradGuard no_grad;
+  if (wanted.count("bottleneck.log_sigma.weight")) log_sigma_->weight.zero_();
+  if (wanted.count("bottleneck.log_sigma.bias")) log_sigma_->bias.zero_();
 }
 
 at::Tensor T5VAE::pool(const at::Tensor& ids, const at::Tensor& mask, const nn::Emit& emit) {
