@@ -1,0 +1,149 @@
+"""Study 5 (t5_vae): the smoke preset end to end, the two-phase recipe's configuration (freezing,
+Eq. 6 annealing, cyclical annealing reaching 1), the variants' settings, resume, and the config's checks."""
+import json
+import math
+
+import pytest
+
+from vaetransfer import cli, experiments
+from vaetransfer.experiments import t5_vae as study
+from vaetransfer.schedules import make_schedule
+from vaetransfer.train import load_run
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """`vaetransfer run t5_vae --preset smoke`, once for the module."""
+    out = tmp_path_factory.mktemp("t5_vae") / "smoke"
+    assert cli.main(["run", "t5_vae", "--preset", "smoke", "--out", str(out), "--quiet"]) == 0
+    return out, json.loads((out / "results.json").read_text())
+
+
+def test_smoke_runs_every_variant_and_seed_and_reports_them(smoke):
+    out, r = smoke
+    c = study.PRESETS["smoke"]
+    assert experiments.get("t5_vae") is study
+    assert r["runs"] == len(c.variants) * len(c.seeds)
+    assert set(r["summary"]) == set(c.variants)
+    for variant, row in r["summary"].items():
+        assert row["runs"] == len(c.seeds)
+        assert row["settings"] == study.settings(variant)
+        for key in ("ppl_iw", "ppl_elbo", "kl", "neg_elbo", "mi", "mi_minibatch", "active_units", "latent_use"):
+            assert row[key]["n"] == len(c.seeds) and math.isfinite(row[key]["mean"]), (variant, key)
+        assert math.isclose(row["neg_elbo"]["mean"], row["reconstruction"]["mean"] + row["kl"]["mean"], rel_tol=1e-3)
+        assert 0 <= row["mi"]["mean"] <= row["mi_cap"] + 1e-9
+        assert math.isclose(row["mi_cap"], math.log(c.n_test))
+        assert 0 <= row["active_units"]["mean"] <= c.latent_dim
+        for a in study.ATTRIBUTES:
+            assert 0 <= row[f"probe_{a}"]["mean"] <= 1 and 0 < row[f"probe_{a}_chance"] <= 1
+    for name in ("collapse_without_warmup", "two_phase_keeps_kl_and_units", "ppl_vs_mi_au_tradeoff",
+                 "max_pooling_more_informative"):
+        assert isinstance(r["findings"][name]["reproduced"], bool), name
+    for path in r["figures"]:
+        assert (out / path).stat().st_size > 1000
+    assert {"reconstructions", "interpolation", "prior_samples"} <= set(r["examples"])
+    assert len(r["examples"]["interpolation"]["decoded"]) == c.interpolation_points
+    text = (out / "index.md").read_text()
+    for heading in ("## Results", "## Findings", "## Decoded", "## Figures"):
+        assert heading in text
+
+
+def test_each_run_trains_its_variant(smoke):
+    """Phase 1 freezes the decoder and W_proj (not the shared embedding by default) and ends where
+    β starts rising; no-warmup has no phase 1 (that phase 1 leaves the decoder and W_proj
+    bit-identical is tested in test_t5_vae_objective)."""
+    out, _ = smoke
+    c = study.PRESETS["smoke"]
+    seen = set()
+    for d in (out / "sweeps" / "runs" / "runs").iterdir():
+        m = json.loads((d / study.RESULT_FILE).read_text())
+        run = load_run(d / "train")
+        cfg = run.config
+        s = m["settings"]
+        seen.add(tuple(sorted(s.items())))
+        assert cfg.objective.name == "t5-vae"
+        assert cfg.objective.params["deletion"] == s["deletion"] and cfg.objective.params["free_bits"] == s["free_bits"]
+        assert cfg.model.options["pooling"] == s["pooling"] and cfg.model.options["injection"] == s["injection"]
+        assert cfg.optimizer.name == "adamw" and cfg.optimizer.lr == 1e-3 and cfg.optimizer.eps == 1e-3
+        beta = run.history["beta"]
+        if s["warmup"]:
+            (phase,) = cfg.phases
+            assert phase.freeze == ("decoder", "memory_projection")
+            p1 = phase.steps
+            assert float(beta[:p1].abs().max()) == 0.0 and float(beta[p1:].max()) > 0
+        else:
+            assert cfg.phases == () and float(beta[0]) == 0.0 and float(beta.max()) > 0
+    assert len(seen) == len(c.variants)
+
+
+def test_rerun_reuses_every_finished_run(smoke, capsys):
+    out, r = smoke
+    before = {p: p.stat().st_mtime_ns for p in (out / "sweeps" / "runs" / "runs").rglob("history.csv")}
+    again = experiments.run_study("t5_vae", out, preset="smoke", progress=False)
+    after = {p: p.stat().st_mtime_ns for p in (out / "sweeps" / "runs" / "runs").rglob("history.csv")}
+    assert before == after
+    assert again["summary"] == r["summary"] and again["findings"] == r["findings"]
+
+
+def test_phase_two_annealing_follows_eq6_and_cyclical_reaches_one():
+    c = study.Config(n_train=320, batch_size=32, phase1_epochs=2, phase2_epochs=4, anneal_epochs=3, cycles=2)
+    spe = 10
+    p1, p2 = 2 * spe, 4 * spe
+    linear = make_schedule(study.schedule_of(c, "linear", p1, p2, spe))
+    for k in (0, 1, 7, 15, 29, 30, 35):  # Eq. 6: β = (step in phase 2) / (steps per epoch · anneal epochs), at most 1
+        assert linear.value(p1 + k) == pytest.approx(min(1.0, k / (spe * 3)))
+    assert linear.value(p1 - 1) == 0.0
+    cyc = make_schedule(study.schedule_of(c, "cyclical", p1, p2, spe))
+    values = [cyc.value(p1 + k) for k in range(p2)]
+    assert cyc.value(p1 - 1) == 0.0 and values[0] == 0.0
+    assert max(values) == pytest.approx(1.0)  # the public code's cyclical schedule never gets there
+    period = p2 // 2
+    assert values[period] == 0.0 and values[period - 1] == pytest.approx(1.0)  # a new cycle starts from 0
+    assert cyc.value(p1 + p2 + 5) == pytest.approx(1.0)  # after the cycles, 1
+
+
+def test_train_config_builds_the_two_phases():
+    from vaetransfer.text import T5Config, T5VAEConfig
+
+    model = T5VAEConfig(T5Config(vocab_size=50, d_model=8, d_kv=4, d_ff=8, num_layers=1, num_heads=2)).model_config()
+    c = study.Config(n_train=100, batch_size=10, phase1_epochs=1.5, phase2_epochs=2, anneal_epochs=1)
+    tc = study.train_config(c, study.settings("two-phase"), model, 100, 3, "init.pt")
+    assert tc.phases[0].steps == 15 and tc.steps == 35 and tc.seed == 3 and tc.init_from == "init.pt"
+    assert tc.phases[0].freeze == ("decoder", "memory_projection")
+    frozen = study.train_config(study.Config(freeze_shared=True), study.settings("two-phase"), model, 100, 0, "i")
+    assert frozen.phases[0].freeze == ("decoder", "memory_projection", "shared")
+    no_warm = study.train_config(c, study.settings("no-warmup"), model, 100, 0, "i")
+    assert no_warm.phases == () and no_warm.steps == 20
+    assert no_warm.objective.params["deletion"] == 0.0 and no_warm.objective.params["free_bits"] == 0.0
+    long = study.train_config(c, study.settings("long"), model, 100, 0, "i")
+    assert long.batch_size == c.long_batch_size
+
+
+def test_variants_change_only_what_they_name():
+    for name, changes in study.VARIANTS.items():
+        s = study.settings(name)
+        assert {k for k in s if s[k] != study.BASE[k]} == set(changes), name
+    assert study.settings("plain")["warmup"] and not study.settings("no-warmup")["warmup"]
+    # no-warmup and plain differ in the warm-up alone
+    a, b = study.settings("no-warmup"), study.settings("plain")
+    assert {k for k in a if a[k] != b[k]} == {"warmup"}
+
+
+@pytest.mark.parametrize("sets, argument", [
+    (["variants=[\"two-phase\", \"median-pool\"]"], "variants"),
+    (["seeds=[]"], "seeds"),
+    (["cycle_ratio=0"], "cycle_ratio"),
+    (["phase1_epochs=0"], "phase1_epochs"),
+    (["executor=slurm"], "executor"),
+    (["pretrain_preset=huge"], "pretrain_preset"),
+    (["iw_samples=-1"], "iw_samples"),
+])
+def test_config_checks_name_the_field(sets, argument):
+    with pytest.raises(ValueError, match=f"argument '{argument}'"):
+        experiments.make_config("t5_vae", "smoke", sets=sets)
+
+
+def test_a_t5_folder_that_is_not_one_is_refused(tmp_path):
+    c = study.Config(t5_folder=str(tmp_path))
+    with pytest.raises(ValueError, match="argument 't5_folder'"):
+        study.pretrained_folder(c, tmp_path / "out", progress=False)
