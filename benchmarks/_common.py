@@ -53,6 +53,17 @@ def in_subprocess(script: str, *args) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def python_loop_seconds(step, steps: int, warmup: int = 3) -> float:
+    """Seconds of ``steps`` calls of ``step()`` (a reference's optimisation step) after ``warmup``
+    untimed ones (allocator, lazy initialisation)."""
+    for _ in range(warmup):
+        step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return time.perf_counter() - start
+
+
 def best_of(fn, repeat: int = 3) -> float:
     """Best wall time of ``repeat`` calls (seconds): the least disturbed by other load."""
     times = []

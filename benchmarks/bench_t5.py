@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from _common import header
+from _common import header, python_loop_seconds
 import vaetransfer as vt
 from vaetransfer.text import T5, T5Config, span_corrupt
 
@@ -62,12 +62,7 @@ def reference(hf, ids, mask, labels, steps: int, batch: int) -> float:
         loss.backward()
         opt.step()
 
-    for _ in range(3):
-        step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return time.perf_counter() - start
+    return python_loop_seconds(step, steps)
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from _common import header
+from _common import header, python_loop_seconds
 import vaetransfer as vt
 from vaetransfer.text import T5, T5Config, T5VAE, T5VAEConfig
 
@@ -127,12 +127,7 @@ def reference(ref: Reference, ids, steps: int, batch: int) -> float:
         loss.backward()
         opt.step()
 
-    for _ in range(3):
-        step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return time.perf_counter() - start
+    return python_loop_seconds(step, steps)
 
 
 def main() -> None:
