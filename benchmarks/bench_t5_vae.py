@@ -150,6 +150,9 @@ def main() -> None:
         ids = sentences(2048, length, s["vocab_size"])
         model = T5VAE(T5VAEConfig(cfg, latent_dim=LATENT, pooling=a.pooling), seed=0).eval()
         state = model.state_dict()
+        g = torch.Generator().manual_seed(1)  # W_σ starts at zero: give it values, so that log σ is compared too
+        state["bottleneck.log_sigma.weight"] = 0.01 * torch.randn(state["bottleneck.log_sigma.weight"].shape, generator=g)
+        model.load_state_dict(state)
         t5 = T5(cfg, seed=0)
         t5.load_state_dict({k: v for k, v in state.items() if k in t5.parameter_names})
         with tempfile.TemporaryDirectory() as d:
@@ -158,12 +161,12 @@ def main() -> None:
         ref = Reference(hf, state, a.pooling, s["num_heads"], s["d_kv"]).eval()
         x = ids[:64]
         with torch.no_grad():
-            mu, _ = model.posterior(x, x.ne(0))
+            mu, log_sigma = model.posterior(x, x.ne(0))
             theirs = ref.logits(x, mu)
             diff = (model.decode_latent(model.shift_right(x.masked_fill(x.eq(0), -100)), mu) - theirs).abs()
-            mu_ref, _ = ref.posterior(x, x.ne(0).long())
+            mu_ref, log_sigma_ref = ref.posterior(x, x.ne(0).long())
         scale = max(1.0, theirs.abs().max().item())
-        diff = max(diff.max().item(), (mu - mu_ref).abs().max().item())
+        diff = max(diff.max().item(), (mu - mu_ref).abs().max().item(), (log_sigma - log_sigma_ref).abs().max().item())
         tokens = a.steps * batch * 2 * length
         t_ref = reference(ref, ids, a.steps, batch)
         t_ours = ours(model, ids, a.steps, batch, a.pooling)
@@ -171,7 +174,7 @@ def main() -> None:
         print(f"{name:<6} {nparams:>9,} {batch:>5}×{length:<4} {diff:>14.2e} {scale:>10.1f} "
               f"{tokens / t_ref:>10,.0f} {tokens / t_ours:>10,.0f} {t_ref / t_ours:>8.2f}×")
         if diff > 1e-5 * scale:
-            raise SystemExit(f"logits or posterior means differ by {diff:.2e} > 1e-5 · {scale:.1f}")
+            raise SystemExit(f"logits or posteriors differ by {diff:.2e} > 1e-5 · {scale:.1f}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ The study starts from a pretrained T5 — a user's Hugging Face folder (``t5_fol
 ``t5_pretrain`` study makes here — and trains one model per *variant* and seed. The base variant
 is the paper's recipe: two phases, max pooling, 15 % deletion, KL threshold 0.5, linear
 annealing, cross-attention injection, the short built-in corpus. Every other variant changes
-one or two settings (:data:`VARIANTS`): no warm-up, mean pooling, deletion 0 / 40 %, threshold
+a few settings (:data:`VARIANTS`): no warm-up, mean pooling, deletion 0 / 40 %, threshold
 0 / 3, cyclical annealing, the public code's prefix injection, the long corpus (Tables 1, 3–6
 and Fig. 2–3 in spirit). Each run is one :mod:`vaetransfer.sweep` ``function`` job, so the
 ``paper`` preset runs on a Ray cluster.
@@ -75,8 +75,10 @@ VARIANTS: dict[str, dict] = {
     "long": {"corpus": "long"},
     "long-denoise-0": {"corpus": "long", "deletion": 0.0},
 }
-#: Variants in the PPL vs MI/AU trade-off (the short corpus; the long one has other units).
-COLLAPSED_KL, COLLAPSED_AU = 1.0, 1  # a run has collapsed when KL < 1 nat per sentence and AU <= 1
+#: A run has collapsed when its KL is below 1 nat per sentence and at most 1 unit is active.
+COLLAPSED_KL, COLLAPSED_AU = 1.0, 1
+#: Evaluation keeps the logits of one batch (float64 in the importance-weighted estimator) under this.
+EVAL_BYTES = 2 * 2**30
 
 
 def settings(variant: str) -> dict:
@@ -196,6 +198,12 @@ def schedule_of(c: Config, annealing: str, p1: int, p2: int, steps_per_epoch: in
                           delay=p1)
 
 
+def eval_batch(length: int, vocab: int, rows_per_sentence: int = 1, largest: int = 128) -> int:
+    """Sentences per evaluation batch so that its logits [rows, length, vocab] (4 + 8 bytes per
+    entry) stay under :data:`EVAL_BYTES`."""
+    return max(1, min(largest, EVAL_BYTES // (12 * length * vocab * rows_per_sentence)))
+
+
 def train_config(c: Config, s: dict, model_config, n_train: int, seed: int, init_from: str):
     """The run of one variant's settings ``s``: phase 1 (if ``s['warmup']``) then phase 2."""
     from ..objectives import TaskConfig
@@ -205,7 +213,13 @@ def train_config(c: Config, s: dict, model_config, n_train: int, seed: int, init
     spe = math.ceil(n_train / batch)
     p1 = max(1, round(c.phase1_epochs * spe)) if s["warmup"] else 0
     p2 = max(1, round(c.phase2_epochs * spe))
-    frozen = ("decoder", "memory_projection") + (("shared",) if c.freeze_shared else ())
+    options = model_config.options
+    frozen = ("decoder", "memory_projection")
+    if not options.get("tie_word_embeddings", True):
+        frozen += ("lm_head",)  # the decoder's own output layer (T5 v1.1); tied, it is the shared embedding
+    if c.freeze_shared:
+        frozen += ("shared",)
+    length = c.long_max_length if s["corpus"] == "long" else c.max_length
     return TrainConfig(model=model_config,
                        objective=TaskConfig("t5-vae", reduction="sequence_sum", deletion=s["deletion"],
                                             free_bits=s["free_bits"]),
@@ -214,7 +228,8 @@ def train_config(c: Config, s: dict, model_config, n_train: int, seed: int, init
                        phases=(PhaseConfig(p1, freeze=frozen),) if p1 else (),
                        steps=p1 + p2, batch_size=batch, seed=seed, init_from=init_from,
                        snapshot_every=max(1, min(p1 + p2, 500)), keep_snapshots=2, metrics_every=c.curve_every,
-                       eval_every=c.curve_every, dataset=f"built-in corpus ({s['corpus']}, {n_train} sentences)")
+                       eval_every=c.curve_every, eval_batch_size=eval_batch(length, options["vocab_size"], largest=512),
+                       dataset=f"built-in corpus ({s['corpus']}, {n_train} sentences)")
 
 
 def _curve_hook(valid_ids: torch.Tensor):
@@ -225,9 +240,8 @@ def _curve_hook(valid_ids: torch.Tensor):
         with torch.no_grad():
             mean, log_sigma = model.posterior(valid_ids, valid_ids.ne(model.pad_id))
         mean, logvar = mean.double(), 2 * log_sigma.double()
-        kl = 0.5 * (mean.pow(2) + logvar.exp() - 1 - logvar).sum(1).mean()
-        mi = estimators.rate_decomposition(mean, logvar, estimator="whole-dataset", seed=0)
-        return {"kl": float(kl), "mi": float(mi.mutual_information),
+        rate = estimators.rate_decomposition(mean, logvar, estimator="whole-dataset", seed=0)
+        return {"kl": float(rate.rate_analytic), "mi": float(rate.mutual_information),
                 "au": float(estimators.active_units(mean).count)}
     return hook
 
@@ -300,8 +314,6 @@ def run_one(args: dict, run_dir) -> dict:
     start = time.perf_counter()
     t5 = T5.from_pretrained(args["t5_folder"])
     tok = t5.tokenizer
-    if tok is None:
-        raise value_error("t5_folder", f"{args['t5_folder']} has no tokenizer (spiece.model or tokenizer.json)")
     ids, attributes = _data(c, s["corpus"], tok)
     init = run_dir / "init.pt"
     model = T5VAE.from_t5(t5, latent_dim=c.latent_dim, pooling=s["pooling"], injection=s["injection"], seed=seed)
@@ -313,7 +325,9 @@ def run_one(args: dict, run_dir) -> dict:
     run = train(tc, ids["train"], run_dir / "train", eval_data=ids["valid"], progress=False,
                 metrics_hook=_curve_hook(ids["valid"]))
     model = run.model()
-    metrics = evaluate(model, ids["test"], batch_size=128, iw_samples=c.iw_samples, samples_per_chunk=10,
+    spc = 10
+    batch = eval_batch(ids["test"].shape[1], model.t5_config.vocab_size, spc)
+    metrics = evaluate(model, ids["test"], batch_size=batch, iw_samples=c.iw_samples, samples_per_chunk=spc,
                        minibatch_mi=tc.batch_size, mi_samples=c.mi_samples,
                        attributes={a: attributes[a] for a in ATTRIBUTES}, seed=seed)
     metrics["collapsed"] = bool(metrics["kl"] < COLLAPSED_KL and metrics["active_units"] <= COLLAPSED_AU)
@@ -367,6 +381,11 @@ def _m(summary: dict, variant: str, key: str):
     return (summary.get(variant) or {}).get(key, {}).get("mean")
 
 
+def _short_corpus(summary: dict) -> list[str]:
+    """The variants of the PPL vs MI/AU trade-off: the short corpus (the long one has other units)."""
+    return [v for v in summary if summary[v]["settings"]["corpus"] == "short" and _m(summary, v, "ppl_iw") is not None]
+
+
 def _clearly_higher(a: dict, b: dict) -> bool:
     """a's mean exceeds b's by more than their combined standard error."""
     if a["mean"] is None or b["mean"] is None:
@@ -401,7 +420,7 @@ def _findings(c: Config, summary: dict, results: dict) -> dict:
             "reproduced": all(r["metrics"]["kl"] > COLLAPSED_KL and r["metrics"]["active_units"] > c.latent_dim / 2
                               for r in runs),
         }
-    short = [v for v in summary if summary[v]["settings"]["corpus"] == "short" and _m(summary, v, "ppl_iw") is not None]
+    short = _short_corpus(summary)
     if len(short) >= 3:
         ppl = [_m(summary, v, "ppl_iw") for v in short]
         rho_mi = spearman(ppl, [_m(summary, v, "mi") for v in short])
@@ -463,9 +482,8 @@ def _figure_tradeoff(out: Path, summary: dict) -> str:
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
     for ax, key, label in ((axes[0], "mi", "MI (whole set)"), (axes[1], "active_units", "active units")):
-        for v, row in summary.items():
-            if row["settings"]["corpus"] != "short" or row["ppl_iw"]["mean"] is None:
-                continue
+        for v in _short_corpus(summary):
+            row = summary[v]
             ax.errorbar(row[key]["mean"], row["ppl_iw"]["mean"], xerr=row[key]["se"], yerr=row["ppl_iw"]["se"],
                         fmt="o", ms=4)
             ax.annotate(v, (row[key]["mean"], row["ppl_iw"]["mean"]), fontsize=7, xytext=(3, 3),
@@ -516,9 +534,12 @@ def _table(summary: dict) -> list[str]:
                      f"{_fmt(r['neg_elbo'])} | {_fmt(r['mi'])} | {_fmt(r['mi_minibatch'])} | "
                      f"{_fmt(r['active_units'])} | {_fmt(r['latent_use'])} | "
                      + " | ".join(_fmt(r[f"probe_{a}"], 2) for a in ATTRIBUTES) + f" | {r['collapsed']}/{r['runs']} |")
-    first = next(iter(summary.values()))
-    lines.append("| chance | | | | | | " + f"≤ {first['mi_cap']:.3g} | ≤ {_fmt(first['mi_minibatch_cap'])} | | | "
-                 + " | ".join(f"{first[f'probe_{a}_chance']:.2f}" for a in ATTRIBUTES) + " | |")
+    for corpus_variant in ("short", "long"):  # each corpus has its test set, and the long one its batch size
+        first = next((r for r in summary.values() if r["settings"]["corpus"] == corpus_variant), None)
+        if first is not None:
+            lines.append(f"| caps and chance ({corpus_variant}) | | | | | | ≤ {first['mi_cap']:.3g} | "
+                         f"≲ {_fmt(first['mi_minibatch_cap'])} | | | "
+                         + " | ".join(f"{first[f'probe_{a}_chance']:.2f}" for a in ATTRIBUTES) + " | |")
     return lines
 
 
@@ -529,10 +550,12 @@ def _report(r: dict) -> str:
          f"`{r['t5_folder']}`; {r['train_seconds']:.0f} s of training and measurement summed over the runs, "
          f"{r['seconds']:.0f} s of wall-clock time in all.",
          f"Recipe: {', '.join(f'{k}={v}' for k, v in BASE.items())}; phase 1 {c['phase1_epochs']} epoch(s), phase 2 "
-         f"{c['phase2_epochs']} epoch(s), β linear 0 → 1 over {c['anneal_epochs']} epoch(s) of phase 2; latent "
-         f"{c['latent_dim']}; AdamW lr {c['lr']}, ε {c['eps']}.", "",
+         f"{c['phase2_epochs']} epoch(s), β linear from 0 at {1 / c['anneal_epochs']:.3g} per epoch of phase 2, "
+         f"reaching {min(1.0, c['phase2_epochs'] / c['anneal_epochs']):.3g} (cyclical: {c['cycles']} cycles to 1); "
+         f"latent {c['latent_dim']}; AdamW lr {c['lr']}, ε {c['eps']}.", "",
          "Units: PPL per sub-word token (eos included), from the ELBO (a bound) and from importance-weighted "
-         f"log p(x) ({c['iw_samples']} samples); reconstruction, KL and −ELBO in nats per sentence; MI over the whole "
+         f"log p(x) ({c['iw_samples']} samples); reconstruction, KL and −ELBO in nats per sentence (per document "
+         "for the long corpus); MI over the whole "
          f"test set ({c['n_test']} sentences, at most log N) and, labelled, the text-VAE codes' minibatch "
          "estimator (at most about log B); AU: dimensions with Var_x E[z_d] > 0.01; latent use: nats of NLL "
          "lost when a sentence is decoded from another sentence's latent; probes: held-out accuracy of a "
@@ -541,7 +564,7 @@ def _report(r: dict) -> str:
     for name, fd in r["findings"].items():
         L.append(f"- **{name}**: {'reproduced' if fd['reproduced'] else 'not reproduced'} — rule: {fd['rule']}.")
         L.append("  " + "; ".join(f"{k} {_fmt(v)}" for k, v in fd.items() if k not in ("rule", "reproduced", "variants")))
-    ex = r.get("examples") or {}
+    ex = (r.get("examples") or {}).get(r["examples_variant"]) or {}
     if ex:
         L += ["", f"## Decoded (variant {r['examples_variant']}, seed {c['seeds'][0]}, greedy)", ""]
         for e in ex.get("reconstructions", []):
@@ -564,6 +587,8 @@ def pretrained_folder(c: Config, out: Path, progress: bool) -> Path:
         folder = Path(c.t5_folder)
         if not (folder / "config.json").is_file():
             raise value_error("t5_folder", f"expected a Hugging Face T5 folder with config.json, got {str(folder)!r}")
+        if not any((folder / f).is_file() for f in ("spiece.model", "tokenizer.json")):
+            raise value_error("t5_folder", f"{str(folder)!r} has no tokenizer (spiece.model or tokenizer.json)")
         return folder
     from . import t5_pretrain
 
@@ -585,12 +610,13 @@ def run(config: Config, out_dir: str | Path, *, progress: bool = True) -> dict:
     summary = _summary(results)
     say("[t5_vae] figures ...")
     figures = [_figure_curves(out, results), _figure_probes(out, summary)]
-    if sum(row["settings"]["corpus"] == "short" for row in summary.values()) >= 2:
+    if len(_short_corpus(summary)) >= 2:
         figures.insert(1, _figure_tradeoff(out, summary))
     shown = "two-phase" if "two-phase" in results else next(iter(results))
     res = {"study": "t5_vae", "config": config_to_dict(c), "build_info": build_info(), "t5_folder": str(folder),
            "runs": len(rows), "summary": summary, "findings": _findings(c, summary, results),
-           "examples_variant": shown, "examples": results[shown][0]["examples"], "figures": figures,
+           "examples_variant": shown, "examples": {v: runs[0]["examples"] for v, runs in results.items()},
+           "figures": figures,
            "train_seconds": round(sum(float(r.get("seconds") or 0) for r in rows), 1)}
     res["seconds"] = round(time.perf_counter() - start, 2)
     write_json(out / "results.json", res)

@@ -200,7 +200,8 @@ def evaluate(model: T5VAE, ids: torch.Tensor, *, batch_size: int = 128, iw_sampl
             for i, chunk in enumerate(ids.split(batch_size)):
                 mask = chunk.ne(model.pad_id)
                 dec = model.shift_right(chunk.masked_fill(~mask, -100))
-                m, ls = model.posterior(chunk, mask)
+                with torch.no_grad():
+                    m, ls = model.posterior(chunk, mask)
 
                 def decoder(z, dec=dec, b=chunk.shape[0]):
                     return model.decode_latent(dec.repeat_interleave(z.shape[0] // b, 0), z.to(m.dtype))
