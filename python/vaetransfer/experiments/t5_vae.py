@@ -547,8 +547,8 @@ def _report(r: dict) -> str:
     c = r["config"]
     L = ["# T5 → VAE finetuning (Park & Lee 2021)", "",
          f"{r['runs']} runs ({len(c['variants'])} variants × {len(c['seeds'])} seeds) finetuned from the T5 in "
-         f"`{r['t5_folder']}`; {r['train_seconds']:.0f} s of training and measurement summed over the runs, "
-         f"{r['seconds']:.0f} s of wall-clock time in all.",
+         f"`{r['t5_folder']}`; {r['train_seconds']:.0f} s of training and measurement summed over the runs; the "
+         f"last call of the study took {r['seconds']:.0f} s of wall-clock time (finished runs are reused).",
          f"Recipe: {', '.join(f'{k}={v}' for k, v in BASE.items())}; phase 1 {c['phase1_epochs']} epoch(s), phase 2 "
          f"{c['phase2_epochs']} epoch(s), β linear from 0 at {1 / c['anneal_epochs']:.3g} per epoch of phase 2, "
          f"reaching {min(1.0, c['phase2_epochs'] / c['anneal_epochs']):.3g} (cyclical: {c['cycles']} cycles to 1); "
