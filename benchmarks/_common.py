@@ -53,10 +53,21 @@ def in_subprocess(script: str, *args) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def python_loop_seconds(step, steps: int, warmup: int = 3) -> float:
-    """Seconds of ``steps`` calls of ``step()`` (a reference's optimisation step) after ``warmup``
-    untimed ones (allocator, lazy initialisation)."""
-    for _ in range(warmup):
+def python_training_seconds(module, batch_loss, steps: int, **adamw) -> float:
+    """Seconds of ``steps`` AdamW steps (``adamw``: its arguments) of a PyTorch ``module`` in
+    training mode on ``batch_loss(generator)``, a batch's loss drawn with a seeded generator,
+    after 3 untimed steps (allocator, lazy initialisation)."""
+    opt = torch.optim.AdamW(module.parameters(), **adamw)
+    module.train()
+    g = torch.Generator().manual_seed(0)
+
+    def step():
+        loss = batch_loss(g)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(3):
         step()
     start = time.perf_counter()
     for _ in range(steps):

@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from _common import header, python_loop_seconds
+from _common import header, python_training_seconds
 import vaetransfer as vt
 from vaetransfer.text import T5, T5Config, span_corrupt
 
@@ -51,18 +51,11 @@ def ours(cfg: T5Config, ids, labels, steps: int, batch: int) -> float:
 
 
 def reference(hf, ids, mask, labels, steps: int, batch: int) -> float:
-    opt = torch.optim.AdamW(hf.parameters(), lr=1e-3, weight_decay=0.0)
-    hf.train()
-    g = torch.Generator().manual_seed(0)
-
-    def step():
+    def batch_loss(g):
         idx = torch.randint(0, len(ids), (batch,), generator=g)
-        loss = hf(input_ids=ids[idx], attention_mask=mask[idx], labels=labels[idx], use_cache=False).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        return hf(input_ids=ids[idx], attention_mask=mask[idx], labels=labels[idx], use_cache=False).loss
 
-    return python_loop_seconds(step, steps)
+    return python_training_seconds(hf, batch_loss, steps, lr=1e-3, weight_decay=0.0)
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from _common import header, python_loop_seconds
+from _common import header, python_training_seconds
 import vaetransfer as vt
 from vaetransfer.text import T5, T5Config, T5VAE, T5VAEConfig
 
@@ -116,18 +116,11 @@ def ours(model: T5VAE, ids, steps: int, batch: int, pooling: str) -> float:
 
 
 def reference(ref: Reference, ids, steps: int, batch: int) -> float:
-    opt = torch.optim.AdamW(ref.parameters(), lr=1e-3, eps=1e-3, weight_decay=0.0)
-    ref.train()
-    g = torch.Generator().manual_seed(0)
-
-    def step():
+    def batch_loss(g):
         idx = torch.randint(0, len(ids), (batch,), generator=g)
-        loss = ref.loss(ids[idx], torch.randn(batch, LATENT, generator=g))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        return ref.loss(ids[idx], torch.randn(batch, LATENT, generator=g))
 
-    return python_loop_seconds(step, steps)
+    return python_training_seconds(ref, batch_loss, steps, lr=1e-3, eps=1e-3, weight_decay=0.0)
 
 
 def main() -> None:
