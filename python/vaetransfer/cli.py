@@ -8,27 +8,55 @@ import sys
 from ._C import ArgumentError, ArgumentTypeError
 
 
+def _execution(args):
+    from .studies import Execution
+
+    return Execution(executor=args.executor, workers=args.workers, threads=args.threads, address=args.address,
+                     cpus_per_run=args.cpus_per_run)
+
+
+def _add_execution(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("execution (not part of the study's identity: a re-run with other values resumes)")
+    g.add_argument("--executor", default="local", help="local (worker processes, default) or ray")
+    g.add_argument("--workers", type=int, default=1, help="local: runs in parallel (default 1)")
+    g.add_argument("--threads", type=int, default=None, help="torch threads per run (default: torch's)")
+    g.add_argument("--address", default=None, help="ray: a running cluster ('auto', 'ray://host:10001')")
+    g.add_argument("--cpus-per-run", type=float, default=1.0, help="ray: CPUs reserved per run (default 1)")
+
+
 def _run(args) -> int:
-    from . import experiments
+    from . import studies
 
     if args.list:
-        for name in experiments.available():
-            study = experiments.get(name)
-            print(f"{name}  (presets: {', '.join(study.PRESETS)})\n    {experiments.describe(study)}")
+        for name in studies.available():
+            s = studies.get_study(name)
+            print(f"{name}  (presets: {', '.join(s.presets)})\n    {studies.describe(name)}")
         return 0
     if not args.study or not args.out:
         args.parser.error("expected a study and --out DIR (or --list)")
-    experiments.run_study(args.study, args.out, preset=args.preset, config_file=args.config, sets=args.set,
-                          progress=not args.quiet)
+    studies.run_study(args.study, args.out, preset=args.preset, config_file=args.config, sets=args.set,
+                      execution=_execution(args), progress=not args.quiet)
     return 0
 
 
 def _quickstart(args) -> int:
-    from . import experiments
+    from . import studies
 
     sets = [f"{key}={value}" for key, value in (("seed", args.seed), ("steps", args.steps), ("n", args.n),
                                                 ("similarity_n", args.similarity_n)) if value is not None]
-    experiments.run_study("quickstart", args.out, preset="small", sets=sets, progress=not args.quiet)
+    studies.run_study("quickstart", args.out, preset="small", sets=sets, execution=_execution(args),
+                      progress=not args.quiet)
+    return 0
+
+
+def _findings(args) -> int:
+    from . import studies
+
+    if args.json:
+        for row in studies.findings_rows(args.dirs):
+            print(json.dumps(row))
+    else:
+        print(studies.findings_table(args.dirs))
     return 0
 
 
@@ -59,14 +87,15 @@ def main(argv: list[str] | None = None) -> int:
                        description="Runs a study into --out: results.json, figures and index.md. The config is the "
                                    "preset, then --config's values, then each --set; a re-run with the same config "
                                    "resumes, another config needs another --out.")
-    p.add_argument("study", nargs="?", help="the study (a module of vaetransfer.experiments)")
+    p.add_argument("study", nargs="?", help="the study (vaetransfer run --list)")
     p.add_argument("--list", action="store_true", help="list the studies and their presets")
-    p.add_argument("--preset", default="small", help="smoke (seconds), small (default; a laptop) or paper")
+    p.add_argument("--preset", default="small", help="smoke (seconds), small (default; this machine) or paper")
     p.add_argument("--config", metavar="FILE.json", help="a JSON object of config values over the preset")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config value (dotted keys for nested configs; JSON values, e.g. betas=[1,4])")
     p.add_argument("--out", metavar="DIR", help="output directory")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    _add_execution(p)
     p.set_defaults(func=_run, parser=p)
 
     p = sub.add_parser("quickstart", help="the quickstart study, preset small (= run quickstart --preset small)")
@@ -76,7 +105,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=None, help="= --set n=... (dSprites images to train on; 0: all)")
     p.add_argument("--similarity-n", type=int, default=None, help="= --set similarity_n=... (images of the heatmaps)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    _add_execution(p)
     p.set_defaults(func=_quickstart)
+
+    p = sub.add_parser("findings", help="one table of the findings of study outputs: what reproduced where",
+                       description="Reads each DIR's results.json and prints every finding with its verdict "
+                                   "(reproduced, not reproduced, undecided and why).")
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="study output directories (or results.json files)")
+    p.add_argument("--json", action="store_true", help="one JSON object per finding and line")
+    p.set_defaults(func=_findings)
 
     # Options are parsed by vaetransfer.train.train_main (`vaetransfer train --help`).
     p = sub.add_parser("train", help="train a VAE; a half-finished run resumes", add_help=False)

@@ -121,6 +121,9 @@ class TrainConfig:
     dataset: str | None = None    # a description of the data (informative)
     keep_best: bool = False       # early stopping: keep the weights of the lowest eval_loss (best.pt)
 
+    #: Fields that say how a run executes, not what it computes: a run resumes under other values.
+    EXECUTION_FIELDS = ("device", "threads")
+
     def to_dict(self) -> dict:
         d = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
         d["optimizer"] = _plain(asdict(self.optimizer))
@@ -281,6 +284,11 @@ def load_run(out_dir: str | os.PathLike) -> Run:
     return Run(out_dir)
 
 
+def _science(config: dict) -> dict:
+    """A saved TrainConfig without its execution fields: what decides whether a run may resume."""
+    return {k: v for k, v in config.items() if k not in TrainConfig.EXECUTION_FIELDS}
+
+
 def _fingerprint(ds: Dataset, with_labels: bool) -> dict:
     x = ds.images
     fp = {"n": int(x.shape[0]), "shape": list(x.shape[1:]), "dtype": str(x.dtype).replace("torch.", ""),
@@ -382,7 +390,7 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
         fp["eval"] = _fingerprint(eval_set, needs_labels)
     if (out / "config.json").exists():
         saved = json.loads((out / "config.json").read_text())
-        if saved != config.to_dict():
+        if _science(saved) != _science(config.to_dict()):
             raise value_error("config", f"{out} holds a run with a different config; use another out_dir")
         saved_fp = json.loads((out / "data.json").read_text()) if (out / "data.json").exists() else fp
         if saved_fp != fp:

@@ -50,7 +50,7 @@ def _value_text(v: Any) -> str:
 
 @dataclass
 class Declaration:
-    """``job`` (a key of :data:`vaetransfer.sweep.jobs.JOBS`), its ``base`` config as JSON, and
+    """``job`` (a key of :data:`vaetransfer.sweep.jobs.JOBS` or ``"module:attr"``), its ``base`` config as JSON, and
     the axes. See the module docstring."""
 
     job: str
@@ -59,8 +59,7 @@ class Declaration:
     zip: list = field(default_factory=list)
 
     def __post_init__(self):
-        if not isinstance(self.job, str) or self.job not in jobs.JOBS:
-            raise value_error("job", f"expected one of {sorted(jobs.JOBS)}, got {self.job!r}")
+        jobs.get_job(self.job)  # a known kind (names the argument 'job' otherwise)
         if not isinstance(self.base, Mapping):
             raise type_error("base", f"expected a JSON object (the {self.job} job's config), got "
                                      f"{type(self.base).__name__}")
@@ -135,7 +134,7 @@ class Declaration:
         """The runs, each resolved and validated by the job kind. A bad axis name or value is an
         ArgumentError naming the axis (each value is first tried alone on the base config);
         a combination the job rejects names the run."""
-        job = jobs.JOBS[self.job]
+        job = jobs.get_job(self.job)
         job.resolve(copy.deepcopy(self.base), {})  # the base alone must be valid
         for name in self.axes:
             for v in self._values(name):

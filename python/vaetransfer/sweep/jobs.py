@@ -1,4 +1,5 @@
-"""What one run of a sweep does, by job kind (a new kind is one class and one entry in :data:`JOBS`).
+"""What one run of a sweep does, by job kind (a new kind is one class and one entry in :data:`JOBS`,
+or a class anywhere named as ``"module:attr"``).
 
 * ``train``: a :class:`vaetransfer.TrainConfig` (its JSON) plus ``data`` — a registered data set by
   name with an optional subset, class label and held-out split (:class:`DataSpec`) — and an
@@ -7,8 +8,9 @@
   run's config). Axes are TrainConfig fields (``seed``, ``objective.beta``,
   ``model.latent_dim``, ``optimizer.lr``) or ``data.*``. Metrics: the last history row, the last
   held-out evaluation (``eval_*``) and the hook's values.
-* ``study``: ``{"study": name, "preset": p, "config": {values over the preset}}``; axes are the
-  study's config fields. Metrics: the numbers of the study's ``results.json`` (nested keys dotted).
+* ``"module:attr"``: a job kind defined elsewhere (an object, or a class to instantiate, with
+  ``resolve`` and ``execute`` as below), e.g. ``vaetransfer.studies.sweep_job:StudyJob``, which runs
+  a whole study per run; the sweep layer imports nothing above it.
 * ``function``: ``{"function": "module:function", "args": {...}}``; axes are keys of ``args``.
   The function is called as ``function(args, run_dir) -> dict`` of metrics.
 
@@ -33,7 +35,7 @@ from typing import Any, Callable, Mapping
 
 from .._checks import type_error, value_error
 
-__all__ = ["JOBS", "DataSpec", "execute", "RESULT_FILE", "PROGRESS_FILE", "read_progress"]
+__all__ = ["JOBS", "get_job", "DataSpec", "execute", "RESULT_FILE", "PROGRESS_FILE", "read_progress"]
 
 RESULT_FILE = "result.json"      #: written when a run has finished (metrics, status)
 PROGRESS_FILE = "progress.json"  #: the step a running run has reached, its pid and host
@@ -87,7 +89,7 @@ class DataSpec:
 
     @classmethod
     def from_dict(cls, d: Mapping | None) -> "DataSpec":
-        from ..experiments import config_from_dict
+        from ..config import config_from_dict
         from .. import data as vdata
 
         spec = config_from_dict(cls, d or {}, argument="data")
@@ -146,7 +148,7 @@ class TrainJob:
         self._models: dict[str, None] = {}  # model configs already built once (validated)
 
     def resolve(self, base: dict, params: Mapping[str, Any]) -> dict:
-        from ..experiments import _coerce, _hints
+        from ..config import coerce, field_hints
         from ..nn import build_model
         from ..objectives import make_objective
         from ..regularizers import make_regularizer
@@ -164,11 +166,11 @@ class TrainJob:
         label = d.pop("label", None)
         if label is not None and not isinstance(label, str):
             raise type_error("label", f"expected a string, got {label!r}")
-        hints = _hints(TrainConfig)
+        hints = field_hints(TrainConfig)
         for key in ("steps", "batch_size", "seed", "snapshot_every", "keep_snapshots", "metrics_every", "eval_every",
                     "eval_batch_size", "data_scale", "device", "threads", "init_from", "dataset"):
             if key in d:
-                d[key] = _coerce(d[key], hints[key], key)
+                d[key] = coerce(d[key], hints[key], key)
         config = TrainConfig.from_dict(d)
         config.objective = config.objective.typed()
         config.regularizers = tuple(r.typed() for r in config.regularizers)
@@ -224,48 +226,6 @@ def _number(v):
     return f if math.isfinite(f) else None
 
 
-# ---------------------------------------------------------------------------------- study
-class StudyJob:
-    """A study run (see the module docstring)."""
-
-    def resolve(self, base: dict, params: Mapping[str, Any]) -> dict:
-        from .. import experiments
-
-        unknown = set(base) - {"study", "preset", "config"}
-        if unknown:
-            raise value_error("base", f"unknown keys {sorted(unknown)}; a study job has study, preset, config")
-        if "study" not in base:
-            raise value_error("base", "expected the study's name under 'study'")
-        preset = base.get("preset", "small")
-        config = experiments.make_config(base["study"], preset)
-        config = experiments.override(config, base.get("config") or {})
-        config = experiments.override(config, params)
-        name = experiments.get(base["study"]).__name__.rsplit(".", 1)[-1]
-        return {"study": name, "preset": preset, "config": experiments.config_to_dict(config)}
-
-    def execute(self, config: dict, run_dir: Path, report: Callable[[int, int], None]) -> dict:
-        from .. import experiments
-
-        study = experiments.get(config["study"])
-        cfg = experiments.config_from_dict(study.Config, config["config"])
-        results = experiments.run_study(config["study"], run_dir, preset=config["preset"], config=cfg,
-                                        progress=False)
-        return _flatten_numbers(results)
-
-
-def _flatten_numbers(d: Mapping, prefix: str = "", depth: int = 3) -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}.{k}" if prefix else str(k)
-        if isinstance(v, bool):
-            continue
-        if isinstance(v, (int, float)):
-            out[key] = _number(v)
-        elif isinstance(v, Mapping) and depth > 1:
-            out.update(_flatten_numbers(v, key, depth - 1))
-    return out
-
-
 # ---------------------------------------------------------------------------------- function
 class FunctionJob:
     """Any importable function of (args, run_dir) (see the module docstring)."""
@@ -291,7 +251,28 @@ class FunctionJob:
 
 
 #: Job kinds by name.
-JOBS = {"train": TrainJob(), "study": StudyJob(), "function": FunctionJob()}
+JOBS = {"train": TrainJob(), "function": FunctionJob()}
+_EXTERNAL: dict[str, Any] = {}
+
+
+def get_job(kind: str):
+    """The job kind ``kind``: a name of :data:`JOBS`, or ``"module:attr"`` naming an object (or a
+    class, instantiated once) with ``resolve(base, params)`` and ``execute(config, run_dir, report)``."""
+    if isinstance(kind, str) and kind in JOBS:
+        return JOBS[kind]
+    if not isinstance(kind, str) or kind.count(":") != 1:
+        raise value_error("job", f"expected one of {sorted(JOBS)} or 'module:attr', got {kind!r}")
+    if kind not in _EXTERNAL:
+        module, name = kind.split(":")
+        try:
+            obj = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as exc:
+            raise value_error("job", f"cannot import the job kind {kind!r}: {exc}") from exc
+        obj = obj() if isinstance(obj, type) else obj
+        if not (callable(getattr(obj, "resolve", None)) and callable(getattr(obj, "execute", None))):
+            raise type_error("job", f"{kind!r} has no resolve and execute methods")
+        _EXTERNAL[kind] = obj
+    return _EXTERNAL[kind]
 
 
 # ---------------------------------------------------------------------------------- worker side
@@ -339,7 +320,7 @@ def execute(job: str, run_id: str, config: dict, run_dir: str | os.PathLike, thr
         report(0, 0, force=True)
         start = time.perf_counter()
         try:
-            metrics, status, error = JOBS[job].execute(config, run_dir, report), "done", None
+            metrics, status, error = get_job(job).execute(config, run_dir, report), "done", None
         except TrainingDivergedError as exc:  # deterministic: a retry would diverge again
             metrics, status, error = {}, "diverged", str(exc)
         result = {"status": status, "metrics": metrics, "error": error, "host": socket.gethostname(),

@@ -1,0 +1,121 @@
+"""Studies: one module per study (science only), one pipeline that runs them all.
+
+``vaetransfer run <study> --preset small --out DIR`` or :func:`run_study`. A study module defines
+``Config`` (a dataclass; ``Config()`` is the ``small`` preset), ``PRESETS`` and ``STUDY``, a
+:class:`~vaetransfer.studies.pipeline.Study` that declares its stages (sweeps of function jobs), its
+analysis, figures, findings and report sections; :mod:`vaetransfer.studies.pipeline` does the rest.
+A new study is one module plus one line in :data:`REGISTRY`.
+
+Execution settings (:class:`Execution`: executor, workers, threads, Ray address, CPUs per run) are
+given beside the config, never inside it: an output directory is pinned to one study and one config
+(``study.json``), and a re-run under other execution settings resumes it.
+"""
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import os
+import types
+from pathlib import Path
+from typing import Any, Iterable
+
+from .._checks import type_error, value_error
+from ..config import apply_sets, config_from_dict, config_to_dict, merge, override
+from .pipeline import (STUDY_FILE, Context, Execution, Finding, Job, RunResult, Stage, Study, Verdict, run as _run, step,
+                       undecided)
+from .report import findings_rows, findings_table
+
+__all__ = ["REGISTRY", "available", "get", "get_study", "describe", "make_config", "run_study", "Study", "Stage",
+           "Finding", "Verdict", "undecided", "Execution", "RunResult", "Job", "Context", "step", "findings_rows",
+           "findings_table", "config_to_dict", "config_from_dict", "override", "STUDY_FILE"]
+
+#: Registered studies: name → module (imported when first asked for).
+REGISTRY: dict[str, str] = {
+    "quickstart": "vaetransfer.studies.quickstart",
+    "transfer": "vaetransfer.studies.transfer",
+    "rate_distortion": "vaetransfer.studies.rate_distortion",
+    "finetune_similarity": "vaetransfer.studies.finetune_similarity",
+    "rr_pretraining": "vaetransfer.studies.rr_pretraining",
+    "t5_pretrain": "vaetransfer.studies.t5_pretrain",
+    "t5_vae": "vaetransfer.studies.t5_vae",
+}
+
+
+def available() -> list[str]:
+    """The registered studies' names."""
+    return sorted(REGISTRY)
+
+
+def get(name: str | types.ModuleType) -> types.ModuleType:
+    """The module of study ``name`` (a study module is returned as is); unknown:
+    :class:`vaetransfer.ArgumentError` naming ``study``."""
+    if isinstance(name, types.ModuleType):
+        if not isinstance(getattr(name, "STUDY", None), Study):
+            raise value_error("study", f"module {name.__name__} declares no STUDY")
+        return name
+    if not isinstance(name, str):
+        raise type_error("study", f"expected a study name, got {type(name).__name__}")
+    if name not in REGISTRY:
+        raise value_error("study", f"unknown study {name!r}; available: {', '.join(available())}")
+    return importlib.import_module(REGISTRY[name])
+
+
+def get_study(name: str | types.ModuleType | Study) -> Study:
+    """The :class:`Study` declaration of ``name``."""
+    return name if isinstance(name, Study) else get(name).STUDY
+
+
+def describe(name: str | types.ModuleType) -> str:
+    """The first line of a study module's docstring."""
+    doc = (get(name).__doc__ or "").strip()
+    return doc.splitlines()[0] if doc else ""
+
+
+def make_config(study: str | types.ModuleType | Study, preset: str = "small",
+                config_file: str | os.PathLike | None = None, sets: Iterable[str] = ()) -> Any:
+    """A study's ``Config``: the preset, then the values of a JSON file (an object, possibly
+    partial and nested), then ``key=value`` overrides (dotted keys reach nested dataclasses;
+    values parse as JSON, else as a plain string). Every value is checked against its field's
+    type; errors are :class:`vaetransfer.ArgumentError` / ``ArgumentTypeError`` naming the key
+    (``preset``, ``config_file`` or ``set`` for the arguments themselves)."""
+    s = get_study(study)
+    if not isinstance(preset, str):
+        raise type_error("preset", f"expected a preset name, got {type(preset).__name__}")
+    if preset not in s.presets:
+        raise value_error("preset", f"unknown preset {preset!r} of study {s.name!r}; presets: {', '.join(s.presets)}")
+    config = copy.deepcopy(s.presets[preset])
+    if config_file is not None:
+        path = Path(config_file)
+        try:
+            values = json.loads(path.read_text())
+        except OSError as exc:
+            raise value_error("config_file", f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise value_error("config_file", f"{str(path)!r} is not valid JSON: {exc}") from exc
+        if not isinstance(values, dict):
+            raise value_error("config_file", f"{str(path)!r} must hold a JSON object of config fields")
+        config = merge(config, values, "")
+    return apply_sets(config, sets)
+
+
+def run_study(name: str | types.ModuleType | Study, out_dir: str | os.PathLike, *, preset: str = "small",
+              config_file: str | os.PathLike | None = None, sets: Iterable[str] = (), config: Any = None,
+              execution: Execution | None = None, progress: bool = True) -> dict:
+    """Builds the study's config (:func:`make_config`; or takes ``config``, a whole ``Config`` of
+    the study, recorded under ``preset``), pins ``out_dir`` to it (``study.json``) and runs the study
+    there under ``execution`` (default: one local worker); returns its results.
+
+    An out_dir holding another study or another config is refused (ArgumentError naming
+    ``out_dir``); the same study and config again — under any execution settings — resumes it.
+    """
+    s = get_study(name)
+    if config is None:
+        config = make_config(s, preset, config_file, sets)
+    elif not isinstance(config, s.config):
+        raise type_error("config", f"expected a {s.name}.Config, got {type(config).__name__}")
+    elif config_file is not None or sets:
+        raise value_error("config", "give either a whole config or config_file/sets, not both")
+    if execution is not None and not isinstance(execution, Execution):
+        raise type_error("execution", f"expected an Execution, got {type(execution).__name__}")
+    return _run(s, config, out_dir, execution=execution, preset=preset, progress=progress)

@@ -1,0 +1,392 @@
+"""Quickstart: the data sets, two β-VAEs on dSprites trained from different seeds, and how similar their layers are.
+
+What it shows: sample grids of dSprites and Tetrominoes and one-factor-at-a-time traversals (with
+``data_stats``: sizes, generation times and statistics of both full sets); β-VAEs on dSprites
+(Locatello conv architecture), β = ``betas[0]`` from seed ``seed`` and β = ``betas[1]`` from seed
+``seed + 1``, their loss curves, reconstructions and latent traversals; layer × layer linear CKA (and
+Procrustes) heatmaps between the two. With ``same_seed_baseline``, a third model (β = ``betas[1]``
+from seed ``seed``, the same initial weights as the first) is compared with the first only as a
+labelled baseline: models that start from the same weights look alike by construction, so
+comparisons must use different seeds.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .. import data, plots, similarity
+from .._checks import value_error
+from ..nn import ModelConfig
+from ..objectives import ObjectiveConfig
+from ..train import OptimizerConfig, TrainConfig, load_run, train
+from .pipeline import Finding, Stage, Study, Verdict, undecided
+from .report import fmt, markdown_table
+
+
+@dataclass
+class Config:
+    """The quickstart study (``vaetransfer run quickstart --set key=value``)."""
+
+    seed: int = 0                            # β[0] trains from seed, β[1] from seed + 1; data subset, picks
+    betas: tuple[float, float] = (1.0, 8.0)  # the β of the two compared models
+    steps: int = 1500                        # training steps of each model
+    n: int = 16384                           # dSprites images to train on (0: all 737,280)
+    batch_size: int = 64
+    lr: float = 1e-4                         # Adam learning rate
+    similarity_n: int = 1000                 # dSprites images of the CKA / Procrustes heatmaps
+    procrustes: bool = True                  # Procrustes heatmaps besides CKA
+    same_seed_baseline: bool = True          # train β[1] from seed too, shown as the invalid baseline
+    data_stats: bool = True                  # generate both full data sets for their statistics
+
+    def __post_init__(self):
+        for name, low in (("seed", 0), ("steps", 1), ("n", 0), ("batch_size", 1), ("similarity_n", 4)):
+            if getattr(self, name) < low:
+                raise value_error(name, f"expected >= {low}, got {getattr(self, name)}")
+        for name in ("n", "similarity_n"):
+            if getattr(self, name) > data.DSPRITES_COUNT:
+                raise value_error(name, f"expected at most {data.DSPRITES_COUNT:,} (dSprites), got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise value_error("lr", f"expected > 0, got {self.lr}")
+        if any(b < 0 for b in self.betas):
+            raise value_error("betas", f"expected β >= 0, got {list(self.betas)}")
+
+
+PRESETS: dict[str, Config] = {
+    # The tests: seconds, figures only from rows of the data sets.
+    "smoke": Config(steps=20, n=512, similarity_n=64, procrustes=True, data_stats=False),
+    # A laptop CPU: the former `vaetransfer quickstart`.
+    "small": Config(steps=1500, n=16384, similarity_n=1000),
+    # "How good are VAEs at transfer learning?" Table 5: 300k steps, batch 64, Adam 1e-4, all images.
+    "paper": Config(steps=300_000, n=0, batch_size=64, lr=1e-4, similarity_n=5000),
+}
+
+
+@dataclass(frozen=True)
+class _Model:
+    dir: str      # run directory under out_dir
+    beta: float
+    seed: int
+    label: str
+    baseline: bool = False
+
+
+def _models(c: Config) -> list[_Model]:
+    """The compared pair (different seeds) and, with ``same_seed_baseline``, the baseline model."""
+    (b0, b1), s = c.betas, c.seed
+    models = [_Model(f"beta_{b0:g}_seed_{s}", b0, s, f"β={b0:g}, seed {s}"),
+              _Model(f"beta_{b1:g}_seed_{s + 1}", b1, s + 1, f"β={b1:g}, seed {s + 1}")]
+    if c.same_seed_baseline:
+        models.append(_Model(f"beta_{b1:g}_seed_{s}", b1, s, f"β={b1:g}, seed {s}", True))
+    return models
+
+
+def _train_config(c: Config, m: _Model) -> TrainConfig:
+    return TrainConfig(model=ModelConfig(), objective=ObjectiveConfig(name="beta-vae", beta=float(m.beta)),
+                       optimizer=OptimizerConfig(lr=c.lr), steps=c.steps, batch_size=c.batch_size, seed=m.seed,
+                       snapshot_every=max(1, c.steps // 4),
+                       dataset="dsprites" + (f"[{c.n}]" if c.n else ""))
+
+
+def _train_rows(c: Config) -> torch.Tensor | None:
+    """The dSprites rows the models train on: ``n`` spread over the factor grid (None: all)."""
+    if not c.n:
+        return None
+    return torch.randperm(data.DSPRITES_COUNT, generator=torch.Generator().manual_seed(c.seed))[:c.n].sort().values
+
+
+def _timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, time.perf_counter() - start
+
+
+def _mean_pixel(images: torch.Tensor) -> float:
+    # Chunked: one reduction over the whole uint8 set would widen it to 8 bytes a pixel.
+    total = sum(int(chunk.sum()) for chunk in images.split(16_384))
+    return total / images.numel()
+
+
+# ---------------------------------------------------------------------------------- data sets
+_DATA_FIGURES = ("dsprites_samples.png", "dsprites_shapes.png", "tetrominoes_samples.png", "tetrominoes_factors.png")
+
+
+def _data_section(out: Path, c: Config) -> dict:
+    """Sample grids and factor traversals of both data sets (written to ``out``) and their sizes."""
+    gen = torch.Generator().manual_seed(c.seed)
+    pick = torch.randperm(data.DSPRITES_COUNT, generator=gen)[:64]
+    sprites = data.dsprites(pick)
+    names = [data.DSPRITES_SHAPES[int(v) - 1] for v in sprites.latents_values[:, 1]]
+    plots.save_figure(plots.image_grid(sprites.imgs, 8, titles=names, suptitle="dSprites: random samples"),
+                      out / "dsprites_samples.png")
+    pick = torch.randperm(data.TETROMINOES_COUNT, generator=gen)[:64]
+    plots.save_figure(plots.image_grid(data.tetrominoes(pick, seed=c.seed).images, 8,
+                                       suptitle="Tetrominoes: random samples"),
+                      out / "tetrominoes_samples.png")
+
+    # One row per factor, the others held at mid-range: shows each factor's effect.
+    steps = 8
+    lows = torch.tensor([lo for lo, _ in data.TETROMINOES_RANGES], dtype=torch.float64)
+    highs = torch.tensor([hi for _, hi in data.TETROMINOES_RANGES], dtype=torch.float64)
+    base = torch.tensor([30.0, 0.55, 4.0, 0.5, 0.5], dtype=torch.float64)
+    rows = []
+    for f in range(len(data.TETROMINOES_FACTORS)):
+        sweep = base.repeat(steps, 1)
+        sweep[:, f] = torch.linspace(float(lows[f]), float(highs[f]), steps + (f == 0))[:steps]
+        rows.append(sweep)
+    plots.save_figure(plots.image_grid(data.render_tetrominoes(torch.cat(rows)), steps,
+                                       row_labels=list(data.TETROMINOES_FACTORS),
+                                       suptitle="Tetrominoes: one factor at a time"),
+                      out / "tetrominoes_factors.png")
+    classes = torch.tensor([[0, s, 5, o, 16, 16] for s in range(3) for o in range(0, 40, 5)])
+    plots.save_figure(plots.image_grid(data.render_dsprites(classes), 8, row_labels=list(data.DSPRITES_SHAPES),
+                                       suptitle="dSprites: shapes × orientation"),
+                      out / "dsprites_shapes.png")
+
+    result = {"dsprites": {"count": data.DSPRITES_COUNT, "image_shape": [64, 64]},
+              "tetrominoes": {"count": data.TETROMINOES_COUNT, "image_shape": [3, 32, 32], "seed": c.seed}}
+    if c.data_stats:
+        full, seconds = _timed(data.dsprites)
+        result["dsprites"].update(bytes=full.imgs.numel(), seconds=round(seconds, 3),
+                                  mean_pixel=round(_mean_pixel(full.imgs), 5))
+        del full
+        full, seconds = _timed(data.tetrominoes, seed=c.seed)
+        result["tetrominoes"].update(bytes=full.images.numel(), seconds=round(seconds, 3),
+                                     bin_counts_per_factor=[torch.bincount(full.bins[:, f]).tolist()
+                                                            for f in range(full.bins.shape[1])])
+    return result
+
+
+# ---------------------------------------------------------------------------------- training
+
+
+# ---------------------------------------------------------------------------------- training (the one stage)
+def _train_runs(c: Config, earlier) -> list[dict]:
+    return [{"model": m.dir, "beta": m.beta, "seed": m.seed, "baseline": m.baseline} for m in _models(c)]
+
+
+def _model_of(c: Config, row: dict) -> _Model:
+    return next(m for m in _models(c) if m.dir == row["model"])
+
+
+def _train_one(c: Config, row: dict, job) -> dict:
+    """Trains one β-VAE (resuming a half-finished run) and summarises its loss curve."""
+    m = _model_of(c, row)
+    run, seconds = _timed(train, _train_config(c, m), data.dsprites(_train_rows(c)), job.run_dir, progress=False)
+    loss = run.history["loss"]
+    window = max(1, min(50, len(loss) // 5))  # first and last windows never overlap
+    return {"steps": run.step, "loss_first": round(float(loss[:window].mean()), 2),
+            "loss_last": round(float(loss[-window:].mean()), 2),
+            "kl_last": round(float(run.history["kl"][-window:].mean()), 3), "window": window,
+            "seconds": round(seconds, 1)}
+
+
+# ---------------------------------------------------------------------------------- analysis
+_LABELS = {"cka": "CKA", "procrustes": "Procrustes similarity"}
+BASELINE_NOTE = "same initial weights — not a valid comparison, shown to illustrate why seeds must differ"
+
+
+def _similarity(c: Config, runs: dict, ctx) -> dict:
+    """All layer pairs of the first model against each other model, per measure (one engine call
+    per measure: the first model's layers are fitted once for all pairs)."""
+    models = _models(c)
+    a, others = models[0], models[1:]
+    measures = ["cka"] + (["procrustes"] if c.procrustes else [])
+    step_ = max(1, data.DSPRITES_COUNT // c.similarity_n)
+    x = data.dsprites(torch.arange(0, data.DSPRITES_COUNT, step_)[:c.similarity_n]).float_images()
+    # z = mean + σ·ε in `sampled` and the decoder: each model draws ε from its own seed.
+    acts, t_acts = _timed(lambda: {m: similarity.activations(load_run(runs[m.dir].dir).model(), x, seed=m.seed)
+                                   for m in models})
+    layers = list(acts[a])
+    seconds = {"activations": round(t_acts, 2)}
+    pairs = {m.dir: {"a": a.dir, "b": m.dir, "a_seed": a.seed, "b_seed": m.seed, "baseline": m.baseline}
+             for m in others}
+    for measure in measures:
+        values, t = _timed(similarity.similarity_matrices, [acts[a]], [acts[m] for m in others], measure,
+                           progress=None if ctx.progress else False)
+        seconds[measure] = round(t, 2)
+        for j, m in enumerate(others):
+            v = values[0, j]
+            matrix = similarity.SimilarityMatrix(v, layers, layers, measure, n=len(x))
+            pairs[m.dir][measure] = {
+                "diagonal": {name: round(float(d), 4) for name, d in zip(layers, v.diagonal())},
+                "matrix": [[round(float(e), 4) for e in row] for row in v],
+                **{k: round(q, 4) for k, q in matrix.quadrants().items()}}
+    return {"n": len(x), "layers": layers, "encoder_layers": similarity.encoder_layers(layers), "seconds": seconds,
+            "pairs": pairs}
+
+
+def _analyse(c: Config, runs: dict, ctx) -> dict:
+    train_runs = {r.row["model"]: r for r in runs["train"]}
+    models = {m.dir: {"label": m.label, "beta": m.beta, "seed": m.seed, "baseline": m.baseline,
+                      **{k: v for k, v in train_runs[m.dir].measured.items()}} for m in _models(c)}
+    key = {d: r.measured["steps"] for d, r in train_runs.items()}
+    ctx.say("data sets: sample grids and factor traversals ...")
+    data_summary = ctx.step("data", lambda: _data_section(ctx.out, c), outputs=[ctx.out / f for f in _DATA_FIGURES])
+    ctx.say(f"similarity heatmaps on {c.similarity_n:,} images ...")
+    sim = ctx.step("similarity", lambda: _similarity(c, train_runs, ctx), key=key)
+    return {"data": data_summary, "models": models, "similarity": sim}
+
+
+# ---------------------------------------------------------------------------------- figures
+def _figures(c: Config, analysis: dict, ctx) -> list[str]:
+    out, models, sim = ctx.out, _models(c), analysis["similarity"]
+    main = [m for m in models if not m.baseline]
+    dirs = {r.row["model"]: r.dir for r in ctx.runs["train"]}
+    runs = {m.dir: load_run(dirs[m.dir]) for m in models}
+    figures = list(_DATA_FIGURES) + ["loss_curves.png", "reconstructions.png"] + \
+        [f"traversal_{m.dir}.png" for m in main]
+    plots.save_figure(plots.loss_curves({m.label + (" (same-seed baseline)" if m.baseline else ""): runs[m.dir].history
+                                         for m in models}, title=f"β-VAE on dSprites ({c.steps} steps)"),
+                      out / "loss_curves.png")
+    rows = _train_rows(c)
+    pick = torch.randperm(c.n or data.DSPRITES_COUNT, generator=torch.Generator().manual_seed(c.seed + 1))[:8]
+    x = data.dsprites(pick if rows is None else rows[pick]).imgs.unsqueeze(1).float()
+    nets = {m.dir: runs[m.dir].model() for m in main}
+    plots.save_figure(plots.reconstructions({m.label: nets[m.dir] for m in main}, x, title="inputs and reconstructions"),
+                      out / "reconstructions.png")
+    for m in main:
+        history, model = runs[m.dir].history, nets[m.dir]
+        kls = [float(history[f"kl_{d}"][-100:].mean()) for d in range(model.latent_dim)] if "kl_0" in history else None
+        plots.save_figure(plots.latent_traversal(model, x[:1], kl_per_dim=kls, title=f"latent traversal, {m.label}"),
+                          out / f"traversal_{m.dir}.png")
+    layers, a = sim["layers"], models[0]
+    measures = ["cka"] + (["procrustes"] if c.procrustes else [])
+    for measure in measures:
+        b = models[1]
+        matrix = similarity.SimilarityMatrix(torch.tensor(sim["pairs"][b.dir][measure]["matrix"], dtype=torch.float64),
+                                             layers, layers, measure, n=sim["n"])
+        title = f"{_LABELS[measure]}: {a.label} (rows) vs {b.label} (columns), n = {sim['n']}"
+        plots.save_figure(plots.similarity_heatmap(matrix, title=title).figure, out / f"heatmap_{measure}.png")
+        figures.append(f"heatmap_{measure}.png")
+    if c.same_seed_baseline:
+        import matplotlib.pyplot as plt
+
+        base = models[2]
+        fig, axes = plt.subplots(1, len(measures), figsize=(9.0 * len(measures), 7.5), squeeze=False)
+        for k, measure in enumerate(measures):
+            matrix = similarity.SimilarityMatrix(
+                torch.tensor(sim["pairs"][base.dir][measure]["matrix"], dtype=torch.float64), layers, layers, measure,
+                n=sim["n"])
+            plots.similarity_heatmap(matrix, ax=axes[0, k], title=f"BASELINE {_LABELS[measure]}: {a.label} vs {base.label}")
+        fig.suptitle(f"Baseline, {BASELINE_NOTE}", color="darkred", fontsize=13)
+        fig.tight_layout()
+        plots.save_figure(fig, out / "baseline_same_seed.png")
+        figures.append("baseline_same_seed.png")
+    return figures
+
+
+# ---------------------------------------------------------------------------------- findings
+def _trained(models: dict, *dirs: str) -> str | None:
+    """Why a model cannot support a verdict (its loss did not fall), or None."""
+    bad = [d for d in dirs if not models[d]["loss_last"] < models[d]["loss_first"]]
+    return f"model(s) {', '.join(bad)} did not train (loss did not fall)" if bad else None
+
+
+def _encoder_alike(c: Config, a: dict) -> Verdict:
+    m = _models(c)
+    why = _trained(a["models"], m[0].dir, m[1].dir)
+    if why:
+        return undecided(why)
+    cka = a["similarity"]["pairs"][m[1].dir]["cka"]
+    return Verdict(cka["encoder_mean"] > cka["decoder_mean"],
+                   {"encoder_mean": cka["encoder_mean"], "decoder_mean": cka["decoder_mean"]})
+
+
+def _same_seed_inflates(c: Config, a: dict) -> Verdict:
+    if not c.same_seed_baseline:
+        return undecided("no same-seed baseline (same_seed_baseline=false)")
+    m = _models(c)
+    why = _trained(a["models"], *(x.dir for x in m))
+    if why:
+        return undecided(why)
+    pair, base = (a["similarity"]["pairs"][x.dir]["cka"] for x in m[1:])
+    return Verdict(base["encoder_mean"] > pair["encoder_mean"],
+                   {"different_seeds": pair["encoder_mean"], "same_seed": base["encoder_mean"]})
+
+
+def _higher_beta_lower_kl(c: Config, a: dict) -> Verdict:
+    m = _models(c)
+    if c.betas[0] == c.betas[1]:
+        return undecided("both models have the same β")
+    why = _trained(a["models"], m[0].dir, m[1].dir)
+    if why:
+        return undecided(why)
+    lo, hi = sorted(m[:2], key=lambda x: x.beta)
+    kl = {x.dir: a["models"][x.dir]["kl_last"] for x in (lo, hi)}
+    return Verdict(kl[hi.dir] < kl[lo.dir], {"kl_last": kl})
+
+
+FINDINGS = (
+    Finding("encoder_alike_decoder_less", "Between β-VAEs of different β (and seeds), encoder layers stay alike while "
+            "decoder layers differ more.",
+            "How good are variational autoencoders at transfer learning?, §4.1, Fig. 3",
+            "mean encoder-quadrant linear CKA (input and `sampled` left out) above the mean decoder-quadrant CKA, "
+            "both models' loss having fallen.", _encoder_alike),
+    Finding("same_seed_inflates_similarity", "Two models started from the same initial weights look more alike than "
+            "two from different seeds, whatever else differs.",
+            "How good are variational autoencoders at transfer learning?, App. A (CKA averaged over seed pairs)",
+            "mean encoder-quadrant CKA of the same-seed pair above that of the different-seed pair.",
+            _same_seed_inflates),
+    Finding("higher_beta_lower_kl", "A larger β gives a lower KL divergence (rate).",
+            "β-VAE (Higgins et al., 2017), §2; as trained in How good are VAEs at transfer learning?, §4.1",
+            "the final-window KL of the larger-β model below that of the smaller-β one.", _higher_beta_lower_kl),
+)
+
+
+# ---------------------------------------------------------------------------------- report
+def _report(r: dict) -> str:
+    c, a = r["config"], r["analysis"]
+    L = ["## Data sets", ""]
+    for name, d in a["data"].items():
+        if "bytes" in d:
+            L.append(f"- **{name}**: {d['count']:,} × {d['image_shape']} uint8 ({d['bytes'] / 2**20:,.0f} MiB), "
+                     f"generated in {d['seconds']:.2f} s")
+        else:
+            L.append(f"- **{name}**: {d['count']:,} × {d['image_shape']} uint8 (full set not generated: "
+                     "`data_stats=false`; the figures render their rows only)")
+    L += [""] + [f"![{f}]({f})" for f in _DATA_FIGURES]
+    L += ["", "## β-VAEs on dSprites", "",
+          f"Locatello conv architecture, {c['steps']:,} steps of batch {c['batch_size']} (Adam, lr {c['lr']:g}) on "
+          f"{c['n'] or data.DSPRITES_COUNT:,} images. Each model has its own seed (initial weights, data order and "
+          "noise); loss and KL are means of the first/last steps (`window`).", ""]
+    L += markdown_table(["run", "β", "seed", "role", "steps", "loss first → last", "KL last", "training s"],
+                        [[f"`{d}`", fmt(m["beta"]), str(m["seed"]), "same-seed baseline" if m["baseline"] else "compared",
+                          m["steps"], f"{m['loss_first']} → {m['loss_last']}", m["kl_last"], m["seconds"]]
+                         for d, m in a["models"].items()])
+    L += ["", "![loss_curves.png](loss_curves.png)", "", "![reconstructions.png](reconstructions.png)", ""]
+    L += [f"![traversal_{d}.png](traversal_{d}.png)" for d, m in a["models"].items() if not m["baseline"]]
+    s = a["similarity"]
+    pairs = list(s["pairs"].values())
+    p, b = pairs[0], (pairs[1] if len(pairs) > 1 else None)
+    measures = [m for m in ("cka", "procrustes") if m in p]
+    label = {d: m["label"] for d, m in a["models"].items()}
+    enc = f"{s['encoder_layers'][0]}…{s['encoder_layers'][-1]}"
+    L += ["", f"## Similarity of {label[p['a']]} and {label[p['b']]}", "",
+          f"{' and '.join(_LABELS[m] for m in measures)} over {s['n']:,} dSprites images (evenly spaced over the factor "
+          f"grid), all {len(s['layers'])} × {len(s['layers'])} layer pairs "
+          f"({', '.join(f'{k} {v} s' for k, v in s['seconds'].items())}). Rows: {label[p['a']]}; columns: "
+          f"{label[p['b']]}. `sampled` and the decoder see z = mean + σ·ε with ε drawn from each model's seed.", "",
+          f"Mean encoder-quadrant CKA ({enc} × {enc}; the input and the noisy `sampled` layer left out): "
+          f"**{p['cka']['encoder_mean']}**; decoder quadrant: {p['cka']['decoder_mean']}.", ""]
+    L += markdown_table(["layer"] + [_LABELS[m] for m in measures],
+                        [[n] + [p[m]["diagonal"][n] for m in measures] for n in s["layers"]])
+    L += [""] + [f"![heatmap_{m}.png](heatmap_{m}.png)" for m in measures]
+    if b is not None:
+        L += ["", "## Baseline: same initial weights (not a valid comparison)", "",
+              f"{label[b['b']]} was trained from seed {b['b_seed']}, the seed of {label[b['a']]}: both start from the "
+              f"same initial weights (and see the same data order and noise). Its heatmap is **{BASELINE_NOTE}**.", ""]
+        L += markdown_table(["pair", "seeds", "mean encoder-quadrant CKA", "mean same-layer encoder CKA",
+                             "mean decoder-quadrant CKA"],
+                            [[f"{label[x['a']]} vs {label[x['b']]}" + (" (same-seed baseline)" if x["baseline"] else ""),
+                              f"{x['a_seed']}, {x['b_seed']}", x["cka"]["encoder_mean"],
+                              x["cka"]["encoder_diagonal_mean"], x["cka"]["decoder_mean"]] for x in (p, b)])
+        L += ["", "![baseline_same_seed.png](baseline_same_seed.png)"]
+    return "\n".join(L)
+
+
+STUDY = Study(name="quickstart", title="vaetransfer quickstart", config=Config, presets=PRESETS,
+              stages=(Stage("train", _train_runs, _train_one),), analyse=_analyse, figures=_figures,
+              findings=FINDINGS, report=_report, description=__doc__.split("\n\n", 1)[1])

@@ -1,0 +1,43 @@
+"""A sweep job kind that runs a whole study per run: ``sweep.create(dir, STUDY_JOB, {"study": name,
+"preset": p, "config": {values over the preset}}, grid={config field: [values]})``. Axes are the
+study's config fields; a run's metrics are the numbers of its ``results.json`` (``analysis`` keys
+dotted, three levels) and the count of reproduced findings."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .._checks import value_error
+
+__all__ = ["StudyJob", "STUDY_JOB"]
+
+STUDY_JOB = f"{__name__}:StudyJob"  #: the job kind's name for :func:`vaetransfer.sweep.create`
+
+
+class StudyJob:
+    def resolve(self, base: dict, params: Mapping[str, Any]) -> dict:
+        from . import get_study, make_config
+        from ..config import config_to_dict, override
+
+        unknown = set(base) - {"study", "preset", "config"}
+        if unknown:
+            raise value_error("base", f"unknown keys {sorted(unknown)}; a study job has study, preset, config")
+        if "study" not in base:
+            raise value_error("base", "expected the study's name under 'study'")
+        preset = base.get("preset", "small")
+        config = make_config(base["study"], preset)
+        config = override(config, base.get("config") or {})
+        config = override(config, params)
+        return {"study": get_study(base["study"]).name, "preset": preset, "config": config_to_dict(config)}
+
+    def execute(self, config: dict, run_dir: Path, report: Callable[[int, int], None]) -> dict:
+        from . import get_study, run_study
+        from .pipeline import scalars
+        from ..config import config_from_dict
+
+        study = get_study(config["study"])
+        cfg = config_from_dict(study.config, config["config"])
+        results = run_study(study, run_dir, preset=config["preset"], config=cfg, progress=False)
+        metrics = scalars(results["analysis"], depth=3)
+        metrics["findings_reproduced"] = sum(f["reproduced"] is True for f in results["findings"])
+        return metrics
