@@ -16,6 +16,7 @@ import copy
 import importlib
 import json
 import os
+import sys
 import types
 from pathlib import Path
 from typing import Any, Iterable
@@ -48,22 +49,41 @@ def available() -> list[str]:
 
 
 def get(name: str | types.ModuleType) -> types.ModuleType:
-    """The module of study ``name`` (a study module is returned as is); unknown:
-    :class:`vaetransfer.ArgumentError` naming ``study``."""
+    """The module of study ``name``: a registered name, or the dotted path of any importable module
+    that declares ``STUDY`` (a study of your own, outside the package); a study module is returned
+    as is. Unknown: :class:`vaetransfer.ArgumentError` naming ``study``."""
     if isinstance(name, types.ModuleType):
-        if not isinstance(getattr(name, "STUDY", None), Study):
-            raise value_error("study", f"module {name.__name__} declares no STUDY")
-        return name
-    if not isinstance(name, str):
+        module = name
+    elif not isinstance(name, str):
         raise type_error("study", f"expected a study name, got {type(name).__name__}")
-    if name not in REGISTRY:
-        raise value_error("study", f"unknown study {name!r}; available: {', '.join(available())}")
-    return importlib.import_module(REGISTRY[name])
+    elif name in REGISTRY:
+        module = importlib.import_module(REGISTRY[name])
+    else:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if not (exc.name and (name == exc.name or name.startswith(exc.name + "."))):
+                raise  # the module exists but something it imports does not
+            raise value_error("study", f"unknown study {name!r} (not registered, not an importable module); "
+                                       f"available: {', '.join(available())}") from None
+    if not isinstance(getattr(module, "STUDY", None), Study):
+        raise value_error("study", f"module {module.__name__} declares no STUDY")
+    return module
 
 
 def get_study(name: str | types.ModuleType | Study) -> Study:
-    """The :class:`Study` declaration of ``name``."""
+    """The :class:`Study` declaration of ``name`` (see :func:`get`)."""
     return name if isinstance(name, Study) else get(name).STUDY
+
+
+def reference(study: Study) -> str:
+    """How a worker process finds ``study`` again: its registered name, else its module's path."""
+    if study.name in REGISTRY and get(study.name).STUDY is study:
+        return study.name
+    for module in list(sys.modules.values()):
+        if getattr(module, "STUDY", None) is study:
+            return module.__name__
+    raise value_error("study", f"study {study.name!r} is neither registered nor the STUDY of an importable module")
 
 
 def describe(name: str | types.ModuleType) -> str:

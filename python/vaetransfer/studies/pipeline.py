@@ -217,7 +217,7 @@ class Study:
     def __post_init__(self):
         if not (isinstance(self.config, type) and dataclasses.is_dataclass(self.config)):
             raise type_error("config", f"expected the study's Config dataclass, got {self.config!r}")
-        for preset in ("smoke", "small"):
+        for preset in ("smoke", "small", "paper"):
             if preset not in self.presets:
                 raise value_error("presets", f"study {self.name!r} has no {preset!r} preset")
         if config_to_dict(self.config()) != config_to_dict(self.presets["small"]):
@@ -309,12 +309,13 @@ def run_sweep(sweep_dir: str | os.PathLike, study: Study, stage: Stage, config, 
     A run whose status is not in ``stage.accept`` after one retry raises RuntimeError naming it
     (running the study again retries it)."""
     from .. import sweep as vsweep
+    from . import reference
 
     if not rows:
         return []
     s = vsweep.create(sweep_dir, job="function",
                       base={"function": f"{__name__}:execute_job",
-                            "args": {"study": study.name, "stage": stage.name, "config": config_to_dict(config)}},
+                            "args": {"study": reference(study), "stage": stage.name, "config": config_to_dict(config)}},
                       zip=[_rows_to_zip(rows, stage.name)])
     s.run(execution.executor, workers=execution.workers, threads=execution.threads, retries=1,
           num_cpus=execution.cpus_per_run, address=execution.address, progress=progress, retry_failed=True)
