@@ -18,10 +18,11 @@ from .schedules import ScheduleConfig
 # `from vaetransfer.train import ...` statements.
 from .train import OptimizerConfig, PhaseConfig, Run, TrainConfig, TrainingDivergedError, load_run, train
 from . import rr  # noqa: E402  (after train: greedy_pretraining uses it)
+from . import text  # noqa: E402  (registers the T5 and T5-VAE wrappers with vaetransfer.nn)
 
 __version__ = "0.1.0"
 __all__ = ["ArgumentError", "ArgumentTypeError", "build_info", "activations", "data", "estimators", "nn", "objectives",
-           "regularizers", "rr", "schedules", "similarity", "Model", "VAE", "Classifier", "ModelConfig", "build_model",
+           "regularizers", "rr", "schedules", "similarity", "text", "Model", "VAE", "Classifier", "ModelConfig", "build_model",
            "ObjectiveConfig", "TaskConfig", "RegularizerConfig", "ScheduleConfig", "OptimizerConfig", "PhaseConfig",
            "TrainConfig", "Run", "TrainingDivergedError", "train", "load_run", "__version__"]
 

@@ -99,19 +99,24 @@ def build_model(config: ModelConfig | None = None, seed: int = 0, device: str = 
     """The model ``config`` describes, initialised from ``seed``: a :class:`VAE` or a :class:`Classifier`."""
     config = config if config is not None else ModelConfig()
     impl = _build(config, seed, device)
-    if impl.family in ("t5", "t5-vae"):
-        from .text.t5 import T5  # the text package builds on this module
-        from .text.t5_vae import T5VAE
+    return WRAPPERS.get(impl.family, Model)._wrap(impl, config)
 
-        return (T5 if impl.family == "t5" else T5VAE)._wrap(impl, config)
-    cls = {"vae": VAE, "classifier": Classifier}.get(impl.family, Model)
-    return cls._wrap(impl, config)
+
+#: The Python wrapper of each model family of the core (``family`` → class). A subclass of
+#: :class:`Model` that sets ``_family`` registers itself (the text package registers T5 and T5-VAE),
+#: so this module needs to know no family but its own.
+WRAPPERS: dict[str, type] = {}
 
 
 class Model:
     """A model of the C++ core. Tensors in and out are torch tensors on ``device``."""
 
     _family: str | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("_family") is not None:
+            WRAPPERS.setdefault(cls._family, cls)
 
     def __init__(self, config: ModelConfig | None = None, seed: int = 0, device: str = "cpu"):
         self.config = config if config is not None else ModelConfig()
