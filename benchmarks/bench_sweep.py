@@ -1,6 +1,6 @@
 """Sweep scheduling: what the sweep machinery costs per run, and what 2 workers buy.
 
-(1) Overhead per run: 20 runs of a 1-second task (``vaetransfer.sweep.probes:sleep``) with one
+(1) Overhead per run: 20 runs of a 1-second task (``vaetransfer.sweep.calibration:sleep``) with one
     worker, local and Ray, against calling the task 20 times in a loop; overhead =
     (sweep time − loop time) / 20. It includes starting the worker process(es) (local) and Ray's task
     dispatch, the store's transactions, the run directories and result files; starting the local
@@ -23,7 +23,7 @@ import torch
 from _common import header
 import vaetransfer as vt
 from vaetransfer import sweep
-from vaetransfer.sweep import probes
+from vaetransfer.sweep import calibration
 from vaetransfer.train import OptimizerConfig, TrainConfig
 
 
@@ -34,7 +34,7 @@ def timed(fn) -> float:
 
 
 def sleep_sweep(root: Path, name: str, runs: int, seconds: float):
-    return sweep.create(root / name, "function", {"function": "vaetransfer.sweep.probes:sleep",
+    return sweep.create(root / name, "function", {"function": "vaetransfer.sweep.calibration:sleep",
                                                   "args": {"seconds": seconds}}, grid={"value": list(range(runs))})
 
 
@@ -55,7 +55,7 @@ def main() -> None:
     header("bench_sweep: sweep scheduling vs a plain loop")
     root = Path(tempfile.mkdtemp(prefix="bench_sweep_"))
 
-    loop = timed(lambda: [probes.sleep({"seconds": a.seconds}, root) for _ in range(a.runs)])
+    loop = timed(lambda: [calibration.sleep({"seconds": a.seconds}, root) for _ in range(a.runs)])
     rows = []
     t = timed(lambda: sleep_sweep(root, "local1", a.runs, a.seconds).run(workers=1, progress=False))
     rows.append(("local, 1 worker", t))

@@ -20,8 +20,8 @@ from vaetransfer.sweep import Declaration, config_id
 from vaetransfer.sweep.store import Store
 from vaetransfer.train import OptimizerConfig, TrainConfig
 
-SLEEP = "vaetransfer.sweep.probes:sleep"
-FAIL = "vaetransfer.sweep.probes:fail"
+SLEEP = "vaetransfer.sweep.calibration:sleep"
+FAIL = "vaetransfer.sweep.calibration:fail"
 
 
 def tiny_train_base(steps=40, snapshot_every=20, **data) -> dict:
@@ -110,7 +110,7 @@ def test_unknown_job_and_bad_function_are_named(tmp_path):
         sweep.create(tmp_path / "s", "trian", {})
     assert info.value.argument == "job"
     with pytest.raises(vaetransfer.ArgumentError) as info:
-        sweep.create(tmp_path / "s", "function", {"function": "vaetransfer.sweep.probes:nothing"})
+        sweep.create(tmp_path / "s", "function", {"function": "vaetransfer.sweep.calibration:nothing"})
     assert info.value.argument == "function"
 
 
@@ -301,25 +301,32 @@ def test_status_command_prints_the_table(tmp_path, capsys):
 
 
 def test_study_job_runs_a_study_per_run_and_checks_its_fields(tmp_path):
+    from vaetransfer.studies.pipeline import scalars
+    from vaetransfer.studies.sweep_job import STUDY_JOB
+
     base = {"study": "quickstart", "preset": "smoke",
             "config": {"procrustes": False, "same_seed_baseline": False, "steps": 10}}
     with pytest.raises(vaetransfer.ArgumentError) as info:
-        sweep.create(tmp_path / "bad", "study", base, grid={"stepz": [5]})
+        sweep.create(tmp_path / "bad", STUDY_JOB, base, grid={"stepz": [5]})
     assert info.value.argument == "stepz"
     with pytest.raises(vaetransfer.ArgumentTypeError) as info:
-        sweep.create(tmp_path / "bad", "study", base, grid={"betas": [[1.0, "x"]]})
+        sweep.create(tmp_path / "bad", STUDY_JOB, base, grid={"betas": [[1.0, "x"]]})
     assert info.value.argument == "betas"
-    s = sweep.create(tmp_path / "s", "study", base, grid={"seed": [3]})
+    with pytest.raises(vaetransfer.ArgumentError) as info:
+        sweep.create(tmp_path / "bad", "nope:Nothing", base)
+    assert info.value.argument == "job"
+    s = sweep.create(tmp_path / "s", STUDY_JOB, base, grid={"seed": [3]})
     assert s.runs[0].config["config"]["seed"] == 3 and s.runs[0].config["config"]["steps"] == 10
     assert s.run(progress=False)["done"] == 1
     row = s.results()[0]
     run_dir = s.run_dir(row["id"])
     results = json.loads((run_dir / "results.json").read_text())
     assert json.loads((run_dir / "study.json").read_text())["config"]["seed"] == 3
-    numbers = {k: v for k, v in results.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    numbers = scalars(results["analysis"], depth=3)
     assert numbers
     for k, v in numbers.items():  # a metric named like a row field ("seconds") gets the prefix "metrics."
         assert row[f"metrics.{k}" if k in ("seconds", "id", "name", "status") else k] == pytest.approx(v), k
+    assert row["findings_reproduced"] == sum(f["reproduced"] is True for f in results["findings"])
 
 
 # ------------------------------------------------------------------------------ Ray

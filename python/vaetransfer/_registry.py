@@ -8,6 +8,19 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+__all__ = ["RegisteredConfig", "listing"]
+
+
+def listing(entries: list[dict]) -> str:
+    """The entries of a core registry as reST bullets (name, aliases, doc, parameters with their
+    defaults): appended to a module's docstring, so its list is never a hand-written copy."""
+    lines = ["", "Registered in the core (listed at import from the core's registry):", ""]
+    for e in sorted(entries, key=lambda e: e["name"]):
+        alias = f" (also {', '.join(repr(a) for a in e['aliases'])})" if e.get("aliases") else ""
+        params = ", ".join(f"``{p['name']}={p['default']!r}``" for p in e.get("params", []))
+        lines.append(f"* ``{e['name']}``{alias} — {e['doc']}." + (f" Parameters: {params}." if params else ""))
+    return "\n".join(lines) + "\n"
+
 
 class RegisteredConfig:
     """``Kind(name, **params)``: a registered entry by name with the parameters given.

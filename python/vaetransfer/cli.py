@@ -72,10 +72,24 @@ def _sweep(args) -> int:
     return sweep_main(args.rest)
 
 
+def registries() -> dict[str, list[str]]:
+    """The names every registry knows, read from where each is declared (the core's registries for
+    models, objectives, regularisers and schedules)."""
+    from . import _C, data, similarity, studies
+
+    def names(entries):
+        return sorted(e["name"] for e in entries)
+
+    return {"models": names(_C.nn.registered()), "objectives": names(_C.objectives.registered()),
+            "regularizers": names(_C.regularizers.registered()), "schedules": names(_C.train.registered_schedules()),
+            "similarity_measures": sorted(similarity.MEASURES), "datasets": sorted(data.REGISTRY),
+            "studies": studies.available()}
+
+
 def _info(args) -> int:
     from . import build_info
 
-    print(json.dumps(build_info(), indent=2))
+    print(json.dumps(registries() if args.registry else build_info(), indent=2))
     return 0
 
 
@@ -124,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
                        add_help=False)
     p.set_defaults(func=_sweep, forwards=True)
 
-    p = sub.add_parser("info", help="print how the compiled core was built")
+    p = sub.add_parser("info", help="print how the compiled core was built (--registry: what is registered)")
+    p.add_argument("--registry", action="store_true", help="print the registered models, objectives, regularisers, "
+                                                          "schedules, similarity measures, data sets and studies")
     p.set_defaults(func=_info)
 
     args, rest = parser.parse_known_args(argv)

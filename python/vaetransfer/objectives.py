@@ -1,18 +1,11 @@
 """Training objectives (tasks) of the C++ core (``csrc/vaetransfer/objectives``), by registered name.
 
-A task turns a batch into a loss and named scalars (the history columns). Registered now
-(:func:`registered` lists them with their parameters, from the core):
-
-* ``beta-vae`` (vae-transfer-cka Eq. 8): R = β·KL.
-* ``beta-tc-vae`` (Eq. 11–12): R = KL + (β − 1)·TC, TC = KL(q(z) ‖ ∏ q(z_j)) by minibatch-weighted
-  (``tc_sampling="mws"``, Eq. 12) or minibatch-stratified (``"mss"``) sampling over ``dataset_size``
-  examples, with its log(n·m) constants (``vaetransfer.estimators``' implementation).
-* ``annealed-vae`` (Eq. 9): R = γ·|KL − C|, C linear from 0 to C_max over ``iteration_threshold`` steps.
-* ``dip-vae-ii``: R = KL + λ_od Σ_{i≠j} Cov[z]_ij² + λ_d Σ_i (Cov[z]_ii − 1)²,
-  Cov[z] = Cov_batch[μ(x)] (1/m) + mean_batch diag σ²(x); λ_d defaults to λ_od.
-* ``classification``: softmax cross-entropy, reports accuracy.
-* ``forward-only``: the forward pass with loss 0, so the regularisers alone train the model (greedy
-  layer-wise pretraining with the ``rr`` regulariser, :func:`vaetransfer.rr.greedy_pretraining`).
+A task turns a batch into a loss and named scalars (the history columns); :func:`registered`
+lists the tasks with their parameters, from the core (and the list at the end of this docstring).
+``beta-tc-vae`` estimates TC = KL(q(z) ‖ ∏ q(z_j)) by minibatch-weighted (``tc_sampling="mws"``,
+Eq. 12) or minibatch-stratified (``"mss"``) sampling over ``dataset_size`` examples, with its
+log(n·m) constants (``vaetransfer.estimators``' implementation); ``dip-vae-ii`` uses
+Cov[z] = Cov_batch[μ(x)] (1/m) + mean_batch diag σ²(x), λ_d defaulting to λ_od.
 
 VAE objectives: loss per example = −log p(x|z) + R, averaged over the batch, with the
 ``bernoulli`` (sigmoid cross-entropy) or ``gaussian`` (N(x; logits, σ²), constant included)
@@ -26,7 +19,7 @@ import torch
 
 from . import _C
 from ._checks import type_error
-from ._registry import RegisteredConfig
+from ._registry import RegisteredConfig, listing
 
 __all__ = ["ObjectiveConfig", "TaskConfig", "make_objective", "registered", "objective_names", "OBJECTIVES",
            "log_likelihood", "negative_log_likelihood", "gaussian_kl"]
@@ -103,3 +96,6 @@ def negative_log_likelihood(x: torch.Tensor, logits: torch.Tensor, likelihood: s
 def gaussian_kl(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     """KL(N(mean, exp(logvar)) ‖ N(0, 1)) per example and latent, [N, latent]."""
     return _C.objectives.gaussian_kl(mean, logvar)
+
+
+__doc__ = (__doc__ or "") + listing(registered())

@@ -1,6 +1,8 @@
-"""Calibration jobs for the ``function`` job kind: measure an executor's scheduling overhead
-(``benchmarks/bench_sweep.py``), check that a Ray cluster's workers see the run directories and
-the package, and exercise retries. Each is ``function(args, run_dir) -> metrics``."""
+"""Calibration jobs for the ``function`` job kind, to check an executor before trusting it with
+real runs: measure its scheduling overhead (``benchmarks/bench_sweep.py``), check that a Ray
+cluster's workers see the run directories and the package (``sleep`` reports where it ran), and
+see failing runs retried and recorded (``fail``, ``fail_attempts``). Each is
+``function(args, run_dir) -> metrics``."""
 from __future__ import annotations
 
 import os
