@@ -510,6 +510,81 @@ def test_approximate_procrustes_arguments():
             sim.similarity_matrix(a, b, "procrustes", procrustes_rank=bad)
     with pytest.raises(vaetransfer.ArgumentError, match="power_iterations"):
         sim.similarity_matrix(a, b, "procrustes", procrustes_rank=4, power_iterations=-1)
-    with pytest.raises(vaetransfer.ArgumentError, match="procrustes_rank"):
+    with pytest.raises(vaetransfer.ArgumentError, match="rank") as info:  # the core checks its measure's parameters
         vaetransfer._C.similarity.similarity_matrices([sim.fit_layers(a)], [sim.fit_layers(b)], "procrustes",
-                                                      procrustes_rank=-2)
+                                                      {"rank": -2})
+    assert info.value.argument == "rank"
+
+
+# ---------------------------------------------------------------------------------- measures as a registry
+MEASURE_EXTENSION = r'''
+#include <torch/extension.h>
+
+#include "vaetransfer/similarity/measure.h"
+
+namespace vs = vaetransfer::similarity;
+
+// The biased HSIC ⟨K, L⟩ / (n − 1)², scaled: a measure of one class and one registration.
+class ScaledHSIC : public vs::Measure {
+ public:
+  explicit ScaledHSIC(const vaetransfer::Params& p) : vs::Measure(p), scale_(p.number("scale")) {}
+  bool needs_gram() const override { return true; }
+  vs::Score score(const vs::PairData& pair) const override {
+    const double m = static_cast<double>(pair.n - 1);
+    return {scale_ * pair.kl / (m * m)};
+  }
+  double identical() const override { return -1.0; }
+
+ private:
+  double scale_;
+};
+
+bool registered = vs::register_measure(
+    {"test_hsic", "gram", "biased HSIC times scale (a test's measure)",
+     {{"scale", vaetransfer::ParamType::Float, 1.0, "factor"}},
+     [](const vaetransfer::Params& p) -> std::unique_ptr<vs::Measure> { return std::make_unique<ScaledHSIC>(p); }});
+
+bool is_registered() { return registered; }
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("is_registered", &is_registered); }
+'''
+
+
+def test_a_measure_registered_from_cpp_is_usable_by_name(tmp_path):
+    """A measure compiled outside the core (one class, one registration) reaches the engine and the
+    Python API by name, with its declared parameters, without any Python change."""
+    from pathlib import Path
+
+    from torch.utils import cpp_extension
+
+    core = Path(vaetransfer._C.__file__)
+    csrc = Path(__file__).resolve().parents[1] / "csrc"
+    ext = cpp_extension.load_inline("vt_test_measure", cpp_sources=[MEASURE_EXTENSION], functions=None,
+                                    extra_include_paths=[str(csrc)], extra_cflags=["-std=c++20", "-O0"],
+                                    extra_ldflags=[str(core)], build_directory=str(tmp_path), verbose=False)
+    assert ext.is_registered()
+    entry = next(e for e in sim.registered() if e["name"] == "test_hsic")
+    assert entry["family"] == "gram" and [p["name"] for p in entry["params"]] == ["scale"]
+    torch.manual_seed(0)
+    x, y = torch.randn(30, 5, dtype=torch.float64), torch.randn(30, 7, dtype=torch.float64)
+    y[:, :5] += x
+    xc, yc = x - x.mean(0), y - y.mean(0)
+    expected = float(((xc @ xc.T) * (yc @ yc.T)).sum()) / 29 ** 2
+    m = sim.similarity_matrix({"x": x, "y": y}, {"y": y.clone(), "x": x.clone()}, "test_hsic", progress=False)
+    assert m.measure == "test_hsic"
+    assert m["x", "x"] == pytest.approx(float(((xc @ xc.T) ** 2).sum()) / 29 ** 2, rel=1e-10)
+    assert m["x", "y"] == pytest.approx(expected, rel=1e-10)
+    assert sim.similarity(x, y, "test_hsic", scale=2.0) == pytest.approx(2 * expected, rel=1e-10)
+    assert sim.similarity_matrix({"x": x}, {"x": x}, "test_hsic", progress=False)["x", "x"] == -1.0  # identical()
+    with pytest.raises(vaetransfer.ArgumentTypeError) as info:
+        sim.similarity(x, y, "test_hsic", scale="big")
+    assert info.value.argument == "scale"
+
+
+def test_measures_come_from_the_core_registry():
+    names = [e["name"] for e in sim.registered()]
+    assert {"cka", "cka_debiased", "procrustes", "min"} <= set(names)
+    assert set(sim.MEASURES) <= set(names)
+    with pytest.raises(vaetransfer.ArgumentError, match="cka") as info:
+        sim.similarity(torch.randn(8, 3), torch.randn(8, 3), "nope")
+    assert info.value.argument == "measure"

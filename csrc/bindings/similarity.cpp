@@ -3,7 +3,9 @@
 
 #include "bindings/bindings.h"
 #include "bindings/callback.h"
+#include "bindings/registry.h"
 #include "vaetransfer/similarity/engine.h"
+#include "vaetransfer/similarity/procrustes.h"
 
 namespace py = pybind11;
 
@@ -40,20 +42,18 @@ void init_similarity(py::module_& m) {
           py::arg("rank"), py::arg("power_iterations") = 2, py::arg("seed") = 0,
           "(factor (n, k) float64, discarded energy, exact) of the layer's truncated spectrum");
 
+  m.def("registered", [] { return registry_entries(MeasureRegistry::get()); },
+        "the registered similarity measures: name, family, doc, aliases, params");
   m.def(
       "similarity_matrices",
       [](const std::vector<std::vector<LayerFitPtr>>& models_a, const std::vector<std::vector<LayerFitPtr>>& models_b,
-         const std::string& measure, const std::string& form, bool constant_as_zero, int64_t memory_bytes,
-         int cka_form, const py::object& progress, int64_t procrustes_rank, int64_t power_iterations,
-         uint64_t seed, bool return_bound) -> py::object {
+         const std::string& measure, const py::dict& params, bool constant_as_zero, int64_t memory_bytes, int cka_form,
+         const py::object& progress, bool return_bound) -> py::object {
         EngineOptions o;
-        o.measure = measure_from_name(measure);
-        o.form = procrustes_form_from_name(form);
+        o.measure = make_measure(measure, to_params(params));
         o.constant_as_zero = constant_as_zero;
         o.stream.memory_bytes = memory_bytes;
         o.stream.form = cka_form;
-        o.approximate = procrustes_rank != 0;  // 0: exact
-        o.truncation = {procrustes_rank, power_iterations, seed};
         if (!progress.is_none()) {
           auto fn = std::make_shared<py::object>(progress);
           o.progress = with_gil([fn](int64_t done, int64_t total) { (*fn)(done, total); });
@@ -63,10 +63,9 @@ void init_similarity(py::module_& m) {
         if (return_bound) return py::make_tuple(values, bound);
         return py::cast(values);
       },
-      py::arg("models_a"), py::arg("models_b"), py::arg("measure") = "cka", py::arg("form") = "nu",
+      py::arg("models_a"), py::arg("models_b"), py::arg("measure") = "cka", py::arg("params") = py::dict(),
       py::arg("constant_as_zero") = false, py::arg("memory_bytes") = int64_t{1} << 30, py::arg("cka_form") = 0,
-      py::arg("progress") = py::none(), py::arg("procrustes_rank") = 0, py::arg("power_iterations") = 2,
-      py::arg("seed") = 0, py::arg("return_bound") = false);
+      py::arg("progress") = py::none(), py::arg("return_bound") = false);
 
   m.def(
       "cka",

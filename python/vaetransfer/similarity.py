@@ -46,9 +46,19 @@ from .activations import activations  # re-exported: extraction lives in vaetran
 
 _S = _C.similarity
 
-Measure = Literal["cka", "cka_debiased", "procrustes", "min"]
+Measure = str  # any registered measure (:func:`registered`)
 ProcrustesForm = Literal["nu", "2-2nu", "1-nu", "arccos", "sqrt(2-2nu)"]
-MEASURES: tuple[str, ...] = ("cka", "cka_debiased", "procrustes", "min")
+
+
+def registered() -> list[dict]:
+    """The similarity measures registered in the core (``name, family, doc, aliases, params``):
+    family ``gram`` measures score pairs from streamed Gram inner products, ``factor`` measures fit
+    each layer once (e.g. a Procrustes factor) and score pairs from the fits."""
+    return list(_S.registered())
+
+
+#: The measures registered when the package was imported (:func:`registered` also lists later ones).
+MEASURES: tuple[str, ...] = tuple(e["name"] for e in registered())
 PROCRUSTES_FORMS: tuple[str, ...] = ("nu", "2-2nu", "1-nu", "arccos", "sqrt(2-2nu)")
 _CKA_FORMS = {"auto": 0, "feature": 1, "gram": 2}
 
@@ -57,7 +67,7 @@ _CKA_FORMS = {"auto": 0, "feature": 1, "gram": 2}
 LayerFit = _S.LayerFit
 
 __all__ = [
-    "LayerFit", "MEASURES", "PROCRUSTES_FORMS", "SimilarityMatrix", "SanityStudy", "activations",
+    "LayerFit", "MEASURES", "PROCRUSTES_FORMS", "registered", "SimilarityMatrix", "SanityStudy", "activations",
     "cka", "cka_avg", "decoder_layers", "decoder_start", "encoder_layers", "fit_layers", "procrustes", "sanity_matrices", "sanity_study", "similarity",
     "similarity_matrices", "similarity_matrix",
 ]
@@ -94,10 +104,12 @@ def procrustes(X: torch.Tensor, Y: torch.Tensor, *, form: ProcrustesForm = "nu")
     return float(_S.procrustes(X, Y, form))
 
 
-def similarity(X: torch.Tensor, Y: torch.Tensor, measure: Measure = "cka", *, form: ProcrustesForm = "nu") -> float:
-    """One pair under any measure of :data:`MEASURES` (``"min"`` = ``min(CKA, ν)``)."""
+def similarity(X: torch.Tensor, Y: torch.Tensor, measure: Measure = "cka", *, form: ProcrustesForm = "nu",
+               **measure_params) -> float:
+    """One pair under any registered measure (``"min"`` = ``min(CKA, ν)``)."""
     fx, fy = LayerFit(X, name="X"), LayerFit(Y, name="Y")
-    return float(_S.similarity_matrices([[fx]], [[fy]], measure, form).item())
+    return float(_run_engine([[fx]], [[fy]], measure, form, "raise", 1 << 30, "auto", False,
+                             measure_params=measure_params)[0].item())
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,29 +223,47 @@ def _procrustes_rank(procrustes_rank, power_iterations) -> int:
     return procrustes_rank
 
 
+def _entry(measure) -> dict:
+    if not isinstance(measure, str):
+        raise _error(ArgumentTypeError, "measure", f"expected a measure name, got {type(measure).__name__}")
+    for e in registered():
+        if measure == e["name"] or measure in e["aliases"]:
+            return e
+    names = ", ".join(repr(e["name"]) for e in registered())
+    raise _error(ArgumentError, "measure", f"expected one of {names}, got {measure!r}")
+
+
 def _run_engine(fa, fb, measure, form, constant, memory_bytes, cka_form, progress, procrustes_rank=None,
-                power_iterations=2, seed=0) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One C++ engine call: (values, bound), bound None unless Procrustes is approximate.
-    ``progress`` (None: on for Procrustes and "min", the long measures) shows a tqdm bar over the
-    Procrustes steps (one per layer factor and one per layer pair)."""
+                power_iterations=2, measure_params=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One C++ engine call: (values, bound), bound None unless the measure is approximate.
+
+    The measure's parameters are those it declares among ``form`` and ``procrustes_rank`` /
+    ``power_iterations`` (as ``rank`` / ``power_iterations``), plus ``measure_params``. ``progress``
+    (None: on for measures with per-layer fits, the long ones) shows a tqdm bar over their steps
+    (one per layer fit and one per layer pair)."""
+    entry = _entry(measure)
+    declared = {p["name"] for p in entry["params"]}
     rank = _procrustes_rank(procrustes_rank, power_iterations)
+    params = {"form": form, "rank": rank, "power_iterations": int(power_iterations)}
+    params = {k: v for k, v in params.items() if k in declared}
+    params.update(measure_params or {})
     bar = None
     callback = None
-    if measure in ("procrustes", "min") and progress is not False:
+    if entry["family"] == "factor" and progress is not False:
         from tqdm.auto import tqdm
-        bar = tqdm(desc="Procrustes" if not rank else f"Procrustes (rank {rank})", unit="step", leave=False)
+        bar = tqdm(desc=entry["name"] if not params.get("rank") else f"{entry['name']} (rank {params['rank']})",
+                   unit="step", leave=False)
 
         def callback(done: int, total: int) -> None:
             bar.total = total
             bar.update(done - bar.n)
     try:
-        values, bound = _S.similarity_matrices(fa, fb, measure, form, _constant_flag(constant), int(memory_bytes),
-                                               _cka_form(cka_form), callback, rank, int(power_iterations),
-                                               int(seed), True)
+        values, bound = _S.similarity_matrices(fa, fb, measure, params, _constant_flag(constant), int(memory_bytes),
+                                               _cka_form(cka_form), callback, True)
     finally:
         if bar is not None:
             bar.close()
-    return values, (bound if rank and measure in ("procrustes", "min") else None)
+    return values, (bound if params.get("rank") else None)
 
 
 def _names(models: Sequence[Mapping[str, torch.Tensor]], argument: str) -> list[str]:

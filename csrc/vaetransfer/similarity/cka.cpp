@@ -126,9 +126,49 @@ double unbiased_hsic(double kl, double diag_dot, double trace_k, double trace_l,
   return kl - nd / (nd - 2.0) * diag_dot + trace_k * trace_l / ((nd - 1.0) * (nd - 2.0));
 }
 
+double linear_cka(const PairData& pair) { return cka_from_inner(pair.kl, pair.kk, pair.ll); }
+
+double debiased_cka(const PairData& pair) {
+  const LayerFit &x = pair.x, &y = pair.y;
+  const double hxy = unbiased_hsic(pair.kl, pair.diag_dot, x.trace(), y.trace(), pair.n);
+  const double hxx = unbiased_hsic(pair.kk, x.row_sq().square().sum().item<double>(), x.trace(), x.trace(), pair.n);
+  const double hyy = unbiased_hsic(pair.ll, y.row_sq().square().sum().item<double>(), y.trace(), y.trace(), pair.n);
+  VT_CHECK_ARG(hxx > 0.0, x.arg(), "debiased CKA is undefined: its unbiased self-HSIC is ", hxx, " (<= 0)");
+  VT_CHECK_ARG(hyy > 0.0, y.arg(), "debiased CKA is undefined: its unbiased self-HSIC is ", hyy, " (<= 0)");
+  return std::clamp(hxy / std::sqrt(hxx * hyy), -1.0, 1.0);
+}
+
+namespace {
+
+class CKA : public Measure {
+ public:
+  explicit CKA(const Params& p) : Measure(p) {}
+  bool needs_gram() const override { return true; }
+  Score score(const PairData& pair) const override { return {linear_cka(pair)}; }
+};
+
+class DebiasedCKA : public Measure {
+ public:
+  explicit DebiasedCKA(const Params& p) : Measure(p) {}
+  bool needs_gram() const override { return true; }
+  void check(int64_t n, const std::string& arg) const override {
+    VT_CHECK_ARG(n >= 4, arg, "debiased CKA needs at least 4 examples, got n = ", n);
+  }
+  Score score(const PairData& pair) const override { return {debiased_cka(pair)}; }
+};
+
+}  // namespace
+
+VT_REGISTER(MeasureRegistry, {"cka", "gram", "linear CKA (Eq. 2): ⟨K, L⟩ / (‖K‖ ‖L‖) of the centred Grams", {},
+                              [](const Params& p) -> std::unique_ptr<Measure> { return std::make_unique<CKA>(p); },
+                              {"linear_cka"}});
+VT_REGISTER(MeasureRegistry,
+            {"cka_debiased", "gram", "linear CKA from the unbiased HSIC (Song et al. 2012); in [−1, 1], needs n ≥ 4", {},
+             [](const Params& p) -> std::unique_ptr<Measure> { return std::make_unique<DebiasedCKA>(p); }});
+
 double cka(const at::Tensor& x, const at::Tensor& y, bool debiased, const StreamOptions& options) {
   EngineOptions eo;
-  eo.measure = debiased ? Measure::kCKADebiased : Measure::kCKA;
+  eo.measure = make_measure(debiased ? "cka_debiased" : "cka");
   eo.stream = options;
   auto fx = std::make_shared<LayerFit>(x, FitOptions{}, "x");
   auto fy = std::make_shared<LayerFit>(y, FitOptions{}, "y");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "vaetransfer/similarity/layer_fit.h"
+#include "vaetransfer/similarity/measure.h"
 
 namespace vaetransfer::similarity {
 
@@ -36,6 +37,10 @@ double cka_from_inner(double kl, double kk, double ll);
 // Unbiased HSIC numerator (Song et al. 2012) from centred-Gram quantities:
 // ⟨K,L⟩ − n/(n−2) · diag(K)·diag(L) + tr K · tr L / ((n−1)(n−2))   (the 1/(n(n−3)) factor cancels in CKA).
 double unbiased_hsic(double kl, double diag_dot, double trace_k, double trace_l, int64_t n);
+
+// CKA of a pair from the engine's Gram quantities (measures "cka" and "cka_debiased").
+double linear_cka(const PairData& pair);
+double debiased_cka(const PairData& pair);
 
 // Linear CKA of one pair, X: (n, p_x), Y: (n, p_y). debiased=true uses the unbiased HSIC (needs n ≥ 4).
 double cka(const at::Tensor& x, const at::Tensor& y, bool debiased = false, const StreamOptions& options = {});

@@ -7,14 +7,12 @@
 
 namespace vaetransfer::similarity {
 
-Measure measure_from_name(const std::string& name, const char* arg) {
-  if (name == "cka") return Measure::kCKA;
-  if (name == "cka_debiased") return Measure::kCKADebiased;
-  if (name == "procrustes") return Measure::kProcrustes;
-  if (name == "min") return Measure::kMin;
-  VT_CHECK_ARG(false, arg, "expected one of 'cka', 'cka_debiased', 'procrustes', 'min', got '", name, "'");
-  return Measure::kCKA;
+std::unique_ptr<Measure> make_measure(const std::string& name, const std::map<std::string, ParamValue>& params,
+                                      const char* arg) {
+  return MeasureRegistry::get().make(name, params, arg);
 }
+
+bool register_measure(MeasureRegistry::Entry entry) { return MeasureRegistry::get().add(std::move(entry)); }
 
 namespace {
 
@@ -60,12 +58,9 @@ at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& mode
     check_same_device(first.x(), first.arg().c_str(), f->x(), f->arg().c_str());
   }
   const int64_t n = first.n();
-  const bool need_cka = options.measure != Measure::kProcrustes;
-  const bool need_procrustes = options.measure == Measure::kProcrustes || options.measure == Measure::kMin;
-  const bool debiased = options.measure == Measure::kCKADebiased;
-  VT_CHECK_ARG(!debiased || n >= 4, first.arg(), "debiased CKA needs at least 4 examples, got n = ", n);
-  VT_CHECK_ARG(options.measure != Measure::kMin || options.form == ProcrustesForm::kSimilarity, "form",
-               "measure 'min' compares similarities; expected form 'nu'");
+  const std::shared_ptr<const Measure> measure =
+      options.measure ? options.measure : std::shared_ptr<const Measure>(make_measure("cka"));
+  measure->check(n, first.arg());
 
   // Requested distinct pairs (u, v) between different layers, plus self pairs for the norms.
   std::set<std::pair<int64_t, int64_t>> distinct;
@@ -78,56 +73,39 @@ at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& mode
                    "is constant (zero variance after centring): similarity is undefined; drop the layer or "
                    "pass constant='zero'");
   }
+  std::set<int64_t> involved;
+  for (auto [u, v] : distinct) involved.insert(u), involved.insert(v);
 
-  at::Tensor inner;
-  at::Tensor diag_dot;
-  if (need_cka) {
+  at::Tensor inner, diag_dot;
+  if (measure->needs_gram() && !distinct.empty()) {
     std::vector<std::pair<int64_t, int64_t>> pairs(distinct.begin(), distinct.end());
-    std::set<int64_t> involved;
-    for (auto [u, v] : distinct) involved.insert(u), involved.insert(v);
     for (int64_t u : involved) pairs.emplace_back(u, u);
     inner = gram_inner_products(layers, pairs, options.stream);
-    if (debiased) {
-      std::vector<at::Tensor> rows;
-      for (const LayerFit* f : layers) rows.push_back(f->row_sq().cpu());
-      auto r = at::stack(rows);
-      diag_dot = r.mm(r.t());
-    }
-  }
-  std::map<std::pair<int64_t, int64_t>, ApproximateNu> nu;
-  if (need_procrustes) {
-    std::set<int64_t> involved;
-    for (auto [u, v] : distinct) involved.insert(u), involved.insert(v);
-    const int64_t total = static_cast<int64_t>(involved.size() + distinct.size());
-    int64_t done = 0;
-    auto tick = [&] {
-      if (options.progress) options.progress(++done, total);
-    };
-    const bool approx = options.approximate;
-    for (int64_t u : involved) {
-      if (approx) layers[u]->truncated_factor(options.truncation);
-      else layers[u]->procrustes_factor();
-      tick();
-    }
-    for (auto [u, v] : distinct) {
-      nu[{u, v}] = approx ? procrustes_similarity_truncated(*layers[u], *layers[v], options.truncation)
-                          : ApproximateNu{procrustes_similarity(*layers[u], *layers[v]), 0.0};
-      tick();
-    }
+    std::vector<at::Tensor> rows;
+    for (const LayerFit* f : layers) rows.push_back(f->row_sq().cpu());
+    auto r = at::stack(rows);
+    diag_dot = r.mm(r.t());
   }
 
-  auto cka_value = [&](int64_t u, int64_t v) {
-    auto acc = inner.accessor<double, 2>();
-    if (!debiased) return cka_from_inner(acc[u][v], acc[u][u], acc[v][v]);
-    auto dd = diag_dot.accessor<double, 2>();
-    const LayerFit &x = *layers[u], &y = *layers[v];
-    const double hxy = unbiased_hsic(acc[u][v], dd[u][v], x.trace(), y.trace(), n);
-    const double hxx = unbiased_hsic(acc[u][u], dd[u][u], x.trace(), x.trace(), n);
-    const double hyy = unbiased_hsic(acc[v][v], dd[v][v], y.trace(), y.trace(), n);
-    VT_CHECK_ARG(hxx > 0.0, x.arg(), "debiased CKA is undefined: its unbiased self-HSIC is ", hxx, " (<= 0)");
-    VT_CHECK_ARG(hyy > 0.0, y.arg(), "debiased CKA is undefined: its unbiased self-HSIC is ", hyy, " (<= 0)");
-    return std::clamp(hxy / std::sqrt(hxx * hyy), -1.0, 1.0);
-  };
+  // Per-layer fits, then one score per distinct pair; progress counts both for measures with fits.
+  const int64_t total = static_cast<int64_t>(involved.size() + distinct.size());
+  int64_t done = 0;
+  bool fitted = false;
+  for (int64_t u : involved) {
+    fitted = measure->fit(*layers[u]) || fitted;
+    if (fitted && options.progress) options.progress(++done, total);
+  }
+  std::map<std::pair<int64_t, int64_t>, Score> scores;
+  for (auto [u, v] : distinct) {
+    PairData pair{*layers[u], *layers[v], n};
+    if (inner.defined()) {
+      auto acc = inner.accessor<double, 2>();
+      pair.kl = acc[u][v], pair.kk = acc[u][u], pair.ll = acc[v][v];
+      pair.diag_dot = diag_dot.accessor<double, 2>()[u][v];
+    }
+    scores[{u, v}] = measure->score(pair);
+    if (fitted && options.progress) options.progress(++done, total);
+  }
 
   auto out = at::empty({ma, mb, la, lb}, at::kDouble);
   auto o = out.accessor<double, 4>();
@@ -140,22 +118,15 @@ at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& mode
           const int64_t u = ia[i * la + k], v = ib[j * lb + l];
           double value;
           if (layers[u]->constant() || layers[v]->constant()) {
-            value = 0.0;
+            value = measure->constant();
           } else if (u == v) {
-            value = 1.0;
+            value = measure->identical();
           } else {
-            const ApproximateNu a = need_procrustes ? nu.at({std::min(u, v), std::max(u, v)}) : ApproximateNu{};
-            const double p = a.value;
-            e[i][j][k][l] = a.bound;  // min(c, ·) is 1-Lipschitz: the bound on ν also bounds min(CKA, ν)
-            switch (options.measure) {
-              case Measure::kCKA:
-              case Measure::kCKADebiased: value = cka_value(u, v); break;
-              case Measure::kProcrustes: value = p; break;
-              case Measure::kMin: value = std::min(cka_value(u, v), p); break;
-            }
+            const Score& s = scores.at({std::min(u, v), std::max(u, v)});
+            value = s.value;
+            e[i][j][k][l] = s.bound;
           }
-          if (options.measure == Measure::kProcrustes) value = apply_procrustes_form(value, options.form);
-          o[i][j][k][l] = value;
+          o[i][j][k][l] = measure->report(value);
         }
   if (bound != nullptr) *bound = errors;
   return out;

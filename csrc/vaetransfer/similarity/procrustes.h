@@ -12,6 +12,7 @@
 #include <string>
 
 #include "vaetransfer/similarity/layer_fit.h"
+#include "vaetransfer/similarity/measure.h"
 
 namespace vaetransfer::similarity {
 
@@ -44,5 +45,16 @@ ApproximateNu procrustes_similarity_truncated(const LayerFit& x, const LayerFit&
 
 // One pair from activations X: (n, p_x), Y: (n, p_y), reported in `form`.
 double procrustes(const at::Tensor& x, const at::Tensor& y, ProcrustesForm form = ProcrustesForm::kSimilarity);
+
+// The Procrustes part of a measure: exact factors (rank 0) or truncated spectra with error bounds,
+// from the parameters procrustes_fit_specs() declares (rank, power_iterations, seed).
+struct ProcrustesFit {
+  explicit ProcrustesFit(const Params& p);
+  bool approximate() const { return truncation.rank != 0; }
+  void fit(const LayerFit& layer) const;                    // the factor, cached in the layer
+  Score score(const LayerFit& x, const LayerFit& y) const;  // ν and its error bound
+  TruncationOptions truncation;
+};
+std::vector<ParamSpec> procrustes_fit_specs();
 
 }  // namespace vaetransfer::similarity
