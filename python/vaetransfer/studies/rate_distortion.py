@@ -5,29 +5,31 @@ the Tetrominoes set as the authors' generator defines it (:func:`vaetransfer.dat
 and its four splits (:func:`vaetransfer.data.tetrominoes_split`: ``random``, ``checkerboard``,
 ``cv`` with a training fraction, ``cd`` with a volume ratio). Every model is a β-VAE with a
 Bernoulli likelihood and a 10-d latent (MLP-1, MLP-3: 512 ReLU units per layer; CNN-1, CNN-3: 64
-channels, kernel 4, stride 2), trained with Adam at batch 128. Sections of ``results.json`` and
-``index.md``:
+channels, kernel 4, stride 2), trained with Adam at batch 128. One stage, ``train``: each
+(architecture, split, objective, β, seed) is one run (:func:`train_and_measure`). The analysis
+and the report's sections:
 
-1. ``rd_planes`` (Fig. 2–3, 5–6): train and test (rate R, distortion D) for each β, per
+1. RD planes (Fig. 2–3, 5–6): train and test (rate R, distortion D) for each β, per
    architecture and split, ELBO iso-lines D + R = const, β = 1 marked.
-2. ``test_vs_beta`` (Fig. 3–4): test distortion and −ELBO against β for each N_train of the CV and
+2. ``u_vs_l_shape`` (Fig. 3–4): test distortion and −ELBO against β for each N_train of the CV and
    CD splits; the U-shape (a minimum at an intermediate β) vs the L-shape (smallest β best).
-3. ``rate_decomposition`` (Fig. 8): R = I_q(x; z) + KL(q(z) ‖ p(z)) on the training encodings by
-   the minibatch estimator (batches of 512, own-term weight 1/N as in the authors' code) and over
-   the whole training set, against log N_train.
-4. ``log_px`` and ``hard_examples``: importance-weighted log p(x) on train and test against β;
-   test examples at the 90th percentile of the ℓ2 distance to their nearest training image
-   (exact search, :func:`vaetransfer.estimators.nearest_neighbours`) with reconstructions per β.
-5. ``early_stopping`` and ``ablations``: the same measures for the weights of the lowest validation
-   loss (rule: a ``validation_fraction`` of the training rows is held out, the run's loss
-   D + β·R is evaluated on it every ``eval_every`` steps, and the weights of its lowest value are
-   kept — early stopping with unbounded patience); β-VAEs against the objectives with only the MI
-   term (``mi-vae``) or only the marginal-KL term (``marginal-kl-vae``) of the rate.
+3. ``mi_saturates_marginal_kl_grows`` (Fig. 8): R = I_q(x; z) + KL(q(z) ‖ p(z)) on the training
+   encodings by the minibatch estimator (batches of 512, own-term weight 1/N as in the authors'
+   code) and over the whole training set, against log N_train; ``gap_vs_beta``: the train–test
+   −ELBO gap against β.
+4. log p(x) and hard examples: importance-weighted log p(x) on train and test against β; test
+   examples at the 90th percentile of the ℓ2 distance to their nearest training image (exact
+   search, :func:`vaetransfer.estimators.nearest_neighbours`) with reconstructions per β.
+5. ``early_stopping_shape`` and ``ablations``: the same measures for the weights of the lowest
+   validation loss (rule: a ``validation_fraction`` of the training rows is held out, the run's
+   loss D + β·R is evaluated on it every ``eval_every`` steps, and the weights of its lowest value
+   are kept — early stopping with unbounded patience); β-VAEs against the objectives with only the
+   MI term (``mi-vae``) or only the marginal-KL term (``marginal-kl-vae``) of the rate.
 
 All measures come from :mod:`vaetransfer.estimators` and the objectives' likelihood and KL.
 Distortion and rate are per example (nats, summed over the 3,072 pixel values; z sampled once
-from q(z|x)). Every run goes through :mod:`vaetransfer.sweep` (a ``function`` job,
-:func:`train_and_measure`), so the ``paper`` preset runs unchanged on a Ray cluster.
+from q(z|x)). The ``paper`` preset is meant for a Ray cluster: ``vaetransfer run rate_distortion
+--preset paper --executor ray --address auto --threads 4 --cpus-per-run 4``.
 
 Choices where the paper leaves room (config fields): Adam learning rate 1e-3; CNN padding 1 (the
 core's ``cnn``: 32 → 16 → 8 → 4); K = ``iw_samples`` importance samples for log p(x); the
@@ -35,25 +37,23 @@ early-stopping rule above; the train/test D and R on ``eval_n`` rows of each set
 """
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .. import build_info, data, estimators, plots
-from .. import sweep as vsweep
+from .. import data, estimators, plots
 from .._checks import value_error
-from ..io import write_json, write_text
+from ..config import config_from_dict
 from ..nn import ModelConfig
 from ..objectives import TaskConfig, gaussian_kl, negative_log_likelihood
 from ..train import OptimizerConfig, TrainConfig, TrainingDivergedError, load_run, train
-from . import STUDY_FILE, begin, config_from_dict, config_to_dict, run_sweep, step
-from . import _figures
-from ._stats import spearman
+from .figures import pyplot, save
+from .pipeline import Finding, RunResult, Stage, Study, Verdict, undecided
+from .report import fmt
+from .stats import mean_se, spearman
 
 #: The paper's architectures (§4.3): MLPs of 512 ReLU units, CNNs of 64 channels (kernel 4, stride 2).
 ARCHITECTURES: dict[str, dict] = {
@@ -66,7 +66,6 @@ ARCHITECTURES: dict[str, dict] = {
 PAPER_BETAS = (0.001, 0.005, 0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0, 2.0, 3.0, 5.0)
 #: The rate ablations (§4.5), registered objectives of the core.
 ABLATIONS = ("mi-vae", "marginal-kl-vae")
-EXECUTORS = ("local", "ray")
 # The paper's split settings: CV and CD with N_train ≈ 8k … 65k (§4.2), the dense CV(82k/82k) =
 # random, and CV(16k/147k) = cv 0.1.
 PAPER_CV_RATIOS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
@@ -128,15 +127,11 @@ class Config:
     ablation_architecture: str = "mlp3"
     ablation_betas: tuple[float, ...] = (0.01, 1.0)
     ablation_seeds: tuple[int, ...] = (0,)
-    executor: str = "local"
-    workers: int = 2
-    threads: int = 1
-    address: str | None = None
 
     def __post_init__(self):
         for name, low in (("steps", 1), ("batch_size", 2), ("latent_dim", 1), ("eval_every", 1), ("eval_n", 0),
                           ("rate_batch", 2), ("iw_samples", 1), ("iw_n", 1), ("nn_n", 0), ("hard_n", 1),
-                          ("workers", 1), ("threads", 1), ("data_seed", 0)):
+                          ("data_seed", 0)):
             if getattr(self, name) < low:
                 raise value_error(name, f"expected >= {low}, got {getattr(self, name)}")
         if not self.lr > 0:
@@ -146,10 +141,10 @@ class Config:
                                             f"validation evaluation), got {self.eval_every}")
         if not 0.0 < self.validation_fraction < 1.0:
             raise value_error("validation_fraction", f"expected a fraction in (0, 1), got {self.validation_fraction}")
-        for name in ("architectures",):
-            values = getattr(self, name)
-            if not values or any(a not in ARCHITECTURES for a in values) or len(set(values)) != len(values):
-                raise value_error(name, f"expected distinct names of {list(ARCHITECTURES)}, got {list(values)}")
+        if not self.architectures or any(a not in ARCHITECTURES for a in self.architectures) \
+                or len(set(self.architectures)) != len(self.architectures):
+            raise value_error("architectures", f"expected distinct names of {list(ARCHITECTURES)}, "
+                                               f"got {list(self.architectures)}")
         if self.ablation_architecture not in self.architectures:
             raise value_error("ablation_architecture", f"expected one of {list(self.architectures)}, "
                                                        f"got {self.ablation_architecture!r}")
@@ -171,12 +166,14 @@ class Config:
                 raise value_error(name, f"expected distinct seeds >= 0, got {list(values)}")
         if any(a not in ABLATIONS for a in self.ablations) or len(set(self.ablations)) != len(self.ablations):
             raise value_error("ablations", f"expected distinct names of {list(ABLATIONS)}, got {list(self.ablations)}")
-        if self.executor not in EXECUTORS:
-            raise value_error("executor", f"expected one of {list(EXECUTORS)}, got {self.executor!r}")
 
     @property
     def focus_split(self) -> SplitSpec:
         return self.splits[self.focus]
+
+    def seeds_of(self, split: SplitSpec) -> tuple[int, ...]:
+        """The restarts of the β-VAEs on ``split``: ``focus_seeds`` on the focus split, else ``seeds``."""
+        return self.focus_seeds if split == self.focus_split else self.seeds
 
 
 PRESETS: dict[str, Config] = {
@@ -184,7 +181,7 @@ PRESETS: dict[str, Config] = {
     "smoke": Config(architectures=("mlp1", "cnn1"), splits=(SplitSpec("cv", 0.003), SplitSpec("cd", 0.01)),
                     betas=(0.1, 1.0, 4.0), seeds=(0,), focus_seeds=(0,), steps=6, batch_size=16, eval_every=3,
                     eval_n=64, rate_batch=32, iw_samples=4, iw_n=8, nn_n=256, hard_n=2,
-                    ablation_architecture="mlp1", ablation_betas=(1.0,), workers=2),
+                    ablation_architecture="mlp1", ablation_betas=(1.0,)),
     # This machine (2 cores, under an hour): small training sets so that many epochs fit; the
     # sparse CV(0.01) split (1,475 training images) carries the U/L and rate-decomposition effects.
     "small": Config(),
@@ -196,7 +193,7 @@ PRESETS: dict[str, Config] = {
                             SplitSpec("cd", 0.1), SplitSpec("cd", 0.2), SplitSpec("cd", 0.4), SplitSpec("cd", 0.7)),
                     betas=PAPER_BETAS, seeds=(0, 1, 2, 3, 4), focus_seeds=(0, 1, 2, 3, 4), steps=257_000,
                     eval_every=5000, eval_n=0, iw_samples=1000, iw_n=2000, nn_n=0, ablation_betas=PAPER_BETAS,
-                    ablation_seeds=(0, 1, 2, 3, 4), executor="ray", workers=1, threads=4),
+                    ablation_seeds=(0, 1, 2, 3, 4)),
 }
 
 
@@ -235,37 +232,15 @@ def _images(rows: torch.Tensor, data_seed: int) -> torch.Tensor:
     return data.tetrominoes(rows, seed=data_seed).float_images()
 
 
-# ---------------------------------------------------------------------------------- one run
-@dataclass
-class RunArgs:
-    """One run of the sweep (the ``args`` of :func:`train_and_measure`); the shared settings
-    default to the study's."""
-
-    architecture: str = "mlp1"
-    split: SplitSpec = field(default_factory=SplitSpec)
-    objective: str = "beta-vae"
-    beta: float = 1.0
-    seed: int = 0
-    data_seed: int = Config.data_seed
-    steps: int = Config.steps
-    batch_size: int = Config.batch_size
-    lr: float = Config.lr
-    latent_dim: int = Config.latent_dim
-    validation_fraction: float = Config.validation_fraction
-    eval_every: int = Config.eval_every
-    eval_n: int = Config.eval_n
-    rate_batch: int = Config.rate_batch
-    iw_samples: int = Config.iw_samples
-    iw_n: int = Config.iw_n
-
-    def train_config(self) -> TrainConfig:
-        a = ARCHITECTURES[self.architecture]
-        model = ModelConfig(a["architecture"], input_shape=(3, 32, 32), latent_dim=self.latent_dim, depth=a["depth"],
-                            width=a["width"])
-        return TrainConfig(model=model, objective=TaskConfig(self.objective, beta=self.beta),
-                           optimizer=OptimizerConfig(lr=self.lr), steps=self.steps, batch_size=self.batch_size,
-                           seed=self.seed, snapshot_every=max(1, self.steps // 4), keep_snapshots=1,
-                           eval_every=self.eval_every, keep_best=True, dataset="tetrominoes")
+# ---------------------------------------------------------------------------------- the stage: one run
+def _train_config(c: Config, row: dict) -> TrainConfig:
+    a = ARCHITECTURES[row["architecture"]]
+    model = ModelConfig(a["architecture"], input_shape=(3, 32, 32), latent_dim=c.latent_dim, depth=a["depth"],
+                        width=a["width"])
+    return TrainConfig(model=model, objective=TaskConfig(row["objective"], beta=float(row["beta"])),
+                       optimizer=OptimizerConfig(lr=c.lr), steps=c.steps, batch_size=c.batch_size,
+                       seed=row["seed"], snapshot_every=max(1, c.steps // 4), keep_snapshots=1,
+                       eval_every=c.eval_every, keep_best=True, dataset="tetrominoes")
 
 
 def _encode(model, x: torch.Tensor, chunk: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
@@ -295,110 +270,89 @@ def _dr_metrics(model, sets: dict[str, torch.Tensor], seed: int, prefix: str = "
     return out
 
 
-def train_and_measure(args: dict, run_dir) -> dict:
-    """Trains one VAE of the sweep (resumable, in ``run_dir/train``) and measures it: train and
-    test D, R and −ELBO of the final and the early-stopped weights, the rate decomposition of the
-    training encodings (minibatch and whole-set), and importance-weighted log p(x). A run whose
-    loss becomes NaN is measured at its early-stopping weights throughout and flagged ``diverged``."""
-    a = config_from_dict(RunArgs, args, argument="args")
-    if a.architecture not in ARCHITECTURES:
-        raise value_error("args.architecture", f"expected one of {list(ARCHITECTURES)}, got {a.architecture!r}")
-    train_rows, val_rows, test_rows = split_rows(a.split, a.data_seed, a.validation_fraction)
+def train_and_measure(c: Config, row: dict, job) -> dict:
+    """The stage's measurement: trains one VAE (resumable, in ``run_dir/train``) and measures it:
+    train and test D, R and −ELBO of the final and the early-stopped weights, the rate
+    decomposition of the training encodings (minibatch and whole-set), and importance-weighted
+    log p(x). A run whose loss becomes NaN is measured at its early-stopping weights throughout and
+    flagged ``diverged``; ``trained`` says whether its loss fell (first against last steps)."""
+    seed = row["seed"]
+    train_rows, val_rows, test_rows = split_rows(row["split"], c.data_seed, c.validation_fraction)
     rows = torch.cat([train_rows, val_rows]).sort().values
-    ds = data.tetrominoes(rows, seed=a.data_seed).to_dataset()
+    ds = data.tetrominoes(rows, seed=c.data_seed).to_dataset()
     train_set, val_set = data.split(ds, test=torch.searchsorted(rows, val_rows))
     start = time.perf_counter()
     try:
-        run, diverged = train(a.train_config(), train_set, Path(run_dir) / "train", eval_data=val_set,
+        run, diverged = train(_train_config(c, row), train_set, job.run_dir / "train", eval_data=val_set,
                               progress=False), False
     except TrainingDivergedError:  # measured at the weights early stopping kept before the loss broke
-        run, diverged = load_run(Path(run_dir) / "train"), True
+        run, diverged = load_run(job.run_dir / "train"), True
     seconds = time.perf_counter() - start
+    loss = run.history["loss"]
+    window = max(1, min(50, len(loss) // 5))  # first and last windows never overlap
     # D and R on the same subsets (by data_seed) for every run of a split: comparable across β.
-    x_train = train_set.float_images(torch.searchsorted(train_rows, _subset(train_rows, a.eval_n, a.data_seed)))
-    x_test = _images(_subset(test_rows, a.eval_n, a.data_seed + 1), a.data_seed)
+    x_train = train_set.float_images(torch.searchsorted(train_rows, _subset(train_rows, c.eval_n, c.data_seed)))
+    x_test = _images(_subset(test_rows, c.eval_n, c.data_seed + 1), c.data_seed)
     best = run.model("best")
     final = best if diverged else run.model()
     m = {"n_train": len(train_rows), "n_validation": len(val_rows), "n_test": len(test_rows),
          "log_n_train": math.log(len(train_rows)), "train_seconds": round(seconds, 2), "steps": run.step,
-         "diverged": float(diverged),
+         "diverged": float(diverged), "trained": float(bool(loss[-window:].mean() < loss[:window].mean())),
          "early_stopping_step": run.best["step"], "early_stopping_validation_loss": run.best["eval_loss"]}
     with torch.no_grad():
-        m.update(_dr_metrics(final, {"train": x_train, "test": x_test}, a.seed))
-        m.update(_dr_metrics(best, {"train": x_train, "test": x_test}, a.seed, prefix="es_"))
+        m.update(_dr_metrics(final, {"train": x_train, "test": x_test}, seed))
+        m.update(_dr_metrics(best, {"train": x_train, "test": x_test}, seed, prefix="es_"))
         mean, logvar = _encode(final, train_set.float_images())
         for kind, key in (("minibatch", "minibatch"), ("whole-dataset", "whole")):
-            rd = estimators.rate_decomposition(mean, logvar, estimator=kind, batch_size=a.rate_batch, seed=a.seed)
+            rd = estimators.rate_decomposition(mean, logvar, estimator=kind, batch_size=c.rate_batch, seed=seed)
             m.update({f"mi_{key}": rd.mutual_information, f"marginal_kl_{key}": rd.marginal_kl,
                       f"rate_{key}": rd.rate})
         m["rate_analytic"] = rd.rate_analytic
-        for name, x in (("train", x_train[:a.iw_n]), ("test", x_test[:a.iw_n])):
+        for name, x in (("train", x_train[:c.iw_n]), ("test", x_test[:c.iw_n])):
             mu, lv = final.encode(x)
             iw = estimators.importance_weighted_log_likelihood(
-                x, mu, lv, decoder=final.decode, likelihood="bernoulli", num_samples=a.iw_samples,
-                samples_per_chunk=min(a.iw_samples, 50), seed=a.seed)
+                x, mu, lv, decoder=final.decode, likelihood="bernoulli", num_samples=c.iw_samples,
+                samples_per_chunk=min(c.iw_samples, 50), seed=seed)
             m[f"{name}_log_px"] = float(iw.log_px.mean())
     return m
 
 
-# ---------------------------------------------------------------------------------- the sweep
-def _run_args(c: Config) -> dict:
-    """The study's settings every run shares (the fields RunArgs has beside the sweep's axes)."""
-    axes = {"architecture", "split", "objective", "beta", "seed"}
-    return {f.name: getattr(c, f.name) for f in dataclasses.fields(RunArgs) if f.name not in axes}
+def _train_runs(c: Config, earlier) -> list[dict]:
+    """Every run: the β grid for each architecture and split (``c.seeds_of`` the split), and the
+    ablations on the focus split (``ablation_betas`` × ``ablation_seeds``)."""
+    rows = [{"architecture": arch, "split": s.to_dict(), "objective": "beta-vae", "beta": float(beta), "seed": seed}
+            for s in c.splits for arch in c.architectures for beta in c.betas for seed in c.seeds_of(s)]
+    rows += [{"architecture": c.ablation_architecture, "split": c.focus_split.to_dict(), "objective": objective,
+              "beta": float(beta), "seed": seed}
+             for objective in c.ablations for beta in c.ablation_betas for seed in c.ablation_seeds]
+    return rows
 
 
-def _declared_runs(c: Config) -> list[tuple[str, SplitSpec, str, float, int]]:
-    """(architecture, split, objective, β, seed) of every run: the β grid for each architecture
-    and split (``seeds``; ``focus_seeds`` on the focus split), and the ablations on the focus split
-    (``ablation_betas`` × ``ablation_seeds``)."""
-    runs = []
-    for split_index, s in enumerate(c.splits):
-        seeds = c.focus_seeds if split_index == c.focus else c.seeds
-        for arch in c.architectures:
-            for beta in c.betas:
-                runs += [(arch, s, "beta-vae", beta, seed) for seed in seeds]
-    for objective in c.ablations:
-        for beta in c.ablation_betas:
-            runs += [(c.ablation_architecture, c.focus_split, objective, beta, seed) for seed in c.ablation_seeds]
-    return runs
-
-
-def _sweep(c: Config, out: Path) -> vsweep.Sweep:
-    runs = _declared_runs(c)
-    zipped = {"architecture": [r[0] for r in runs], "split": [r[1].to_dict() for r in runs],
-              "objective": [r[2] for r in runs], "beta": [float(r[3]) for r in runs], "seed": [r[4] for r in runs]}
-    return vsweep.create(out / "sweeps" / "runs", job="function",
-                         base={"function": f"{__name__}:train_and_measure", "args": _run_args(c)}, zip=[zipped])
-
-
-# ---------------------------------------------------------------------------------- tables
+# ---------------------------------------------------------------------------------- analysis
 _METRICS = ("train_distortion", "train_rate", "train_neg_elbo", "test_distortion", "test_rate", "test_neg_elbo",
             "es_train_distortion", "es_train_rate", "es_train_neg_elbo", "es_test_distortion", "es_test_rate",
             "es_test_neg_elbo", "mi_minibatch", "marginal_kl_minibatch", "mi_whole", "marginal_kl_whole",
             "rate_analytic", "train_log_px", "test_log_px", "early_stopping_step", "n_train", "n_test", "log_n_train",
-            "diverged")
+            "diverged", "trained")
 
 
 def _label(split: dict) -> str:
     return SplitSpec(**split).label
 
 
-def _table(rows: list[dict]) -> dict:
-    """objective → architecture → split label → β → {metric: {"mean", "sd", "n"}} over seeds."""
+def _table(runs: list[RunResult]) -> dict:
+    """objective → architecture → split label → β → {metric: {"mean", "se", "n", "sd"}} over seeds."""
     groups: dict = {}
-    for r in rows:
-        key = (r["objective"], r["architecture"], _label(r["split"]), float(r["beta"]))
-        groups.setdefault(key, []).append(r)
+    for r in runs:
+        key = (r.row["objective"], r.row["architecture"], _label(r.row["split"]), float(r.row["beta"]))
+        groups.setdefault(key, []).append(r.measured)
     table: dict = {}
-    for (obj, arch, split, beta), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2], kv[0][3])):
+    for (obj, arch, split, beta), measured in sorted(groups.items()):
         cell = {}
         for k in _METRICS:
-            vals = [float(r[k]) for r in rs if r.get(k) is not None]
-            if vals:
-                mu = sum(vals) / len(vals)
-                sd = math.sqrt(sum((v - mu) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
-                cell[k] = {"mean": round(mu, 4), "sd": round(sd, 4), "n": len(vals)}
+            summary = mean_se([m.get(k) for m in measured])
+            if summary["n"]:
+                cell[k] = {**summary, "sd": round(summary["se"] * math.sqrt(summary["n"]), 4)}
         table.setdefault(obj, {}).setdefault(arch, {}).setdefault(split, {})[str(beta)] = cell
     return table
 
@@ -417,10 +371,126 @@ def _curve(table: dict, obj: str, arch: str, split: str, metric: str) -> tuple[l
     return ([float(b) for b in betas], [cells[b][metric]["mean"] for b in betas], [cells[b][metric]["sd"] for b in betas])
 
 
+def _nearest(c: Config, split: SplitSpec) -> dict:
+    """Exact nearest training image of ``nn_n`` test images (ℓ2 over the 3,072 values in [0, 1])."""
+    train_rows, _, test_rows = split_rows(split, c.data_seed, c.validation_fraction)
+    test = _subset(test_rows, c.nn_n, c.data_seed + 2)
+    nn = estimators.nearest_neighbours(data.tetrominoes(test, seed=c.data_seed).images,
+                                       data.tetrominoes(train_rows, seed=c.data_seed).images)
+    dist = nn.distance / 255.0
+    q90 = float(torch.quantile(dist, 0.9))
+    hard = torch.argsort((dist - q90).abs())[:c.hard_n]
+    qs = torch.quantile(dist, torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64)).tolist()
+    return {"split": split.label, "n_queries": len(test), "n_train": len(train_rows),
+            "quantiles": {"q10": round(qs[0], 4), "median": round(qs[1], 4), "q90": round(qs[2], 4)},
+            "pairs_compared_fraction": round(nn.pairs_compared / (len(test) * len(train_rows)), 6),
+            "hist": torch.histogram(dist.float(), bins=40).hist.tolist(),
+            "hist_range": [float(dist.min()), float(dist.max())],
+            "hard_test_rows": test[hard].tolist(), "hard_train_rows": train_rows[nn.index[hard]].tolist(),
+            "hard_distances": [round(float(d), 4) for d in dist[hard]]}
+
+
+def _sparse_split(c: Config) -> SplitSpec:
+    """The split of the U/L and early-stopping shapes: the sparsest CV split (else the focus split)."""
+    return min((s for s in c.splits if s.kind == "cv"), key=lambda s: s.ratio, default=c.focus_split)
+
+
+def _rate_saturation(c: Config, table: dict) -> dict:
+    """Per architecture/split: I_q / log N_train for each β < 1 (saturated: all ≥ 0.9) and whether the
+    marginal KL at the smallest β exceeds that at the first β ≥ 1."""
+    groups = {}
+    for arch in c.architectures:
+        for s in c.splits:
+            betas, (mi, mkl, logn) = _means(table, arch, s.label, "mi_minibatch", "marginal_kl_minibatch",
+                                            "log_n_train")
+            if not betas:
+                continue
+            below = [k for k, b in enumerate(betas) if b < 1]
+            at_one = [k for k, b in enumerate(betas) if b >= 1]
+            ratio = [round(mi[k] / logn[k], 3) for k in below]
+            saturates = bool(below) and min(ratio) >= 0.9
+            grows = bool(below and at_one) and mkl[below[0]] > mkl[at_one[0]]
+            groups[f"{arch}/{s.label}"] = {
+                "log_n_train": round(logn[0], 3), "betas": betas, "mi": mi, "marginal_kl": mkl,
+                "mi_over_log_n_below_1": ratio, "mi_saturates": saturates, "marginal_kl_grows": grows,
+                "holds": saturates and grows}
+    return groups
+
+
+def _shape(betas: list[float], d: list[float], sd: list[float]) -> dict:
+    """U or L: where the test distortion is smallest over β, and how far above that minimum the
+    smallest β lies, against a tolerance (2 sd over restarts, at least 0.2 % of the minimum)."""
+    i = min(range(len(d)), key=lambda k: d[k])
+    tol = max(2 * max(sd[i], sd[0]), 0.002 * abs(d[i]))
+    excess = d[0] - d[i]
+    return {"betas": betas, "test_distortion": d, "argmin_beta": betas[i], "smallest_beta_excess": round(excess, 3),
+            "tolerance": round(tol, 3), "u_shaped": bool(0 < i < len(d) - 1 and excess > tol),
+            "l_shaped": bool(excess <= tol)}
+
+
+def _shapes(c: Config, table: dict, metric: str) -> dict:
+    """The U/L shape (:func:`_shape`) of the β-VAE's ``metric`` over β on the sparse split, per architecture."""
+    split = _sparse_split(c)
+    shapes = {}
+    for arch in c.architectures:
+        betas, d, sd = _curve(table, "beta-vae", arch, split.label, metric)
+        if len(betas) >= 3:
+            shapes[arch] = _shape(betas, d, sd)
+    return {"split": split.label, "per_architecture": shapes}
+
+
+def _gaps(c: Config, table: dict) -> dict:
+    """Per architecture/split: the test − train gaps of −ELBO and D over β and Spearman ρ(β, gap)."""
+    gaps = {}
+    for arch in c.architectures:
+        for s in c.splits:
+            betas, (te, tr, ted, trd) = _means(table, arch, s.label, "test_neg_elbo", "train_neg_elbo",
+                                               "test_distortion", "train_distortion")
+            if not betas:
+                continue
+            g = [round(a - b, 3) for a, b in zip(te, tr)]
+            gd = [round(a - b, 3) for a, b in zip(ted, trd)]
+            rho = spearman(betas, g)
+            gaps[f"{arch}/{s.label}"] = {"betas": betas, "gap_neg_elbo": g, "gap_distortion": gd,
+                                         "spearman_beta_gap": rho, "spearman_beta_gap_distortion": spearman(betas, gd),
+                                         "beta_of_smallest_gap": betas[min(range(len(g)), key=lambda k: g[k])],
+                                         "shrinks_as_beta_grows": rho is not None and rho < 0}
+    return {"per_run_group": gaps}
+
+
+def _ablations(c: Config, table: dict) -> dict:
+    """The β-VAE and each ablation on the focus split (ablation architecture) at the ablation βs."""
+    split, arch = c.focus_split.label, c.ablation_architecture
+    per = {}
+    for obj in ("beta-vae",) + tuple(c.ablations):
+        cells = table.get(obj, {}).get(arch, {}).get(split, {})
+        per[obj] = {b: {k: cells[b][k]["mean"] for k in ("train_neg_elbo", "test_neg_elbo", "test_distortion",
+                                                          "mi_minibatch", "marginal_kl_minibatch", "rate_analytic",
+                                                          "diverged", "trained", "early_stopping_step")
+                        if k in cells[b]}
+                    for b in sorted(cells, key=float) if float(b) in c.ablation_betas}
+        for v in per[obj].values():
+            if "test_neg_elbo" in v and "train_neg_elbo" in v:
+                v["gap_neg_elbo"] = round(v["test_neg_elbo"] - v["train_neg_elbo"], 3)
+    return {"architecture": arch, "split": split, "per_objective": per}
+
+
+def _analyse(c: Config, runs: dict, ctx) -> dict:
+    table = _table(runs["train"])
+    ctx.say("nearest training images ...")
+    nn = ctx.step("nearest_neighbours", lambda: {s.label: _nearest(c, s) for s in c.splits})
+    return {"table": table, "nearest_neighbours": nn,
+            "mi_saturates_marginal_kl_grows": _rate_saturation(c, table),
+            "u_vs_l_shape": _shapes(c, table, "test_distortion"),
+            "gap_vs_beta": _gaps(c, table),
+            "early_stopping_shape": _shapes(c, table, "es_test_distortion"),
+            "ablations": _ablations(c, table)}
+
+
 # ---------------------------------------------------------------------------------- figures
 def _split_by_architecture(c: Config, height: float, width: float = 4.7):
     """A figure with a panel per (split, architecture): (fig, [(row, split label, architecture, ax)])."""
-    fig, axes = _figures.pyplot().subplots(len(c.splits), len(c.architectures), squeeze=False,
+    fig, axes = pyplot().subplots(len(c.splits), len(c.architectures), squeeze=False,
                                 figsize=(width * len(c.architectures), height * len(c.splits)))
     return fig, [(i, s.label, arch, axes[i, j]) for i, s in enumerate(c.splits) for j, arch in enumerate(c.architectures)]
 
@@ -457,16 +527,13 @@ def _rd_planes(out: Path, c: Config, table: dict, prefix: str = "", name: str = 
     what = "early-stopped weights" if prefix else "final weights"
     fig.suptitle(f"RD planes ({what}): train (hollow, dashed) and test (solid) for each β; ★ β = 1; grey: D + R = const",
                  fontsize=10)
-    fig.tight_layout()
-    path = f"{name}.png"
-    plots.save_figure(fig, out / path)
-    return path
+    return save(fig, out, f"{name}.png")
 
 
 def _vs_beta(out: Path, c: Config, table: dict, metrics: dict, name: str, title: str, kinds=("cv", "cd"),
              obj: str = "beta-vae") -> str:
     """One panel per (metric, architecture): a line per split of the given kinds."""
-    plt = _figures.pyplot()
+    plt = pyplot()
     splits = [s for s in c.splits if s.kind in kinds] or list(c.splits)
     fig, axes = plt.subplots(len(metrics), len(c.architectures), figsize=(4.8 * len(c.architectures),
                                                                         3.5 * len(metrics)), squeeze=False)
@@ -486,10 +553,7 @@ def _vs_beta(out: Path, c: Config, table: dict, metrics: dict, name: str, title:
             ax.set_title(arch, fontsize=10)
             ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path = f"{name}.png"
-    plots.save_figure(fig, out / path)
-    return path
+    return save(fig, out, f"{name}.png")
 
 
 def _rate_decomposition_figure(out: Path, c: Config, table: dict) -> str:
@@ -516,33 +580,11 @@ def _rate_decomposition_figure(out: Path, c: Config, table: dict) -> str:
         if i == 0 and arch == c.architectures[0]:
             ax.legend(fontsize=6)
     fig.suptitle("Rate decomposition R = I_q(x; z) + KL(q(z) ‖ p(z)) of the training encodings (Fig. 8)", fontsize=10)
-    fig.tight_layout()
-    path = "rate_decomposition.png"
-    plots.save_figure(fig, out / path)
-    return path
-
-
-def _nearest(c: Config, split: SplitSpec) -> dict:
-    """Exact nearest training image of ``nn_n`` test images (ℓ2 over the 3,072 values in [0, 1])."""
-    train_rows, _, test_rows = split_rows(split, c.data_seed, c.validation_fraction)
-    test = _subset(test_rows, c.nn_n, c.data_seed + 2)
-    nn = estimators.nearest_neighbours(data.tetrominoes(test, seed=c.data_seed).images,
-                                       data.tetrominoes(train_rows, seed=c.data_seed).images)
-    dist = nn.distance / 255.0
-    q90 = float(torch.quantile(dist, 0.9))
-    hard = torch.argsort((dist - q90).abs())[:c.hard_n]
-    qs = torch.quantile(dist, torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64)).tolist()
-    return {"split": split.label, "n_queries": len(test), "n_train": len(train_rows),
-            "quantiles": {"q10": round(qs[0], 4), "median": round(qs[1], 4), "q90": round(qs[2], 4)},
-            "pairs_compared_fraction": round(nn.pairs_compared / (len(test) * len(train_rows)), 6),
-            "hist": torch.histogram(dist.float(), bins=40).hist.tolist(),
-            "hist_range": [float(dist.min()), float(dist.max())],
-            "hard_test_rows": test[hard].tolist(), "hard_train_rows": train_rows[nn.index[hard]].tolist(),
-            "hard_distances": [round(float(d), 4) for d in dist[hard]]}
+    return save(fig, out, "rate_decomposition.png")
 
 
 def _nn_figure(out: Path, nn: dict) -> str:
-    plt = _figures.pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for label, r in nn.items():
         lo, hi = r["hist_range"]
@@ -554,14 +596,13 @@ def _nn_figure(out: Path, nn: dict) -> str:
     ax.set_ylabel("fraction of test images")
     ax.set_title("Test-to-nearest-training distances per split")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    plots.save_figure(fig, out / "nn_distances.png")
-    return "nn_distances.png"
+    return save(fig, out, "nn_distances.png")
 
 
 def _hard_examples(out: Path, c: Config, runs: dict, nn: dict) -> list[str]:
     """Hard test examples of the focus split with their nearest training image and the
-    reconstructions of each β (first focus seed), one figure per architecture."""
+    reconstructions of each β (first focus seed), one figure per architecture; ``runs`` maps
+    (architecture, split label, objective, β, seed) to a training run's directory."""
     split = c.focus_split
     h = nn[split.label]
     x = data.tetrominoes(h["hard_test_rows"], seed=c.data_seed).images
@@ -571,10 +612,10 @@ def _hard_examples(out: Path, c: Config, runs: dict, nn: dict) -> list[str]:
         rows = [x, near]
         labels = ["test image", "nearest train"]
         for beta in c.betas:
-            run = runs.get((arch, split.label, "beta-vae", float(beta), c.focus_seeds[0]))
-            if run is None:
+            run_dir = runs.get((arch, split.label, "beta-vae", float(beta), c.focus_seeds[0]))
+            if run_dir is None:
                 continue
-            rows.append(run.model().reconstruct(x.float() / 255.0))
+            rows.append(load_run(run_dir).model().reconstruct(x.float() / 255.0))
             labels.append(f"β = {beta:g}")
         grid = torch.cat([r.float() / 255.0 if r.dtype == torch.uint8 else r for r in rows])
         fig = plots.image_grid(grid, len(x), row_labels=labels,
@@ -587,7 +628,7 @@ def _hard_examples(out: Path, c: Config, runs: dict, nn: dict) -> list[str]:
 
 
 def _ablation_figure(out: Path, c: Config, table: dict) -> str:
-    plt = _figures.pyplot()
+    plt = pyplot()
     split, arch = c.focus_split.label, c.ablation_architecture
     metrics = {"test_distortion": "test distortion D", "test_neg_elbo": "test −ELBO",
                "gap_neg_elbo": "−ELBO gap (test − train)", "test_log_px": "test log p(x)"}
@@ -608,180 +649,202 @@ def _ablation_figure(out: Path, c: Config, table: dict) -> str:
         ax.legend(fontsize=7)
     fig.suptitle(f"Ablations of the rate ({arch}, {split}): only I_q (mi-vae) or only KL(q(z) ‖ p(z)) "
                  "(marginal-kl-vae) in the loss", fontsize=10)
-    fig.tight_layout()
-    plots.save_figure(fig, out / "ablations.png")
-    return "ablations.png"
+    return save(fig, out, "ablations.png")
+
+
+def _figures(c: Config, analysis: dict, ctx) -> list[str]:
+    out, table, nn = ctx.out, analysis["table"], analysis["nearest_neighbours"]
+    runs = {(r.row["architecture"], _label(r.row["split"]), r.row["objective"], float(r.row["beta"]), r.row["seed"]):
+            r.dir / "train" for r in ctx.runs["train"]}
+    paths = [_rd_planes(out, c, table), _rd_planes(out, c, table, prefix="es_", name="rd_planes_early_stopping")]
+    paths.append(_vs_beta(out, c, table, {"test_distortion": "test distortion D", "test_neg_elbo": "test −ELBO"},
+                          "test_vs_beta", "Test distortion and −ELBO against β for each N_train (CV: solid, "
+                          "CD: dashed)"))
+    paths.append(_vs_beta(out, c, table, {"es_test_distortion": "test D, early-stopped",
+                                          "test_distortion": "test D, final"}, "early_stopping",
+                          "Early stopping: test distortion of the best-validation weights vs the final ones"))
+    paths.append(_rate_decomposition_figure(out, c, table))
+    paths.append(_vs_beta(out, c, table, {"train_log_px": "train log p(x)", "test_log_px": "test log p(x)"},
+                          "log_px", f"Importance-weighted log p(x) (K = {c.iw_samples}) against β",
+                          kinds=tuple(data.TETROMINOES_SPLITS)))
+    paths.append(_vs_beta(out, c, table, {"train_distortion": "train D", "test_distortion": "test D"},
+                          "train_test_distortion", "Train and test distortion against β",
+                          kinds=tuple(data.TETROMINOES_SPLITS)))
+    paths.append(_nn_figure(out, nn))
+    paths += _hard_examples(out, c, runs, nn)
+    if c.ablations:
+        paths.append(_ablation_figure(out, c, table))
+    return paths
 
 
 # ---------------------------------------------------------------------------------- findings
-def _shape(betas: list[float], d: list[float], sd: list[float]) -> dict:
-    """U or L: where the test distortion is smallest over β, and how far above that minimum the
-    smallest β lies, against a tolerance (2 sd over restarts, at least 0.2 % of the minimum)."""
-    i = min(range(len(d)), key=lambda k: d[k])
-    tol = max(2 * max(sd[i], sd[0]), 0.002 * abs(d[i]))
-    excess = d[0] - d[i]
-    return {"betas": betas, "test_distortion": d, "argmin_beta": betas[i], "smallest_beta_excess": round(excess, 3),
-            "tolerance": round(tol, 3), "u_shaped": bool(0 < i < len(d) - 1 and excess > tol),
-            "l_shaped": bool(excess <= tol)}
+def _unfit(a: dict, groups: list[tuple[str, str, str]]) -> str | None:
+    """Why the runs of these (objective, architecture, split label) groups cannot support a verdict
+    (a run diverged, or its loss did not fall), or None."""
+    bad = [f"{obj} {arch} {split} β={float(b):g}" for obj, arch, split in groups
+           for b, cell in a["table"].get(obj, {}).get(arch, {}).get(split, {}).items()
+           if cell.get("diverged", {}).get("mean", 0) > 0 or cell.get("trained", {}).get("mean", 1) < 1]
+    return f"run(s) diverged or did not train (loss did not fall): {', '.join(bad)}" if bad else None
 
 
-def _findings(c: Config, table: dict) -> dict:
-    f = {}
-    saturation = {}
-    for arch in c.architectures:
-        for s in c.splits:
-            betas, (mi, mkl, logn) = _means(table, arch, s.label, "mi_minibatch", "marginal_kl_minibatch",
-                                            "log_n_train")
-            if not betas:
-                continue
-            below = [k for k, b in enumerate(betas) if b < 1]
-            at_one = [k for k, b in enumerate(betas) if b >= 1]
-            ratio = [round(mi[k] / logn[k], 3) for k in below]
-            saturates = bool(below) and min(ratio) >= 0.9
-            grows = bool(below and at_one) and mkl[below[0]] > mkl[at_one[0]]
-            saturation[f"{arch}/{s.label}"] = {
-                "log_n_train": round(logn[0], 3), "betas": betas, "mi": mi, "marginal_kl": mkl,
-                "mi_over_log_n_below_1": ratio, "mi_saturates": saturates, "marginal_kl_grows": grows,
-                "holds": saturates and grows}
-    f["mi_saturates_marginal_kl_grows"] = saturation
-    shapes = {}
-    sparse = min((s for s in c.splits if s.kind == "cv"), key=lambda s: s.ratio, default=c.focus_split)
-    for arch in c.architectures:
-        betas, d, sd = _curve(table, "beta-vae", arch, sparse.label, "test_distortion")
-        if len(betas) >= 3:
-            shapes[arch] = _shape(betas, d, sd)
-    deep = [a for a in shapes if a.endswith("3")]
-    shallow = [a for a in shapes if a.endswith("1")]
-    f["u_vs_l_shape"] = {"split": sparse.label, "per_architecture": shapes,
-                         "holds": bool(deep and shallow) and all(shapes[a]["u_shaped"] for a in shallow)
-                         and all(shapes[a]["l_shaped"] for a in deep)}
-    gaps = {}
-    for arch in c.architectures:
-        for s in c.splits:
-            betas, (te, tr, ted, trd) = _means(table, arch, s.label, "test_neg_elbo", "train_neg_elbo",
-                                               "test_distortion", "train_distortion")
-            if not betas:
-                continue
-            g = [round(a - b, 3) for a, b in zip(te, tr)]
-            gd = [round(a - b, 3) for a, b in zip(ted, trd)]
-            rho = spearman(betas, g)
-            gaps[f"{arch}/{s.label}"] = {"betas": betas, "gap_neg_elbo": g, "gap_distortion": gd,
-                                         "spearman_beta_gap": rho, "spearman_beta_gap_distortion": spearman(betas, gd),
-                                         "beta_of_smallest_gap": betas[min(range(len(g)), key=lambda k: g[k])],
-                                         "shrinks_as_beta_grows": rho is not None and rho < 0}
-    f["gap_vs_beta"] = {"per_run_group": gaps,
-                        "holds": bool(gaps) and all(v["shrinks_as_beta_grows"] for v in gaps.values())}
-    es = {}
-    for arch in c.architectures:
-        betas, d, sd = _curve(table, "beta-vae", arch, sparse.label, "es_test_distortion")
-        if len(betas) >= 3:
-            es[arch] = _shape(betas, d, sd)
-    f["early_stopping_shape"] = {"split": sparse.label, "per_architecture": es}
-    abl = {}
-    split, arch = c.focus_split.label, c.ablation_architecture
-    for obj in ("beta-vae",) + tuple(c.ablations):
-        cells = table.get(obj, {}).get(arch, {}).get(split, {})
-        abl[obj] = {b: {k: cells[b][k]["mean"] for k in ("train_neg_elbo", "test_neg_elbo", "test_distortion",
-                                                          "mi_minibatch", "marginal_kl_minibatch", "rate_analytic",
-                                                          "diverged", "early_stopping_step") if k in cells[b]}
-                    for b in sorted(cells, key=float) if float(b) in c.ablation_betas}
-        for v in abl[obj].values():
-            if "test_neg_elbo" in v and "train_neg_elbo" in v:
-                v["gap_neg_elbo"] = round(v["test_neg_elbo"] - v["train_neg_elbo"], 3)
-    f["ablations"] = {"architecture": arch, "split": split, "per_objective": abl}
-    return f
+def _mi_saturates(c: Config, a: dict) -> Verdict:
+    if not (any(b < 1 for b in c.betas) and any(b >= 1 for b in c.betas)):
+        return undecided("the β grid needs values below 1 and at least 1", betas=list(c.betas))
+    why = _unfit(a, [("beta-vae", arch, s.label) for arch in c.architectures for s in c.splits])
+    if why:
+        return undecided(why)
+    groups = a["mi_saturates_marginal_kl_grows"]
+    return Verdict(bool(groups) and all(v["holds"] for v in groups.values()),
+                   {k: {"mi_over_log_n_below_1": v["mi_over_log_n_below_1"],
+                        "marginal_kl_smallest_beta": v["marginal_kl"][0], "marginal_kl_grows": v["marginal_kl_grows"]}
+                    for k, v in groups.items()})
+
+
+def _shape_undecided(c: Config, a: dict, archs: list[str]) -> Verdict | None:
+    """The undecided verdict of a shape finding over ``archs`` on the sparse split (None: decidable)."""
+    split = _sparse_split(c)
+    if len(c.seeds_of(split)) < 2:
+        return undecided(f"fewer than 2 restarts on {split.label}: the tolerance needs their spread",
+                         restarts=len(c.seeds_of(split)))
+    why = _unfit(a, [("beta-vae", arch, split.label) for arch in archs])
+    return undecided(why) if why else None
+
+
+def _shape_evidence(shapes: dict, archs: list[str]) -> dict:
+    return {arch: {k: shapes[arch][k] for k in ("argmin_beta", "smallest_beta_excess", "tolerance", "u_shaped",
+                                                 "l_shaped")} for arch in archs}
+
+
+def _u_vs_l(c: Config, a: dict) -> Verdict:
+    shapes = a["u_vs_l_shape"]["per_architecture"]
+    shallow = [x for x in shapes if x.endswith("1")]
+    deep = [x for x in shapes if x.endswith("3")]
+    if not (shallow and deep):
+        return undecided("needs a 1-layer and a 3-layer architecture", architectures=list(c.architectures))
+    why = _shape_undecided(c, a, shallow + deep)
+    if why:
+        return why
+    return Verdict(all(shapes[x]["u_shaped"] for x in shallow) and all(shapes[x]["l_shaped"] for x in deep),
+                   _shape_evidence(shapes, shallow + deep))
+
+
+def _early_stopping(c: Config, a: dict) -> Verdict:
+    shapes = a["early_stopping_shape"]["per_architecture"]
+    shallow = [x for x in shapes if x.endswith("1")]
+    if not shallow:
+        return undecided("needs a 1-layer architecture", architectures=list(c.architectures))
+    why = _shape_undecided(c, a, shallow)
+    if why:
+        return why
+    return Verdict(all(shapes[x]["l_shaped"] for x in shallow), _shape_evidence(shapes, shallow))
+
+
+def _gap_shrinks(c: Config, a: dict) -> Verdict:
+    why = _unfit(a, [("beta-vae", arch, s.label) for arch in c.architectures for s in c.splits])
+    if why:
+        return undecided(why)
+    gaps = a["gap_vs_beta"]["per_run_group"]
+    return Verdict(bool(gaps) and all(v["shrinks_as_beta_grows"] for v in gaps.values()),
+                   {k: v["spearman_beta_gap"] for k, v in gaps.items()})
+
+
+def _marginal_kl_matters(c: Config, a: dict) -> Verdict:
+    if set(ABLATIONS) - set(c.ablations):
+        return undecided("needs both rate ablations", ablations=list(c.ablations))
+    per = a["ablations"]["per_objective"]
+    betas = [b for b in per["beta-vae"] if all(b in per[obj] for obj in ABLATIONS)]
+    if not betas:
+        return undecided("no ablation β is in the β-VAE's grid", ablation_betas=list(c.ablation_betas),
+                         betas=list(c.betas))
+    bad = [f"{obj} β={float(b):g}" for obj in per for b in betas
+           if per[obj][b].get("diverged", 0) > 0 or per[obj][b].get("trained", 1) < 1]
+    if bad:
+        return undecided(f"run(s) diverged or did not train (loss did not fall): {', '.join(bad)}")
+    change = {b: {obj: round(abs(per[obj][b]["gap_neg_elbo"] - per["beta-vae"][b]["gap_neg_elbo"]), 3)
+                  for obj in ABLATIONS} for b in betas}
+    return Verdict(all(v["mi-vae"] > v["marginal-kl-vae"] for v in change.values()), {"gap_change": change})
+
+
+_PAPER = "Rate-Regularization and Generalization in VAEs"
+_UNFIT = "a run diverged or its loss did not fall"
+FINDINGS = (
+    Finding("mi_saturates_marginal_kl_grows", "For β < 1 the mutual information I_q(x; z) saturates at its maximum "
+            "log N_train while the marginal KL(q(z) ‖ p(z)) keeps growing as β falls.", f"{_PAPER}, Fig. 8",
+            "for every architecture and split, the β-VAE's mean minibatch I_q / log N_train is at least 0.9 at every "
+            "β < 1 and its minibatch KL(q(z) ‖ p(z)) at the smallest β exceeds that at the smallest β ≥ 1; "
+            f"undecided when the β grid lacks values below 1 or at least 1, or {_UNFIT}.", _mi_saturates),
+    Finding("u_vs_l_shape", "On sparse data the test distortion of 1-layer networks is U-shaped in β (best at an "
+            "intermediate β), that of 3-layer networks L-shaped (the smallest β is best).", f"{_PAPER}, §4.4, Fig. 3–4",
+            "on the sparsest CV split, the β-VAE's mean test distortion over β is U-shaped when its minimum lies at an "
+            "interior β and the smallest β lies above it by more than the tolerance max(2 sd over restarts at either "
+            "β, 0.2 % of the minimum), L-shaped when the smallest β lies within that tolerance; reproduced when every "
+            "1-layer architecture is U-shaped and every 3-layer one L-shaped; undecided without both depths, with "
+            f"fewer than 2 restarts on that split, or when {_UNFIT}.", _u_vs_l),
+    Finding("gap_vs_beta", "The train–test gap of the −ELBO shrinks as β grows.", f"{_PAPER}, §4.4, Fig. 2–3",
+            "Spearman ρ between β and the β-VAE's mean test − train −ELBO is below 0 for every architecture and "
+            f"split; undecided when {_UNFIT}.", _gap_shrinks),
+    Finding("early_stopping_shape", "With early stopping the 1-layer networks' test distortion is no longer "
+            "U-shaped: the smallest β is (nearly) best.", f"{_PAPER}, §4.4 (early stopping)",
+            "the shape rule of `u_vs_l_shape` on the test distortion of the early-stopped weights (lowest validation "
+            "loss) on the sparsest CV split: every 1-layer architecture L-shaped; undecided without a 1-layer "
+            f"architecture, with fewer than 2 restarts on that split, or when {_UNFIT}.", _early_stopping),
+    Finding("ablations", "The marginal KL(q(z) ‖ p(z)), not the mutual information, is the part of the rate that "
+            "acts on generalization: dropping it from the loss changes the train–test gap more than dropping I_q.",
+            f"{_PAPER}, abstract and §4.5 (rate ablations)",
+            "on the focus split with the ablation architecture, at every ablation β also in the β grid, "
+            "|gap(mi-vae) − gap(β-VAE)| > |gap(marginal-kl-vae) − gap(β-VAE)| with gap = mean test − train −ELBO; "
+            f"undecided unless both ablations ran at such a β, or when {_UNFIT}.", _marginal_kl_matters),
+)
 
 
 # ---------------------------------------------------------------------------------- report
-def _report(out: Path, r: dict) -> str:
-    c, f = r["config"], r["findings"]
-    study = json.loads((out / STUDY_FILE).read_text()) if (out / STUDY_FILE).exists() else {}
-    preset = f", preset `{study['preset']}`" if study.get("preset") else ""
-    yes = {True: "**reproduced**", False: "**not reproduced**"}
-    L = ["# Rate–regularization and generalization in VAEs (Tetrominoes)", "",
-         f"Study `rate_distortion`{preset}: architectures {', '.join(c['architectures'])}; splits "
-         f"{', '.join(SplitSpec(**s).label for s in c['splits'])}; β ∈ {c['betas']}; {c['steps']:,} steps of batch "
-         f"{c['batch_size']}; {r['runs']} runs. This invocation took {r['seconds']} s "
-         f"(torch {r['build_info']['torch']}).", "", "## Findings", ""]
-    sat = f["mi_saturates_marginal_kl_grows"]
-    L.append("1. *I_q saturates at log N_train for β < 1 while KL(q(z) ‖ p(z)) grows* — "
-             + "; ".join(f"{k}: I_q / log N_train for β < 1 = {v['mi_over_log_n_below_1']}, marginal KL "
-                         f"{v['marginal_kl'][0]:.2f} at β = {v['betas'][0]:g} vs {v['marginal_kl'][-1]:.2f} at "
-                         f"β = {v['betas'][-1]:g}" for k, v in sat.items())
-             + f" — {yes[bool(sat) and all(v['holds'] for v in sat.values())]}.")
-    u = f["u_vs_l_shape"]
-    L.append(f"2. *Test distortion U-shaped over β for the 1-layer MLP, L-shaped for the 3-layer one ({u['split']})* — "
-             + "; ".join(f"{a}: minimum at β = {v['argmin_beta']:g}, smallest β lies {v['smallest_beta_excess']} nats "
-                         f"above it (tolerance {v['tolerance']}); U {v['u_shaped']}, L {v['l_shaped']}"
-                         for a, v in u["per_architecture"].items()) + f" — {yes[u['holds']]}.")
-    g = f["gap_vs_beta"]
-    L.append("3. *The train–test gap shrinks as β grows* — Spearman ρ(β, test − train −ELBO): "
-             + "; ".join(f"{k}: {v['spearman_beta_gap']} (smallest gap at β = {v['beta_of_smallest_gap']:g})"
-                         for k, v in g["per_run_group"].items()) + f" — {yes[g['holds']]}.")
-    es = f["early_stopping_shape"]
-    L.append(f"4. *Early stopping ({es['split']})* — test distortion of the early-stopped weights: "
-             + "; ".join(f"{a}: minimum at β = {v['argmin_beta']:g}, smallest β {v['smallest_beta_excess']} above it"
-                         for a, v in es["per_architecture"].items()) + ".")
-    ab = f["ablations"]
-    L.append(f"5. *Ablations ({ab['architecture']}, {ab['split']})* — test −ELBO / train–test gap per β: "
-             + "; ".join(f"{obj}: " + ", ".join(f"β = {float(b):g}: {v.get('test_neg_elbo')} / {v.get('gap_neg_elbo')}"
-                                                + (" (diverged; early-stopped weights)" if v.get("diverged") else "")
-                                                for b, v in per.items())
-                         for obj, per in ab["per_objective"].items()) + ".")
-    L += ["", "## Figures", ""] + [f"![{p}]({p})" for p in r["figures"]]
-    L += ["", "## Nearest-training-image distances", ""]
-    for label, v in r["nearest_neighbours"].items():
+def _img(name: str) -> str:
+    return f"![{name}]({name})"
+
+
+def _report(r: dict) -> str:
+    a = r["analysis"]
+    L = ["## Rate–distortion planes (Fig. 2–3, 5–6)", "", _img("rd_planes.png"), "", _img("train_test_distortion.png"),
+         "", "## Rate decomposition (Fig. 8)", ""]
+    L += [f"- {k}: I_q / log N_train (= {fmt(v['log_n_train'])}) for β < 1: {v['mi_over_log_n_below_1']}; marginal KL "
+          f"{fmt(v['marginal_kl'][0])} at β = {v['betas'][0]:g} vs {fmt(v['marginal_kl'][-1])} at β = {v['betas'][-1]:g}"
+          for k, v in a["mi_saturates_marginal_kl_grows"].items()]
+    u = a["u_vs_l_shape"]
+    L += ["", _img("rate_decomposition.png"), "", f"## Test distortion against β: U or L ({u['split']}; Fig. 3–4)", ""]
+    L += [f"- {arch}: minimum at β = {v['argmin_beta']:g}; the smallest β lies {fmt(v['smallest_beta_excess'])} nats "
+          f"above it (tolerance {fmt(v['tolerance'])}); U {fmt(v['u_shaped'])}, L {fmt(v['l_shaped'])}"
+          for arch, v in u["per_architecture"].items()]
+    L += ["", _img("test_vs_beta.png"), "", "## Train–test gap against β", "",
+          "Spearman ρ(β, test − train −ELBO): " + "; ".join(
+              f"{k}: {fmt(v['spearman_beta_gap'])} (smallest gap at β = {v['beta_of_smallest_gap']:g})"
+              for k, v in a["gap_vs_beta"]["per_run_group"].items()) + ".",
+          "", "## log p(x) and hard test examples", "", _img("log_px.png"), "", _img("nn_distances.png"), ""]
+    for label, v in a["nearest_neighbours"].items():
         L.append(f"- {label}: {v['n_queries']:,} test images against {v['n_train']:,} training images; "
                  f"distance quantiles 10 % {v['quantiles']['q10']}, median {v['quantiles']['median']}, 90 % "
                  f"{v['quantiles']['q90']} (exact search compared {v['pairs_compared_fraction']:.2%} of the pairs).")
-    return "\n".join(L) + "\n"
+    for p in r["figures"]:
+        if p.startswith("hard_examples_"):
+            L += ["", _img(p)]
+    es = a["early_stopping_shape"]
+    L += ["", f"## Early stopping ({es['split']})", "",
+          "Test distortion of the early-stopped weights: " + "; ".join(
+              f"{arch}: minimum at β = {v['argmin_beta']:g}, smallest β {fmt(v['smallest_beta_excess'])} above it"
+              for arch, v in es["per_architecture"].items()) + ".",
+          "", _img("rd_planes_early_stopping.png"), "", _img("early_stopping.png")]
+    ab = a["ablations"]
+    L += ["", f"## Rate ablations ({ab['architecture']}, {ab['split']}; §4.5)", "",
+          "Test −ELBO / train–test gap per β: " + "; ".join(
+              f"{obj}: " + ", ".join(f"β = {float(b):g}: {fmt(v.get('test_neg_elbo'))} / {fmt(v.get('gap_neg_elbo'))}"
+                                     + (" (diverged; early-stopped weights)" if v.get("diverged") else "")
+                                     for b, v in per.items())
+              for obj, per in ab["per_objective"].items()) + "."]
+    if "ablations.png" in r["figures"]:
+        L += ["", _img("ablations.png")]
+    return "\n".join(L)
 
 
-# ---------------------------------------------------------------------------------- run
-def run(config: Config, out_dir: str | Path, *, progress: bool = True) -> dict:
-    """Runs the study into ``out_dir`` (reusing finished work) and returns its results."""
-    out, say = begin(config, Config, out_dir, progress)
-    c = config
-    start = time.perf_counter()
-    s = _sweep(c, out)
-    say(f"[rate_distortion] {len(s.runs)} runs ({c.steps:,} steps each) in {s.out_dir} ...")
-    rows = run_sweep(s, c, "training", progress)
-    table = _table(rows)
-    runs = {(r.params["architecture"], _label(r.params["split"]), r.params["objective"], float(r.params["beta"]),
-             int(r.params["seed"])): load_run(s.run_dir(r.id) / "train") for r in s.runs}
-    key = sorted(r.id for r in s.runs)
-    say("[rate_distortion] nearest training images ...")
-    nn = step(out, "nearest_neighbours", lambda: {sp.label: _nearest(c, sp) for sp in c.splits}, key=key)
-
-    def figures():
-        paths = [_rd_planes(out, c, table), _rd_planes(out, c, table, prefix="es_", name="rd_planes_early_stopping")]
-        paths.append(_vs_beta(out, c, table, {"test_distortion": "test distortion D", "test_neg_elbo": "test −ELBO"},
-                              "test_vs_beta", "Test distortion and −ELBO against β for each N_train (CV: solid, "
-                              "CD: dashed)"))
-        paths.append(_vs_beta(out, c, table, {"es_test_distortion": "test D, early-stopped",
-                                              "test_distortion": "test D, final"}, "early_stopping",
-                              "Early stopping: test distortion of the best-validation weights vs the final ones"))
-        paths.append(_rate_decomposition_figure(out, c, table))
-        paths.append(_vs_beta(out, c, table, {"train_log_px": "train log p(x)", "test_log_px": "test log p(x)"},
-                              "log_px", f"Importance-weighted log p(x) (K = {c.iw_samples}) against β",
-                              kinds=tuple(data.TETROMINOES_SPLITS)))
-        paths.append(_vs_beta(out, c, table, {"train_distortion": "train D", "test_distortion": "test D"},
-                              "train_test_distortion", "Train and test distortion against β",
-                              kinds=tuple(data.TETROMINOES_SPLITS)))
-        paths.append(_nn_figure(out, nn))
-        paths += _hard_examples(out, c, runs, nn)
-        if c.ablations:
-            paths.append(_ablation_figure(out, c, table))
-        return paths
-
-    say("[rate_distortion] figures ...")
-    paths = figures()
-    results = {"study": "rate_distortion", "config": config_to_dict(c), "build_info": build_info(),
-               "runs": len(s.runs), "table": table, "nearest_neighbours": nn, "figures": paths,
-               "findings": _findings(c, table),
-               "train_seconds": round(sum(float(r.get("train_seconds") or 0) for r in rows), 1)}
-    results["seconds"] = round(time.perf_counter() - start, 2)
-    write_json(out / "results.json", results)
-    write_text(out / "index.md", _report(out, results))
-    say(f"[rate_distortion] done in {results['seconds']:.1f} s; see {out / 'index.md'}")
-    return results
+STUDY = Study(name="rate_distortion", title="Rate–regularization and generalization in VAEs (Tetrominoes)",
+              config=Config, presets=PRESETS, stages=(Stage("train", _train_runs, train_and_measure),),
+              analyse=_analyse, figures=_figures, findings=FINDINGS, report=_report,
+              description=__doc__.split("\n\n", 1)[1])
