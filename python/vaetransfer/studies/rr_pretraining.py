@@ -1,70 +1,68 @@
 """RR reverse-pass pretraining: SVD insight on peaks and digits, MI planes on the 12-bit task, and shape transfer, against Std, Ort and Pre.
 
 The study of *Unsupervised Pretraining with a Reverse Pass* (RR; §2–3, App. A–B) with the core's
-reverse pass (:mod:`vaetransfer.rr`). Methods: ``std`` (the task alone), ``ort`` (SRIP,
+reverse pass (``vaetransfer.rr``). Methods: ``std`` (the task alone), ``ort`` (SRIP,
 β·σ(WᵀW − I)), ``pre`` (greedy layer-wise autoencoder pretraining with tied weights, no task),
 ``rr`` (the task plus the reverse-pass loss of every layer) and ``rr1`` (RR¹: the input term
-only). Experiments (sections of ``results.json`` and ``index.md``):
+only). Experiments (sections of the analysis and of ``index.md``):
 
 1. ``peak`` (App. A.4): 110 images of 28×28, a Gaussian peak top-left (class 0) or bottom-right
    (class 1) plus random scribbles, 100 train / 10 test; one fully connected layer of 2 units with
    BatchNorm and ReLU, then the 2-way linear head; Adam, lr 1e-4, 5,000 epochs (full batches).
    The right singular vectors of the first weight matrix, shown as images, and how much they
    look like the two peak patterns: the best absolute correlation per pattern
-   (:func:`vaetransfer.rr.pattern_match`), our documented stand-in for LPIPS, whose AlexNet weights
+   (``vaetransfer.rr.pattern_match``), our documented stand-in for LPIPS, whose AlexNet weights
    cannot be downloaded here. ``distance`` = 1 − that (lower is better, as LPIPS).
 2. ``digits`` (App. A.4, "MNIST test"): the same on scikit-learn's real handwritten digits
    (8×8): two images (a 0 and a 1, two units), then the whole set (10 classes, 10 units); the
    patterns are the class-mean images.
 3. ``mi`` (§3, Fig. 4–5, App. B.1): the 12-bit task of Shwartz-Ziv & Tishby
-   (:func:`vaetransfer.data.twelve_bit_task`; 3,277 train / 819 test), 5 tanh layers
+   (``vaetransfer.data.twelve_bit_task``; 3,277 train / 819 test), 5 tanh layers
    (12-10-7-5-4-3) and a 2-way head. Stage A trains each method; I(X; D_m) and I(D_m; Y) of every
    layer over training by binning (30 bins per unit over its observed range; a binned layer is
    one symbol; I(X; T) = H(T) as inputs are unique), on all 4,096 patterns. Then every model is
    fine-tuned without a regulariser on task A (AA) and on task B (AB: the outputs swapped).
-4. ``transfer`` (in the spirit of the texture-shape test): :func:`vaetransfer.data.texture_shapes`
+4. ``transfer`` (in the spirit of the texture-shape test): ``vaetransfer.data.texture_shapes``
    — 10 shape classes — trained on the ``textured`` style with each method (``rr`` local: conv4
    max-pools) and fine-tuned without a regulariser, then evaluated without retraining on the
    ``filled`` and ``edges`` styles of the same shapes.
 
 **λ.** The public code adds λ·Σ ½‖d' − d‖² summed over the batch on 0–255 pixels; our terms are
 averaged over the batch with inputs in [0, 1]. The paper's λ (1e-6 peaks, 1e-5 digits) is
-converted with :func:`vaetransfer.rr.public_lambda_to_ours` (input term × batch/2 × 255², hidden
+converted with ``vaetransfer.rr.public_lambda_to_ours`` (input term × batch/2 × 255², hidden
 terms × batch/2). The paper gives no λ for the 12-bit task and none we can use for our shape
 net: those are our choices, fixed before any run (``mi.rr_lambda`` with sums over units,
 ``transfer.rr_lambda`` with means over units). Ort's β = 0.01 throughout (SRIP's usual start).
+``lambda_sensitivity`` re-runs one experiment per λ beside the study (its findings unchanged).
 
 **Seeds.** Every number is a mean ± standard error over ``seeds``; each seed draws its own
-initial weights and data order (the data sets themselves are fixed by ``data_seed``).
-Every run goes through :mod:`vaetransfer.sweep` (``function`` jobs), so the ``paper`` preset runs
-unchanged on a Ray cluster.
+initial weights and data order (the data sets themselves are fixed by ``data_seed``). Every
+(experiment, method, seed) is one run of the ``train`` stage; the ``paper`` preset (5 seeds, the
+paper's sizes) is meant for a Ray cluster: ``vaetransfer run rr_pretraining --preset paper
+--executor ray``.
 """
 from __future__ import annotations
 
-import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from .. import build_info, data, estimators
+from .. import data, estimators
 from .. import rr as core
-from .. import sweep as vsweep
 from .._checks import value_error
-from ..io import write_json, write_text
+from ..config import override
 from ..nn import ModelConfig
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
-from . import STUDY_FILE, begin, config_from_dict, config_to_dict, override, run_sweep
-from . import _figures
-from ._stats import mean_se
+from .figures import pyplot, save
+from .pipeline import Execution, Finding, Stage, Study, Verdict, run_sweep, undecided
+from .report import markdown_table
+from .stats import mean_se
 
 EXPERIMENTS = ("peak", "digits", "mi", "transfer")
 METHODS = ("std", "ort", "pre", "rr", "rr1")
-EXECUTORS = ("local", "ray")
-RESULT_FILE = "measurements.json"  #: per-run curves, singular vectors and accuracies (the sweep owns result.json)
-STYLES = ("textured", "filled", "edges")
+STYLES = data.TEXTURE_SHAPES_STYLES  #: trained on the first, evaluated on all
 
 
 # ---------------------------------------------------------------------------------- config
@@ -81,7 +79,7 @@ class PeakConfig:
 @dataclass
 class DigitsConfig:
     pair_epochs: int = 1_000      # two images (a 0 and a 1)
-    full_epochs: int = 1_000      # the whole set
+    full_epochs: int = 150        # the whole set
     batch_size: int = 100
     lr: float = 1e-4
     public_lambda: float = 1e-5
@@ -90,8 +88,8 @@ class DigitsConfig:
 @dataclass
 class MIConfig:
     hidden: tuple[int, ...] = (10, 7, 5, 4, 3)
-    epochs: int = 2_000           # stage A
-    finetune_epochs: int = 1_000  # AA and AB each
+    epochs: int = 600             # stage A
+    finetune_epochs: int = 300    # AA and AB each
     batch_size: int = 256
     lr: float = 1e-3
     rr_lambda: float = 0.1        # our choice (sum over units): the paper gives none
@@ -101,11 +99,11 @@ class MIConfig:
 
 @dataclass
 class TransferConfig:
-    channels: int = 64
-    n_train: int = 20_000
-    n_test: int = 2_000           # per style
-    epochs: int = 30              # stage A
-    finetune_epochs: int = 10
+    channels: int = 32
+    n_train: int = 5_000
+    n_test: int = 1_000           # per style
+    epochs: int = 12              # stage A
+    finetune_epochs: int = 4
     batch_size: int = 64
     lr: float = 1e-3              # Adam
     rr_lambda: float = 1.0        # our choice (mean over units): the paper gives none for this net
@@ -113,21 +111,17 @@ class TransferConfig:
 
 @dataclass
 class Config:
-    """The RR study (``vaetransfer run rr --set key=value``)."""
+    """The RR study (``vaetransfer run rr_pretraining --set key=value``)."""
 
     experiments: tuple[str, ...] = EXPERIMENTS
     methods: tuple[str, ...] = ("std", "ort", "pre", "rr", "rr1")
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    seeds: tuple[int, ...] = (0, 1, 2)
     srip_beta: float = 0.01
     data_seed: int = 0
     peak: PeakConfig = field(default_factory=PeakConfig)
     digits: DigitsConfig = field(default_factory=DigitsConfig)
     mi: MIConfig = field(default_factory=MIConfig)
     transfer: TransferConfig = field(default_factory=TransferConfig)
-    executor: str = "local"
-    workers: int = 2
-    threads: int = 1
-    address: str | None = None
 
     def __post_init__(self):
         if not self.experiments or any(e not in EXPERIMENTS for e in self.experiments) \
@@ -149,8 +143,7 @@ class Config:
                   ("transfer.channels", self.transfer.channels, 1), ("transfer.n_train", self.transfer.n_train, 10),
                   ("transfer.n_test", self.transfer.n_test, 10), ("transfer.epochs", self.transfer.epochs, 1),
                   ("transfer.finetune_epochs", self.transfer.finetune_epochs, 1),
-                  ("transfer.batch_size", self.transfer.batch_size, 2), ("workers", self.workers, 1),
-                  ("threads", self.threads, 1), ("data_seed", self.data_seed, 0)]
+                  ("transfer.batch_size", self.transfer.batch_size, 2), ("data_seed", self.data_seed, 0)]
         for name, value, low in checks:
             if value < low:
                 raise value_error(name, f"expected >= {low}, got {value}")
@@ -167,8 +160,6 @@ class Config:
                           ("transfer.rr_lambda", self.transfer.rr_lambda)):
             if not lam > 0:
                 raise value_error(name, f"expected > 0, got {lam}")
-        if self.executor not in EXECUTORS:
-            raise value_error("executor", f"expected one of {list(EXECUTORS)}, got {self.executor!r}")
 
 
 PRESETS: dict[str, Config] = {
@@ -180,11 +171,11 @@ PRESETS: dict[str, Config] = {
                                             batch_size=32)),
     # This machine (2 cores, well under an hour): the paper's peak and two-digit tests, 3 seeds,
     # shorter runs of the others.
-    "small": Config(seeds=(0, 1, 2), digits=DigitsConfig(full_epochs=150),
-                    mi=MIConfig(epochs=600, finetune_epochs=300),
-                    transfer=TransferConfig(channels=32, n_train=5_000, n_test=1_000, epochs=12, finetune_epochs=4)),
-    # The paper's sizes (5 runs each) on a Ray cluster.
-    "paper": Config(executor="ray", workers=1, threads=4),
+    "small": Config(),
+    # The paper's sizes, 5 runs each (with --executor ray).
+    "paper": Config(seeds=(0, 1, 2, 3, 4), digits=DigitsConfig(full_epochs=1_000),
+                    mi=MIConfig(epochs=2_000, finetune_epochs=1_000),
+                    transfer=TransferConfig(channels=64, n_train=20_000, n_test=2_000, epochs=30, finetune_epochs=10)),
 }
 
 
@@ -244,17 +235,15 @@ def _layer_lambdas(model: ModelConfig, public: float, batch: int) -> list[float]
 
 
 def _stage_a(method: str, model: ModelConfig, x, y, out: Path, *, steps: int, batch: int, lr: float, seed: int,
-             regs: tuple, threads: int, metrics_every: int = 0, hook=None, output_activation: str = "none"):
+             regs: tuple, metrics_every: int = 0, hook=None, output_activation: str = "none"):
     """Trains stage A of a method; returns the run folder holding its final weights."""
     opt = OptimizerConfig("adam", lr=lr)
     if method == "pre":  # the same number of steps, shared by the layers before the head
         per_layer = max(1, steps // (len(core.term_names(model)) - 1))
         return core.greedy_pretraining(model, x, out / "pre", steps_per_layer=per_layer, batch_size=batch,
-                                       optimizer=opt, seed=seed, output_activation=output_activation,
-                                       threads=threads)
+                                       optimizer=opt, seed=seed, output_activation=output_activation)
     cfg = TrainConfig(model=model, objective=TaskConfig("classification"), optimizer=opt, steps=steps,
-                      batch_size=batch, seed=seed, regularizers=regs, metrics_every=metrics_every, threads=threads,
-                      keep_snapshots=1)
+                      batch_size=batch, seed=seed, regularizers=regs, metrics_every=metrics_every, keep_snapshots=1)
     run = train(cfg, (x, y), out / "stage_a", progress=False, metrics_hook=hook)
     return run.out_dir
 
@@ -265,11 +254,11 @@ def _accuracy(model, x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def _finetune(source: Path, model: ModelConfig, x, y, out: Path, *, steps: int, batch: int, lr: float, seed: int,
-              threads: int, metrics_every: int = 0, hook=None):
+              metrics_every: int = 0, hook=None):
     """Fine-tunes every weight from ``source`` without a regulariser."""
     cfg = TrainConfig(model=model, objective=TaskConfig("classification"), optimizer=OptimizerConfig("adam", lr=lr),
                       steps=steps, batch_size=batch, seed=seed, init_from=str(source), metrics_every=metrics_every,
-                      threads=threads, keep_snapshots=1)
+                      keep_snapshots=1)
     return train(cfg, (x, y), out, progress=False, metrics_hook=hook)
 
 
@@ -293,7 +282,7 @@ def _svd_case(c: Config, method: str, seed: int, run_dir: Path, x, y, patterns, 
     regs = _regularizers(method, _layer_lambdas(model, public_lambda, batch), reduction="sum",
                          output_activation="relu", variant="local", beta=c.srip_beta)
     folder = _stage_a(method, model, x, y, run_dir, steps=steps, batch=batch, lr=lr, seed=seed, regs=regs,
-                      threads=c.threads, output_activation="relu")
+                      output_activation="relu")
     net = load_run(folder).model()
     vectors, singular = core.right_singular_vectors(net)
     match = core.pattern_match(vectors, patterns)
@@ -305,25 +294,21 @@ def _svd_case(c: Config, method: str, seed: int, run_dir: Path, x, y, patterns, 
     return out
 
 
-def _run_peak(c: Config, method: str, seed: int, run_dir: Path) -> tuple[dict, dict]:
+def _run_peak(c: Config, method: str, seed: int, run_dir: Path) -> dict:
     p, tr, te = _peak_data(c)
-    r = _svd_case(c, method, seed, run_dir, p.images[tr], p.labels[tr], p.patterns, hidden=2, epochs=c.peak.epochs,
-                  batch=len(tr), lr=c.peak.lr, public_lambda=c.peak.public_lambda, x_test=p.images[te],
-                  y_test=p.labels[te])
-    return {"distance": r["distance"], "train_accuracy": r["train_accuracy"],
-            "test_accuracy": r["test_accuracy"]}, r
+    return _svd_case(c, method, seed, run_dir, p.images[tr], p.labels[tr], p.patterns, hidden=2, epochs=c.peak.epochs,
+                     batch=len(tr), lr=c.peak.lr, public_lambda=c.peak.public_lambda, x_test=p.images[te],
+                     y_test=p.labels[te])
 
 
-def _run_digits(c: Config, method: str, seed: int, run_dir: Path) -> tuple[dict, dict]:
-    metrics, result = {}, {}
+def _run_digits(c: Config, method: str, seed: int, run_dir: Path) -> dict:
+    result = {}
     for case, epochs in (("pair", c.digits.pair_epochs), ("full", c.digits.full_epochs)):
         x, y, patterns = _digits_data(case)
         r = _svd_case(c, method, seed, run_dir / case, x, y, patterns, hidden=len(patterns), epochs=epochs,
                       batch=c.digits.batch_size, lr=c.digits.lr, public_lambda=c.digits.public_lambda)
-        result[case] = r
-        metrics[f"distance_{case}"] = r["distance"]
-        metrics[f"train_accuracy_{case}"] = r["train_accuracy"]
-    return metrics, result
+        result.update({case: r, f"distance_{case}": r["distance"], f"train_accuracy_{case}": r["train_accuracy"]})
+    return result
 
 
 # ---------------------------------------------------------------------------------- MI planes
@@ -340,7 +325,8 @@ def layer_mi(model, x: torch.Tensor, y: torch.Tensor, bins: int) -> dict[str, di
     return out
 
 
-def _mi_hook(x_all, y_all, bins: int, spe: int):
+def _mi_hook(x_all, y_all, bins: int):
+    """A metrics hook recording every layer's MI on all patterns (``ixt.<layer>``, ``ity.<layer>``)."""
     def hook(model, report):
         flat = {}
         for layer, v in layer_mi(model, x_all, y_all, bins).items():
@@ -364,7 +350,13 @@ def _mi_curves(run, spe: int) -> dict:
     return curves
 
 
-def _run_mi(c: Config, method: str, seed: int, run_dir: Path) -> tuple[dict, dict]:
+def _deep_layers(c: Config) -> list[str]:
+    """The second half of the hidden layers (fc3–fc5 of the paper's 5) and the head."""
+    n = len(c.mi.hidden)
+    return [f"fc{i + 1}" for i in range(n // 2, n)] + ["logits"]
+
+
+def _run_mi(c: Config, method: str, seed: int, run_dir: Path) -> dict:
     x, y, tr, te = _twelve_bit(c)
     m = c.mi
     model = ModelConfig("mlp-classifier", input_shape=[x.shape[1]], hidden=list(m.hidden), batch_norm=False,
@@ -373,32 +365,31 @@ def _run_mi(c: Config, method: str, seed: int, run_dir: Path) -> tuple[dict, dic
     every = spe * m.mi_every
     regs = _regularizers(method, [m.rr_lambda] * len(core.term_names(model)), reduction="sum",
                          output_activation="none", variant="full", beta=c.srip_beta)
-    hook_a = _mi_hook(x, y, m.bins, spe)
     folder = _stage_a(method, model, x[tr], y[tr], run_dir, steps=steps, batch=m.batch_size, lr=m.lr, seed=seed,
-                      regs=regs, threads=c.threads, metrics_every=every, hook=hook_a)
+                      regs=regs, metrics_every=every, hook=_mi_hook(x, y, m.bins))
     net = load_run(folder).model()
     result = {"A": {"final": layer_mi(net, x, y, m.bins), "test_accuracy": _accuracy(net, x[te], y[te])}}
     if method != "pre":
         result["A"]["curves"] = _mi_curves(load_run(folder), spe)
     deep = _deep_layers(c)
-    metrics = {"accuracy_A": result["A"]["test_accuracy"],
-               "deep_ixt_A": sum(result["A"]["final"][l]["ixt"] for l in deep) / len(deep)}
+    result["accuracy_A"] = result["A"]["test_accuracy"]
+    result["deep_ixt_A"] = sum(result["A"]["final"][l]["ixt"] for l in deep) / len(deep)
     _, ft_steps = _epochs_steps(len(tr), m.batch_size, m.finetune_epochs)
     for task, labels in (("AA", y), ("AB", 1 - y)):
         run = _finetune(folder, model, x[tr], labels[tr], run_dir / task, steps=ft_steps, batch=m.batch_size, lr=m.lr,
-                        seed=seed, threads=c.threads, metrics_every=every, hook=_mi_hook(x, labels, m.bins, spe))
+                        seed=seed, metrics_every=every, hook=_mi_hook(x, labels, m.bins))
         net = run.model()
         result[task] = {"final": layer_mi(net, x, labels, m.bins), "curves": _mi_curves(run, spe),
                         "test_accuracy": _accuracy(net, x[te], labels[te])}
-        metrics[f"accuracy_{task}"] = result[task]["test_accuracy"]
-    return metrics, result
+        result[f"accuracy_{task}"] = result[task]["test_accuracy"]
+    return result
 
 
 # ---------------------------------------------------------------------------------- shape transfer
 TRANSFER_TEST_START = 50_000  #: test rows of texture_shapes (as object_shapes: 0–49,999 train)
 
 
-def _run_transfer(c: Config, method: str, seed: int, run_dir: Path) -> tuple[dict, dict]:
+def _run_transfer(c: Config, method: str, seed: int, run_dir: Path) -> dict:
     t = c.transfer
     x, y = _shapes(c, "textured", 0, t.n_train)
     model = ModelConfig("conv4", input_shape=[3, 32, 32], num_classes=10, channels=t.channels)
@@ -406,10 +397,9 @@ def _run_transfer(c: Config, method: str, seed: int, run_dir: Path) -> tuple[dic
     regs = _regularizers(method, [t.rr_lambda] * len(core.term_names(model)), reduction="mean",
                          output_activation="relu", variant="local", beta=c.srip_beta)
     folder = _stage_a(method, model, x, y, run_dir, steps=steps, batch=t.batch_size, lr=t.lr, seed=seed, regs=regs,
-                      threads=c.threads, output_activation="relu")
+                      output_activation="relu")
     _, ft_steps = _epochs_steps(t.n_train, t.batch_size, t.finetune_epochs)
-    run = _finetune(folder, model, x, y, run_dir / "finetune", steps=ft_steps, batch=t.batch_size, lr=t.lr, seed=seed,
-                    threads=c.threads)
+    run = _finetune(folder, model, x, y, run_dir / "finetune", steps=ft_steps, batch=t.batch_size, lr=t.lr, seed=seed)
     stage_a = load_run(folder).model()
     final = run.model()
     result = {"stage_a": {}, "final": {}}
@@ -418,31 +408,16 @@ def _run_transfer(c: Config, method: str, seed: int, run_dir: Path) -> tuple[dic
         result["final"][style] = _accuracy(final, xs, ys)
         if method != "pre":
             result["stage_a"][style] = _accuracy(stage_a, xs, ys)
-    return {f"accuracy_{s}": v for s, v in result["final"].items()}, result
+    result.update({f"accuracy_{s}": v for s, v in result["final"].items()})
+    return result
 
 
-# ---------------------------------------------------------------------------------- the sweep
+# ---------------------------------------------------------------------------------- the stage
 RUNNERS = {"peak": _run_peak, "digits": _run_digits, "mi": _run_mi, "transfer": _run_transfer}
 
-
-def run_one(args: dict, run_dir) -> dict:
-    """One (experiment, method, seed) of the study (a sweep ``function`` job): trains, measures,
-    writes ``result.json`` beside its runs and returns the scalar metrics."""
-    c = config_from_dict(Config, args["config"], argument="args.config")
-    experiment, method, seed = args["experiment"], args["method"], int(args["seed"])
-    if experiment not in RUNNERS:
-        raise value_error("args.experiment", f"expected one of {list(RUNNERS)}, got {experiment!r}")
-    if args.get("lambda") is not None:  # lambda_sensitivity: the experiment's λ replaced
-        c = override(c, {LAMBDA_FIELDS[experiment]: float(args["lambda"])})
-    if method not in METHODS:
-        raise value_error("args.method", f"expected one of {list(METHODS)}, got {method!r}")
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    metrics, result = RUNNERS[experiment](c, method, seed, run_dir)
-    metrics["seconds"] = round(time.perf_counter() - start, 2)
-    write_json(run_dir / RESULT_FILE, result)
-    return metrics
+#: The λ each experiment's RR runs use (the paper's on the public scale, or ours).
+LAMBDA_FIELDS = {"peak": "peak.public_lambda", "digits": "digits.public_lambda", "mi": "mi.rr_lambda",
+                 "transfer": "transfer.rr_lambda"}
 
 
 def methods_of(c: Config, experiment: str) -> list[str]:
@@ -450,55 +425,56 @@ def methods_of(c: Config, experiment: str) -> list[str]:
     return [m for m in c.methods if m != "rr1" or experiment == "mi"]
 
 
-def _sweep(c: Config, out: Path) -> vsweep.Sweep:
-    rows = [(e, m, s) for e in c.experiments for m in methods_of(c, e) for s in c.seeds]
-    return vsweep.create(out / "sweeps" / "runs", job="function",
-                         base={"function": f"{__name__}:run_one", "args": {"config": config_to_dict(c)}},
-                         zip=[{"experiment": [r[0] for r in rows], "method": [r[1] for r in rows],
-                               "seed": [r[2] for r in rows]}])
+def _train_runs(c: Config, earlier) -> list[dict]:
+    return [{"experiment": e, "method": m, "seed": s} for e in c.experiments for m in methods_of(c, e) for s in c.seeds]
 
 
-#: The λ each experiment's RR runs use (the paper's on the public scale, or ours).
-LAMBDA_FIELDS = {"peak": "peak.public_lambda", "digits": "digits.public_lambda", "mi": "mi.rr_lambda",
-                 "transfer": "transfer.rr_lambda"}
+def _train_one(c: Config, row: dict, job) -> dict:
+    """Trains and measures one (experiment, method, seed); a ``lambda`` in the row (the rows of
+    :func:`lambda_sensitivity`) replaces the experiment's λ. The headline numbers are top-level
+    keys (the sweep's store keeps them), the curves and vectors nested."""
+    if "lambda" in row:
+        c = override(c, {LAMBDA_FIELDS[row["experiment"]]: float(row["lambda"])})
+    return RUNNERS[row["experiment"]](c, row["method"], int(row["seed"]), job.run_dir)
+
+
+TRAIN = Stage("train", _train_runs, _train_one)
 
 
 def lambda_sensitivity(c: Config, out_dir: str | Path, experiment: str, lambdas, *, methods=("rr",),
-                       progress: bool = False) -> dict:
+                       execution: Execution = Execution(), progress: bool = False) -> dict:
     """A diagnostic beside the study (its findings unchanged): ``experiment`` re-run for every λ
     of ``lambdas`` (the field :data:`LAMBDA_FIELDS` names) with each of ``methods`` and every seed,
-    through the sweep runner into ``out_dir`` (resumable). Returns {λ: {method: {metric: mean ± se}}}."""
+    as the sweep ``out_dir/sweeps/lambda_<experiment>`` under ``execution`` (resumable). Returns
+    {λ: {method: {metric: mean ± se}}} of the runs' headline accuracies, distances and deep I(X; D)."""
     if experiment not in LAMBDA_FIELDS:
         raise value_error("experiment", f"expected one of {list(LAMBDA_FIELDS)}, got {experiment!r}")
+    if not methods or any(m not in METHODS for m in methods):
+        raise value_error("methods", f"expected names of {list(METHODS)}, got {list(methods)}")
     lambdas = [float(v) for v in lambdas]
     if not lambdas or min(lambdas) <= 0:
         raise value_error("lambdas", f"expected positive values, got {lambdas}")
-    rows = [(lam, m, s) for lam in lambdas for m in methods for s in c.seeds]
-    sweep = vsweep.create(Path(out_dir) / "sweeps" / f"lambda_{experiment}", job="function",
-                          base={"function": f"{__name__}:run_one",
-                                "args": {"config": config_to_dict(c), "experiment": experiment}},
-                          zip=[{"lambda": [r[0] for r in rows], "method": [r[1] for r in rows],
-                                "seed": [r[2] for r in rows]}])
-    results = run_sweep(sweep, c, f"λ-sensitivity ({experiment})", progress)
+    rows = [{"experiment": experiment, "lambda": lam, "method": m, "seed": s}
+            for lam in lambdas for m in methods for s in c.seeds]
+    runs = run_sweep(Path(out_dir) / "sweeps" / f"lambda_{experiment}", STUDY, TRAIN, c, rows, execution, progress)
     out: dict = {}
     for lam in lambdas:
         for m in methods:
-            got = [r for r in results if float(r["lambda"]) == lam and r["method"] == m]
+            got = [r.measured for r in runs if r.row["lambda"] == lam and r.row["method"] == m]
             keys = [k for k in got[0] if k.startswith(("accuracy", "distance", "deep_ixt"))]
             out.setdefault(lam, {})[m] = {k: mean_se([r[k] for r in got]) for k in keys}
     return out
 
 
-def _results(s: vsweep.Sweep) -> dict:
-    """{(experiment, method): [result of each seed]}."""
+# ---------------------------------------------------------------------------------- analysis
+def _by_method(runs) -> dict:
+    """{(experiment, method): [measured of each seed, in the config's order]}."""
     out: dict = {}
-    for r in s.runs:
-        key = (r.params["experiment"], r.params["method"])
-        out.setdefault(key, []).append(json.loads((s.run_dir(r.id) / RESULT_FILE).read_text()))
+    for r in runs:
+        out.setdefault((r.row["experiment"], r.row["method"]), []).append(r.measured)
     return out
 
 
-# ---------------------------------------------------------------------------------- summaries
 def _svd_summary(results: dict, experiment: str, cases: tuple[str | None, ...]) -> dict:
     """{case: {method: {"distance": mean±se, "train_accuracy": …}}} of an SVD experiment."""
     out = {}
@@ -516,7 +492,7 @@ def _svd_summary(results: dict, experiment: str, cases: tuple[str | None, ...]) 
     return out
 
 
-def _mi_summary(results: dict, c: Config) -> dict:
+def _mi_summary(results: dict) -> dict:
     """Per method and stage (A, AA, AB): per-layer mean ± se of I(X; D) and I(D; Y), and the test
     accuracy."""
     out = {}
@@ -533,6 +509,14 @@ def _mi_summary(results: dict, c: Config) -> dict:
     return out
 
 
+def _mi_deep(c: Config, mi: dict) -> dict:
+    """The mean over the deep layers of each method's mean I(X; D) after stage A."""
+    deep = _deep_layers(c)
+    return {"layers": deep,
+            "ixt": {m: round(sum(v["A"]["layers"][l]["ixt"]["mean"] for l in deep) / len(deep), 4)
+                    for m, v in mi.items()}}
+
+
 def _transfer_summary(results: dict) -> dict:
     out = {}
     for (e, method), rows in results.items():
@@ -544,61 +528,120 @@ def _transfer_summary(results: dict) -> dict:
     return out
 
 
+def _analyse(c: Config, runs: dict, ctx) -> dict:
+    """Means ± se over seeds per experiment: ``svd`` (per case), ``mi`` (and ``mi_deep``), ``transfer``
+    (each empty when its experiment is not in the config)."""
+    results = _by_method(runs["train"])
+    svd = {}
+    if "peak" in c.experiments:
+        svd.update(_svd_summary(results, "peak", (None,)))
+    if "digits" in c.experiments:
+        svd.update(_svd_summary(results, "digits", ("pair", "full")))
+    mi = _mi_summary(results) if "mi" in c.experiments else {}
+    transfer = _transfer_summary(results) if "transfer" in c.experiments else {}
+    return {"svd": svd, "mi": mi, "mi_deep": _mi_deep(c, mi) if mi else {}, "transfer": transfer}
+
+
 # ---------------------------------------------------------------------------------- findings
 def _clearly_lower(a: dict, b: dict) -> bool:
     """a's mean lies below b's by more than their standard errors together."""
     return a["mean"] + (a["se"] or 0) < b["mean"] - (b["se"] or 0)
 
 
-def _svd_finding(per: dict) -> dict:
+def _not_run(c: Config, experiment: str, *, se: bool) -> str | None:
+    """Why a finding on ``experiment`` cannot be decided by this config, or None."""
+    if experiment not in c.experiments:
+        return f"experiment {experiment!r} not in the config"
+    if "rr" not in c.methods:
+        return "method 'rr' not in the config"
+    if se and len(c.seeds) < 2:
+        return f"{len(c.seeds)} seed: a mean ± se comparison needs at least 2"
+    return None
+
+
+def _svd_vectors_finding(experiment: str, case: str):
     """RR's singular vectors look more like the data's patterns than Std's and Ort's: RR's mean
     distance below each by more than both standard errors."""
-    rr, others = per.get("rr"), {m: per[m] for m in ("std", "ort") if m in per}
-    holds = rr is not None and bool(others) and all(_clearly_lower(rr["distance"], o["distance"])
-                                                     for o in others.values())
-    return {"distance": {m: v["distance"]["mean"] for m, v in per.items()}, "holds": holds}
+    def decide(c: Config, a: dict) -> Verdict:
+        why = _not_run(c, experiment, se=True)
+        if why:
+            return undecided(why)
+        per = a["svd"][case]
+        holds = all(_clearly_lower(per["rr"]["distance"], per[m]["distance"]) for m in ("std", "ort") if m in per)
+        return Verdict(holds, {"distance": {m: v["distance"] for m, v in per.items()}})
+    return decide
 
 
-def _deep_layers(c: Config) -> list[str]:
-    """The second half of the hidden layers (fc3–fc5 of the paper's 5) and the head."""
-    n = len(c.mi.hidden)
-    return [f"fc{i + 1}" for i in range(n // 2, n)] + ["logits"]
+def _keeps_input_information(c: Config, a: dict) -> Verdict:
+    why = _not_run(c, "mi", se=False)
+    if why:
+        return undecided(why)
+    keep = a["mi_deep"]["ixt"]
+    holds = all(keep["rr"] > keep[m] for m in ("std", "ort") if m in keep)
+    return Verdict(holds, {"deep_layers": a["mi_deep"]["layers"], "mean_ixt": keep})
 
 
-def _findings(c: Config, svd: dict, mi: dict, transfer: dict) -> dict:
-    f = {}
-    if "peak" in svd:
-        f["peak_vectors_show_peaks"] = _svd_finding(svd["peak"])
-    for case in ("pair", "full"):
-        if case in svd:
-            f[f"digit_vectors_show_digits_{case}"] = _svd_finding(svd[case])
-    if mi:
-        deep = _deep_layers(c)
-        keep = {m: round(sum(v["A"]["layers"][l]["ixt"]["mean"] for l in deep) / len(deep), 4) for m, v in mi.items()}
-        holds = "rr" in keep and all(keep["rr"] > keep[m] for m in ("std", "ort") if m in keep)
-        f["rr_keeps_input_information_in_deep_layers"] = {"deep_layers": deep, "mean_ixt": keep, "holds": holds}
-        acc = {m: {t: v[t]["test_accuracy"] for t in ("AA", "AB")} for m, v in mi.items()}
-        if "rr" in acc:
-            s_aa, r_aa = acc["std"]["AA"], acc["rr"]["AA"]
-            aa = r_aa["mean"] >= s_aa["mean"] - ((r_aa["se"] or 0) + (s_aa["se"] or 0))
-            ab = _clearly_lower(acc["std"]["AB"], acc["rr"]["AB"])
-            f["rr_finetunes_as_well_on_A_better_on_B"] = {
-                "accuracy": {m: {t: a[t]["mean"] for t in a} for m, a in acc.items()},
-                "A_at_least_as_well": aa, "B_better": ab, "holds": aa and ab}
-    if transfer:
-        order = {s: sorted(transfer, key=lambda m: -transfer[m]["final"][s]["mean"]) for s in STYLES}
-        holds = "rr" in transfer and all(order[s][0] == "rr" for s in ("filled", "edges"))
-        f["rr_transfers_best_to_shape_variants"] = {
-            "accuracy": {m: {s: v["final"][s]["mean"] for s in STYLES} for m, v in transfer.items()},
-            "order": order, "holds": holds}
-    return f
+def _finetunes_better(c: Config, a: dict) -> Verdict:
+    why = _not_run(c, "mi", se=True)
+    if why:
+        return undecided(why)
+    acc = {m: {t: a["mi"][m][t]["test_accuracy"] for t in ("AA", "AB")} for m in ("std", "rr")}
+    s_aa, r_aa = acc["std"]["AA"], acc["rr"]["AA"]
+    aa = r_aa["mean"] >= s_aa["mean"] - ((r_aa["se"] or 0) + (s_aa["se"] or 0))
+    ab = _clearly_lower(acc["std"]["AB"], acc["rr"]["AB"])
+    return Verdict(aa and ab, {"accuracy": acc, "A_at_least_as_well": aa, "B_better": ab})
+
+
+def _transfers_best(c: Config, a: dict) -> Verdict:
+    why = _not_run(c, "transfer", se=False)
+    if why:
+        return undecided(why)
+    transfer = a["transfer"]
+    order = {s: sorted(transfer, key=lambda m: -transfer[m]["final"][s]["mean"]) for s in STYLES}
+    return Verdict(all(order[s][0] == "rr" for s in ("filled", "edges")),
+                   {"accuracy": {m: {s: v["final"][s]["mean"] for s in STYLES} for m, v in transfer.items()},
+                    "order": order})
+
+
+_PAPER = "Unsupervised Pretraining with a Reverse Pass"
+_SVD_RULE = ("RR's mean distance (1 − best |correlation| of a first-layer right singular vector with each {what}) "
+             "below Std's and below Ort's by more than the two standard errors together (mean + se < other mean − se).")
+
+FINDINGS = (
+    Finding("peak_vectors_show_peaks", "RR's first-layer right singular vectors look like the two peak patterns; "
+            "Std's and Ort's do not.", f"{_PAPER}, App. A.4 (SVD insight, peak test)",
+            _SVD_RULE.format(what="peak pattern"), _svd_vectors_finding("peak", "peak")),
+    Finding("digit_vectors_show_digits_pair", "Trained on two digit images, RR's right singular vectors look like "
+            "the two digits; Std's and Ort's do not.", f"{_PAPER}, App. A.4 (SVD insight, MNIST test)",
+            _SVD_RULE.format(what="of the two images (scikit-learn digits: a 0 and a 1)"),
+            _svd_vectors_finding("digits", "pair")),
+    Finding("digit_vectors_show_digits_full", "Trained on all digits, RR's right singular vectors look like the ten "
+            "digits' class means; Std's and Ort's do not.", f"{_PAPER}, App. A.4 (SVD insight, MNIST test)",
+            _SVD_RULE.format(what="class-mean image of the whole scikit-learn digits set"),
+            _svd_vectors_finding("digits", "full")),
+    Finding("rr_keeps_input_information_in_deep_layers", "RR keeps more information about the input, I(X; D_m), in "
+            "the deep layers than Std and Ort.", f"{_PAPER}, §3, Fig. 4–5, App. B.1 (MI planes, 12-bit task)",
+            "after stage A, RR's I(X; D) averaged over the deep layers (the second half of the hidden layers and "
+            "the logits; per layer the mean over seeds) above Std's and above Ort's (means only).",
+            _keeps_input_information),
+    Finding("rr_finetunes_as_well_on_A_better_on_B", "RR-pretrained models fine-tune at least as well as Std on the "
+            "task they were trained on (A) and better on the task with swapped outputs (B).",
+            f"{_PAPER}, §3, Fig. 5, App. B.1 (fine-tuning on tasks A and B, 12-bit task)",
+            "test accuracy after fine-tuning on A: RR's mean ≥ Std's mean − (both standard errors); and after "
+            "fine-tuning on B: Std's mean + se < RR's mean − se.", _finetunes_better),
+    Finding("rr_transfers_best_to_shape_variants", "Trained on textured shapes, RR transfers best to the same shapes "
+            "filled and as edges, without retraining.",
+            f"{_PAPER}, §4, App. C.1 (texture–shape transfer; our procedural texture_shapes stand-in)",
+            "RR has the highest mean test accuracy of all methods on the filled style and on the edges style "
+            "(after fine-tuning on the textured style).", _transfers_best),
+)
 
 
 # ---------------------------------------------------------------------------------- figures
 def _figure_vectors(out: Path, name: str, title: str, methods: list[str], results: dict, experiment: str,
                     case: str | None, patterns: torch.Tensor) -> str:
     """The first seed's right singular vectors per method (each rescaled to its own range)."""
-    plt = _figures.pyplot()
+    plt = pyplot()
     k = len(patterns)
     show = min(k, 10)
     fig, axes = plt.subplots(len(methods) + 1, show, figsize=(1.3 * show + 0.6, 1.35 * (len(methods) + 1)),
@@ -616,11 +659,11 @@ def _figure_vectors(out: Path, name: str, title: str, methods: list[str], result
             if j == 0:
                 ax.set_ylabel(label)
     fig.suptitle(title)
-    return _figures.save(fig, out, name)
+    return save(fig, out, name)
 
 
 def _figure_mi_planes(out: Path, c: Config, mi: dict) -> str:
-    plt = _figures.pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
     for ax, stage, title in zip(axes, ("A", "AA", "AB"), ("stage A (with the regulariser)", "fine-tuned on A",
                                                           "fine-tuned on B (outputs swapped)")):
@@ -635,12 +678,12 @@ def _figure_mi_planes(out: Path, c: Config, mi: dict) -> str:
         ax.set_title(title)
         ax.legend(fontsize=8)
     fig.suptitle(f"MI planes, 12-bit task (means over {len(c.seeds)} seeds; points: fc1 … logits)")
-    return _figures.save(fig, out, "mi_planes.png")
+    return save(fig, out, "mi_planes.png")
 
 
 def _figure_mi_training(out: Path, c: Config, results: dict) -> str:
     """I(X; D) of each deep layer over stage A (first seed), per method."""
-    plt = _figures.pyplot()
+    plt = pyplot()
     deep = _deep_layers(c)
     fig, axes = plt.subplots(1, len(deep), figsize=(4 * len(deep), 3.4), squeeze=False)
     for (e, method), rows in sorted(results.items()):
@@ -654,11 +697,11 @@ def _figure_mi_training(out: Path, c: Config, results: dict) -> str:
                 ax.set_xlabel("epoch")
     axes[0][0].set_ylabel("bits")
     axes[0][0].legend(fontsize=8)
-    return _figures.save(fig, out, "mi_training.png")
+    return save(fig, out, "mi_training.png")
 
 
 def _figure_transfer(out: Path, transfer: dict) -> str:
-    plt = _figures.pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.8))
     methods = list(transfer)
     width = 0.8 / len(methods)
@@ -672,11 +715,11 @@ def _figure_transfer(out: Path, transfer: dict) -> str:
     ax.axhline(0.1, color="grey", lw=0.8, ls=":")
     ax.legend(fontsize=8)
     ax.set_title("Shape transfer without retraining")
-    return _figures.save(fig, out, "transfer.png")
+    return save(fig, out, "transfer.png")
 
 
 def _figure_distances(out: Path, svd: dict) -> str:
-    plt = _figures.pyplot()
+    plt = pyplot()
     cases = list(svd)
     fig, axes = plt.subplots(1, len(cases), figsize=(3.6 * len(cases), 3.2), squeeze=False)
     for ax, case in zip(axes[0], cases):
@@ -686,80 +729,11 @@ def _figure_distances(out: Path, svd: dict) -> str:
         ax.set_xticks(range(len(methods)), methods)
         ax.set_title({"peak": "peaks", "pair": "two digits", "full": "all digits"}[case])
         ax.set_ylabel("1 − best |corr| (lower: closer)")
-    return _figures.save(fig, out, "svd_distances.png")
+    return save(fig, out, "svd_distances.png")
 
 
-# ---------------------------------------------------------------------------------- report
-def _fmt(v) -> str:
-    if isinstance(v, dict):
-        return "—" if v.get("mean") is None else f"{v['mean']:.3f} ± {v['se'] or 0:.3f}"
-    return "—" if v is None else f"{v:.3f}"
-
-
-def _report(out: Path, r: dict) -> str:
-    c, f = r["config"], r["findings"]
-    study = json.loads((out / STUDY_FILE).read_text()) if (out / STUDY_FILE).exists() else {}
-    preset = f", preset `{study['preset']}`" if study.get("preset") else ""
-    yes = {True: "**reproduced**", False: "**not reproduced**"}
-    L = ["# RR: pretraining with a reverse pass", "",
-         f"Study `rr`{preset}: experiments {c['experiments']}, methods {c['methods']}, seeds {c['seeds']}. "
-         f"{r['runs']} runs; this invocation took {r['seconds']} s (training and measuring "
-         f"{r['train_seconds']} s summed over runs; torch {r['build_info']['torch']}).", ""]
-    if r["svd"]:
-        L += ["## SVD insight", "", "Distance = 1 − best |correlation| of a right singular vector with each pattern "
-              "(mean over patterns; lower = closer; the stand-in for LPIPS).", "",
-              "| case | method | distance | train accuracy | test accuracy |", "| --- | --- | --- | --- | --- |"]
-        for case, per in r["svd"].items():
-            for m, v in per.items():
-                L.append(f"| {case} | {m} | {_fmt(v['distance'])} | {_fmt(v['train_accuracy'])} | "
-                         f"{_fmt(v.get('test_accuracy'))} |")
-        L.append("")
-    if r["mi"]:
-        L += ["## MI planes (12-bit task)", "", "| method | test accuracy A | AA | AB | mean I(X; D) of the deep layers (A) |",
-              "| --- | --- | --- | --- | --- |"]
-        deep = f.get("rr_keeps_input_information_in_deep_layers", {}).get("mean_ixt", {})
-        for m, v in r["mi"].items():
-            L.append(f"| {m} | {_fmt(v['A']['test_accuracy'])} | {_fmt(v['AA']['test_accuracy'])} | "
-                     f"{_fmt(v['AB']['test_accuracy'])} | {_fmt(deep.get(m))} |")
-        L.append("")
-    if r["transfer"]:
-        L += ["## Shape transfer", "", "| method | textured (trained) | filled | edges |", "| --- | --- | --- | --- |"]
-        for m, v in r["transfer"].items():
-            L.append(f"| {m} | " + " | ".join(_fmt(v["final"][s]) for s in STYLES) + " |")
-        L.append("")
-    L += ["## Findings (rules fixed in advance: see `_findings`)", ""]
-    names = {"peak_vectors_show_peaks": "RR's first-layer singular vectors show the peaks, Std's and Ort's do not",
-             "digit_vectors_show_digits_pair": "… and the two digits",
-             "digit_vectors_show_digits_full": "… and the ten digits' class means",
-             "rr_keeps_input_information_in_deep_layers": "RR keeps more I(X; D_m) in deep layers than Std and Ort",
-             "rr_finetunes_as_well_on_A_better_on_B": "RR-pretrained models fine-tune at least as well on A, better on B",
-             "rr_transfers_best_to_shape_variants": "RR transfers best to the filled and edge-only shapes"}
-    for i, (k, v) in enumerate(f.items(), 1):
-        detail = {kk: vv for kk, vv in v.items() if kk != "holds"}
-        L.append(f"{i}. *{names.get(k, k)}* — {json.dumps(detail)} — {yes[v['holds']]}.")
-    L += ["", "## Figures", ""] + [f"![{p}]({p})" for p in r["figures"]]
-    return "\n".join(L) + "\n"
-
-
-# ---------------------------------------------------------------------------------- run
-def run(config: Config, out_dir: str | Path, *, progress: bool = True) -> dict:
-    """Runs the study into ``out_dir`` (reusing finished work) and returns its results."""
-    out, say = begin(config, Config, out_dir, progress)
-    c = config
-    start = time.perf_counter()
-    s = _sweep(c, out)
-    say(f"[rr] {len(s.runs)} runs in {s.out_dir} ...")
-    rows = run_sweep(s, c, "RR", progress)
-    results = _results(s)
-
-    svd = {}
-    if "peak" in c.experiments:
-        svd.update(_svd_summary(results, "peak", (None,)))
-    if "digits" in c.experiments:
-        svd.update(_svd_summary(results, "digits", ("pair", "full")))
-    mi = _mi_summary(results, c) if "mi" in c.experiments else {}
-    transfer = _transfer_summary(results) if "transfer" in c.experiments else {}
-    say("[rr] figures ...")
+def _figures(c: Config, analysis: dict, ctx) -> list[str]:
+    out, results = ctx.out, _by_method(ctx.runs["train"])
     figures = []
     if "peak" in c.experiments:
         p, _, _ = _peak_data(c)
@@ -771,18 +745,41 @@ def run(config: Config, out_dir: str | Path, *, progress: bool = True) -> dict:
             figures.append(_figure_vectors(out, f"digits_{case}_vectors.png",
                                            f"Digits ({case}): right singular vectors of the first layer",
                                            methods_of(c, "digits"), results, "digits", case, patterns))
-    if svd:
-        figures.append(_figure_distances(out, svd))
-    if mi:
-        figures += [_figure_mi_planes(out, c, mi), _figure_mi_training(out, c, results)]
-    if transfer:
-        figures.append(_figure_transfer(out, transfer))
+    if analysis["svd"]:
+        figures.append(_figure_distances(out, analysis["svd"]))
+    if analysis["mi"]:
+        figures += [_figure_mi_planes(out, c, analysis["mi"]), _figure_mi_training(out, c, results)]
+    if analysis["transfer"]:
+        figures.append(_figure_transfer(out, analysis["transfer"]))
+    return figures
 
-    res = {"study": "rr", "config": config_to_dict(c), "build_info": build_info(), "runs": len(rows),
-           "svd": svd, "mi": mi, "transfer": transfer, "findings": _findings(c, svd, mi, transfer),
-           "figures": figures, "train_seconds": round(sum(float(r.get("seconds") or 0) for r in rows), 1)}
-    res["seconds"] = round(time.perf_counter() - start, 2)
-    write_json(out / "results.json", res)
-    write_text(out / "index.md", _report(out, res))
-    say(f"[rr] done in {res['seconds']:.1f} s; see {out / 'index.md'}")
-    return res
+
+# ---------------------------------------------------------------------------------- report
+def _report(r: dict) -> str:
+    a = r["analysis"]
+    L = []
+    if a["svd"]:
+        L += ["## SVD insight", "", "Distance = 1 − best |correlation| of a right singular vector with each pattern "
+              "(mean over patterns; lower = closer; the stand-in for LPIPS).", ""]
+        L += markdown_table(["case", "method", "distance", "train accuracy", "test accuracy"],
+                            [[case, m, v["distance"], v["train_accuracy"], v.get("test_accuracy")]
+                             for case, per in a["svd"].items() for m, v in per.items()])
+        L.append("")
+    if a["mi"]:
+        deep = a["mi_deep"]["ixt"]
+        L += ["## MI planes (12-bit task)", ""]
+        L += markdown_table(["method", "test accuracy A", "AA", "AB", "mean I(X; D) of the deep layers (A)"],
+                            [[m, v["A"]["test_accuracy"], v["AA"]["test_accuracy"], v["AB"]["test_accuracy"], deep[m]]
+                             for m, v in a["mi"].items()])
+        L.append("")
+    if a["transfer"]:
+        L += ["## Shape transfer", ""]
+        L += markdown_table(["method", "textured (trained)", "filled", "edges"],
+                            [[m] + [v["final"][s] for s in STYLES] for m, v in a["transfer"].items()])
+        L.append("")
+    return "\n".join(L)
+
+
+STUDY = Study(name="rr_pretraining", title="RR: pretraining with a reverse pass", config=Config, presets=PRESETS,
+              stages=(TRAIN,), analyse=_analyse, figures=_figures, findings=FINDINGS, report=_report,
+              description=__doc__.split("\n\n", 1)[1])
