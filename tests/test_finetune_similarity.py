@@ -1,5 +1,7 @@
 """Study 3 (finetune_similarity): the smoke preset end to end, the CKA measures against a plain
-linear-CKA twin, the kept initialisation, true test labels, and the config's checks."""
+linear-CKA twin, the kept initialisation, true test labels, the config's checks, and every
+finding's rule on known analyses."""
+import dataclasses
 import json
 from collections import OrderedDict
 
@@ -7,18 +9,35 @@ import pytest
 import torch
 
 import vaetransfer as vt
-from vaetransfer import cli, data, experiments
-from vaetransfer.experiments import finetune_similarity as fs
+from vaetransfer import cli, data, studies
+from vaetransfer.studies import finetune_similarity as fs
 from vaetransfer.nn import build_model
 from vaetransfer.train import load_run, train
+
+FINDINGS = ("early_layers_change_less", "less_structure_less_early_change", "more_random_labels_train_slower",
+            "memorisation_uses_early_layers_with_more_data", "random_labels_change_early_layers",
+            "structured_closer_to_pretrained", "random_closer_to_init", "cross_domain_changes_penultimate")
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     """`vaetransfer run finetune_similarity --preset smoke`, once for the module."""
     out = tmp_path_factory.mktemp("finetune_similarity") / "smoke"
-    assert cli.main(["run", "finetune_similarity", "--preset", "smoke", "--out", str(out), "--quiet"]) == 0
+    assert cli.main(["run", "finetune_similarity", "--preset", "smoke", "--out", str(out), "--quiet",
+                     "--workers", "2", "--threads", "1"]) == 0
     return out, json.loads((out / "results.json").read_text())
+
+
+def _setup(n_train: int, n_test: int, cka_n: int, *, epochs: int = 1, **kw) -> fs.RunSetup:
+    """A run on the pretraining domain: ``kw`` holds fields of RunSetup (``randomness``: this run's
+    d) and of Config."""
+    run_fields = {f.name for f in dataclasses.fields(fs.RunSetup)}
+    c = fs.Config(cka_n=cka_n, **{k: v for k, v in kw.items() if k not in run_fields})
+    return fs.RunSetup(c, c.domain, n_train, n_test, epochs, **{k: v for k, v in kw.items() if k in run_fields})
+
+
+def _curves(run_dir) -> dict:
+    return json.loads((run_dir / "measured.json").read_text())["curves"]
 
 
 def _linear_cka(x: torch.Tensor, y: torch.Tensor) -> float:
@@ -32,33 +51,41 @@ def _linear_cka(x: torch.Tensor, y: torch.Tensor) -> float:
 def test_smoke_writes_every_section_and_figure(smoke):
     out, r = smoke
     c = fs.PRESETS["smoke"]
-    assert experiments.get("finetune_similarity") is fs
-    for key in ("accuracy", "dynamics", "random_labels", "finetuning", "cross_seed", "findings", "figures"):
-        assert r[key], key
+    a = r["analysis"]
+    assert studies.get("finetune_similarity") is fs
+    for key in ("accuracy", "dynamics", "random_labels", "finetuning", "cross_seed"):
+        assert a[key], key
+    assert r["figures"]
     for path in r["figures"]:
         assert (out / path).stat().st_size > 1000
     text = (out / "index.md").read_text()
     for heading in ("## Findings", "## Cross-seed baselines", "## Accuracy"):
         assert heading in text
-    assert set(r["finetuning"]) == {t.label for t in c.tasks}
-    findings = r["findings"]
-    for name in ("early_layers_change_less", "less_structure_less_early_change",
-                 "memorisation_uses_early_layers_with_more_data", "random_labels_change_early_layers",
-                 "structured_closer_to_pretrained", "random_closer_to_init", "cross_domain_changes_penultimate"):
-        assert isinstance(findings[name]["holds"], bool), name
-    assert r["runs"] == len(c.seeds) * (len(c.randomness) + len(c.memorisation_sizes) + len(c.tasks))
+    assert set(a["finetuning"]) == {t.label for t in c.tasks}
+    findings = {f["name"]: f for f in r["findings"]}
+    assert set(findings) == set(FINDINGS)
+    for f in findings.values():
+        assert f["reproduced"] in (True, False, None) and (f["reproduced"] is not None or f["reason"]), f
+    # The smoke preset has 2 degrees d, 2 random-label sizes and 2 fine-tuning degrees: no rank correlations.
+    for name in ("less_structure_less_early_change", "more_random_labels_train_slower",
+                 "memorisation_uses_early_layers_with_more_data", "random_labels_change_early_layers"):
+        assert findings[name]["reproduced"] is None, name
+    expected = len(c.seeds) * (len(c.randomness) + len(c.memorisation_sizes) + len(c.tasks))
+    assert sum(v["runs"] for v in r["runs"].values()) == sum(v["done"] for v in r["runs"].values()) == expected
 
 
 def test_cka_to_the_initial_representation_is_one_at_step_0(smoke):
     out, _ = smoke
-    for sweep in ("scratch", "finetune"):
-        for curves in (out / "sweeps" / sweep / "runs").glob("*/curves.json"):
-            c = json.loads(curves.read_text())
-            first = "init" if sweep == "scratch" else "pretrained"
+    for stage in ("scratch", "finetune"):
+        runs = list((out / "sweeps" / stage / "runs").iterdir())
+        assert runs
+        for run_dir in runs:
+            c = _curves(run_dir)
+            first = "init" if stage == "scratch" else "pretrained"
             for layer in fs.LAYERS:
                 epoch, value = c["cka"][first][layer][0]
-                assert epoch == 0 and abs(value - 1.0) < 1e-12, (curves, layer, value)
-    model = build_model(fs.RunArgs(channels=4).model_config(), seed=3).eval()
+                assert epoch == 0 and abs(value - 1.0) < 1e-12, (run_dir, layer, value)
+    model = build_model(_setup(64, 32, 16, channels=4).model_config(), seed=3).eval()
     x = data.object_shapes(range(30)).to_dataset().float_images()
     values = fs.layer_cka(model, x, OrderedDict(init=fs._activations(model, x)))
     assert all(abs(v - 1.0) < 1e-12 for v in values.values())
@@ -68,11 +95,11 @@ def test_cka_compares_whole_layers_on_held_out_rows(tmp_path):
     """The public follow-up code sliced channels instead of examples: ours keeps every feature of
     a layer and subsamples rows (the first cka_n held-out test rows); the values equal plain
     linear CKA on the full activations."""
-    a = fs.RunArgs(n_train=40, n_test=30, cka_n=20, channels=4)
+    a = _setup(40, 30, 20, channels=4)
     train_set, test_set, x = a.datasets()
     assert x.shape == (20, 3, 32, 32) and torch.equal(x, test_set.float_images(range(20)))
     assert torch.equal(x, a.cka_inputs())
-    same = fs.RunArgs(n_train=40, n_test=30, cka_n=20, same_domain_finetune=True)
+    same = _setup(40, 30, 20, same_domain_finetune=True)
     assert torch.equal(same.cka_inputs(), same.datasets()[2])
     first = build_model(a.model_config(), seed=0).eval()
     second = build_model(a.model_config(), seed=1).eval()
@@ -86,19 +113,19 @@ def test_cka_compares_whole_layers_on_held_out_rows(tmp_path):
 
 
 def test_training_rows_are_disjoint_from_test_rows_and_test_labels_stay_true():
-    a = fs.RunArgs(n_train=50, n_test=40, cka_n=10, randomness=9, seed=2, channels=4)
+    a = _setup(50, 40, 10, randomness=9, seed=2, channels=4)
     train_set, test_set, _ = a.datasets()
     truth_train = data.object_shapes(range(50), images=False).latents_classes[:, 0]
     truth_test = data.object_shapes(range(50_000, 50_040), images=False).latents_classes[:, 0]
     assert torch.equal(test_set.labels, truth_test)
-    assert torch.equal(train_set.labels, data.partially_random_labels(truth_train, 9, seed=a.label_seed + 2))
-    randomized = fs.RunArgs(n_train=50, n_test=40, cka_n=10, randomness=9, seed=2, randomize_test=True).datasets()[1]
+    assert torch.equal(train_set.labels, data.partially_random_labels(truth_train, 9, seed=a.config.label_seed + 2))
+    randomized = _setup(50, 40, 10, randomness=9, seed=2, randomize_test=True).datasets()[1]
     assert not torch.equal(randomized.labels, truth_test)
-    shifted, shifted_test, _ = fs.RunArgs(n_train=50, n_test=40, cka_n=10, shift=3, seed=7).datasets()
+    shifted, shifted_test, _ = _setup(50, 40, 10, shift=3, seed=7).datasets()
     assert torch.equal(shifted.labels, (truth_train + 3) % 10)  # the shift does not depend on the seed
     assert torch.equal(shifted_test.labels, (truth_test + 3) % 10)  # the renamed task is tested as such
     # Same-domain fine-tuning: the pretraining domain's test part, train and test halves disjoint.
-    ft_train, ft_test, _ = fs.RunArgs(n_train=50, n_test=40, cka_n=10, same_domain_finetune=True).datasets()
+    ft_train, ft_test, _ = _setup(50, 40, 10, same_domain_finetune=True).datasets()
     half = (data.OBJECT_SHAPES_COUNT - 50_000) // 2
     assert torch.equal(ft_train.images, data.object_shapes(range(50_000, 50_050)).imgs)
     assert torch.equal(ft_test.images, data.object_shapes(range(50_000 + half, 50_000 + half + 40)).imgs)
@@ -106,11 +133,11 @@ def test_training_rows_are_disjoint_from_test_rows_and_test_labels_stay_true():
 
 def test_kept_initialisation_is_the_one_pretraining_started_from(tmp_path):
     args = {"n_train": 64, "n_test": 32, "cka_n": 16, "epochs": 1, "channels": 4, "seed": 5}
-    fs.train_from_scratch(args, tmp_path / "run")
+    fs.train_from_scratch(_setup(**args), tmp_path / "run")
     init = fs.load_init(tmp_path / "run")
     # A 1-step run with a vanishing learning rate moves the parameters by at most ~1e-12: it
     # starts from the kept weights and not, say, from another seed's.
-    a = fs.RunArgs(**{**args, "lr": 1e-12})
+    a = _setup(**{**args, "lr": 1e-12})
     cfg = a.train_config()
     cfg.steps, cfg.eval_every, cfg.metrics_every, cfg.snapshot_every = 1, 0, 0, 1
     start = train(cfg, a.datasets()[0], tmp_path / "tiny", progress=False).model()
@@ -122,33 +149,34 @@ def test_kept_initialisation_is_the_one_pretraining_started_from(tmp_path):
 
 def test_finetuning_starts_from_the_pretrained_weights_and_tracks_both_references(smoke):
     out, r = smoke
+    a = r["analysis"]
     for d in (out / "sweeps" / "finetune" / "runs").iterdir():
-        c = json.loads((d / "curves.json").read_text())
-        assert set(c["cka"]) == {"pretrained", "init"}
+        assert set(_curves(d)["cka"]) == {"pretrained", "init"}
         config = load_run(d / "train").config
         assert config.init_from and config.init_from.startswith(str(out.resolve() / "sweeps" / "scratch"))
-        assert config.optimizer.name == "sgd" and config.batch_size == 32
+        assert config.optimizer.name == "sgd" and config.batch_size == 32 and config.threads is None
     # Per-epoch final values agree with the cross-seed analysis' same-seed values (two computations).
-    for label, v in r["finetuning"].items():
+    for label, v in a["finetuning"].items():
         for ref in ("pretrained", "init"):
             for layer in fs.LAYERS:
-                same = r["cross_seed"][label][ref][layer]["same_seed"]["mean"]
+                same = a["cross_seed"][label][ref][layer]["same_seed"]["mean"]
                 assert v["final"][ref][layer]["mean"] == pytest.approx(same, abs=2e-4), (label, ref, layer)
-                other = r["cross_seed"][label][ref][layer]["other_seeds"]
+                other = a["cross_seed"][label][ref][layer]["other_seeds"]
                 assert other is not None and other["n"] == 2  # 2 seeds: 2 different-seed pairs
 
 
 def test_task_sizes_are_capped_by_the_domain(smoke):
     c = fs.PRESETS["smoke"]
-    big = experiments.override(c, {"finetune_n": 5000, "finetune_test_n": 5000})
+    big = studies.override(c, {"finetune_n": 5000, "finetune_test_n": 5000})
     assert fs._task_sizes(big, fs.TaskSpec("sklearn_digits")) == (1797 - 898, 898)
     assert fs._task_sizes(big, fs.TaskSpec()) == (5000, 5000)
 
 
 def test_rerun_resumes_without_training(smoke):
     out, r = smoke
-    again = experiments.run_study("finetune_similarity", out, preset="smoke", progress=False)
-    assert again["findings"] == r["findings"] and again["train_seconds"] == r["train_seconds"]
+    again = studies.run_study("finetune_similarity", out, preset="smoke", progress=False)
+    assert again["findings"] == r["findings"] and again["runs"] == r["runs"]
+    assert again["analysis"] == r["analysis"]
 
 
 @pytest.mark.parametrize("sets, argument", [
@@ -166,7 +194,7 @@ def test_rerun_resumes_without_training(smoke):
 ])
 def test_config_errors_name_the_key(sets, argument):
     with pytest.raises((vt.ArgumentError, vt.ArgumentTypeError)) as e:
-        experiments.make_config("finetune_similarity", "smoke", sets=sets)
+        studies.make_config("finetune_similarity", "smoke", sets=sets)
     assert argument in str(e.value)
 
 
@@ -181,7 +209,7 @@ def test_file_domains_are_studied_from_their_folders(tmp_path):
     assert torch.equal(ds.images, ref.imgs[2:7]) and torch.equal(ds.labels, ref.latents_classes[2:7, 0])
     with pytest.raises(vt.ArgumentError, match="count"):
         fs.domain_rows("cifar10", "test", 10, 5, data_dirs=dirs)
-    config = experiments.make_config("finetune_similarity", "smoke", sets=[
+    config = studies.make_config("finetune_similarity", "smoke", sets=[
         f'data_dirs={json.dumps(dirs)}', "domain=cifar10", "pretrain_n=48", "memorisation_sizes=[24]", "cka_n=12",
         "test_n=12", "finetune_n=6", "finetune_test_n=12", 'tasks=[{}]'])
     assert config.domain == "cifar10"
@@ -192,7 +220,7 @@ def test_report_statistics_match_scipy():
 
     from scipy import stats
 
-    from vaetransfer.experiments._stats import mean_se, spearman
+    from vaetransfer.studies.stats import mean_se, spearman
 
     for x, y in (([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]), ([0, 1, 1, 2], [3.0, 2.0, 2.0, 0.5]), ([9, 4, 2, 1], [1, 1, 2, 2])):
         assert spearman(x, y) == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-3)
@@ -202,3 +230,83 @@ def test_report_statistics_match_scipy():
     assert got["n"] == 3 and got["mean"] == pytest.approx(statistics.mean([0.3, 0.7, 0.4]), abs=1e-5)
     assert got["se"] == pytest.approx(statistics.stdev([0.3, 0.7, 0.4]) / 3 ** 0.5, abs=1e-5)
     assert mean_se([None]) == {"mean": None, "se": None, "n": 0}
+
+
+# ---------------------------------------------------------------------------------- the findings' rules
+def _analysis(c: fs.Config, flip: tuple[str, ...] = (), stalled: tuple[str, ...] = ()) -> dict:
+    """An analysis of config ``c`` in which every finding holds, except the effects named in
+    ``flip`` (reversed); the groups named in ``stalled`` ("pretraining", "d=<d>,n=<n>" or a task
+    label) did not train (their training loss stayed flat)."""
+    def layers(values):
+        return {layer: {"mean": round(v, 5), "se": 0.01} for layer, v in zip(fs.LAYERS, values)}
+
+    def run(name, d=0):
+        slower = -1 if "slower" in flip else 1
+        return {"train_loss": {"mean": [None, 2.0, 2.0 if name in stalled else 1.0 + slower * 0.01 * d]},
+                "train_accuracy": {"mean": [None, 0.5]}}
+
+    depth = [0.9, 0.7, 0.5, 0.3, 0.1][::-1 if "depth" in flip else 1]
+    random_labels = {}
+    for d, n in [(d, c.pretrain_n) for d in c.randomness] + [(9, n) for n in c.memorisation_sizes]:
+        offset = (-1 if "structure" in flip else 1) * 0.01 * d + (1 if "memorisation" in flip else -1) * n / 1e6
+        name = "pretraining" if (d, n) == (0, c.pretrain_n) else fs._group_key(d, n)
+        random_labels[fs._group_key(d, n)] = {"d": d, "n": n, "final_cka_to_init": layers([v + offset for v in depth]),
+                                              **run(name, d)}
+    finetuning = {}
+    for t in c.tasks:
+        kind, d = t.kind(c.domain), t.randomness
+        early = (1 if "finetune" in flip else -1) * 0.02 * d
+        block4 = {"cross": 0.9 if "cross" in flip else 0.5}.get(kind, 0.8)
+        init = 0.9 if kind == "random" else 0.3
+        if kind == "random" and "random" in flip:
+            init = 0.1
+        if kind in fs.STRUCTURED and "structured" in flip:
+            init = 0.99
+        finetuning[t.label] = {"kind": kind, **run(t.label),
+                               "final": {"pretrained": layers([0.75 + early, 0.7 + early, 0.85, block4, 0.7]),
+                                         "init": layers([init] * len(fs.LAYERS))}}
+    return {"random_labels": random_labels, "finetuning": finetuning}
+
+
+SMALL = fs.PRESETS["small"]
+ONLY_RANDOM = studies.override(SMALL, {"tasks": [{"randomness": 9}]})
+ONLY_SAME = studies.override(SMALL, {"tasks": [{}]})
+NO_SHIFT = studies.override(SMALL, {"tasks": [{}, {"domain": "street_digits"}]})
+
+
+@pytest.mark.parametrize("name, effect, undecided_config, stalled", [
+    ("early_layers_change_less", "depth", SMALL, ("pretraining",)),
+    ("less_structure_less_early_change", "structure", fs.PRESETS["smoke"], ()),
+    ("less_structure_less_early_change", "structure", SMALL, ("d=9,n=5000",)),
+    ("more_random_labels_train_slower", "slower", fs.PRESETS["smoke"], ()),
+    ("more_random_labels_train_slower", "slower", SMALL, ("d=2,n=5000",)),
+    ("memorisation_uses_early_layers_with_more_data", "memorisation", fs.PRESETS["smoke"], ()),
+    ("memorisation_uses_early_layers_with_more_data", "memorisation", SMALL, ("d=9,n=500",)),
+    ("random_labels_change_early_layers", "finetune", fs.PRESETS["smoke"], ()),
+    ("random_labels_change_early_layers", "finetune", SMALL, ("same d=4",)),
+    ("structured_closer_to_pretrained", "structured", ONLY_RANDOM, ()),
+    ("structured_closer_to_pretrained", "structured", SMALL, ("street_digits",)),
+    ("random_closer_to_init", "random", ONLY_SAME, ()),
+    ("random_closer_to_init", "random", SMALL, ("pretraining",)),
+    ("cross_domain_changes_penultimate", "cross", NO_SHIFT, ()),
+    ("cross_domain_changes_penultimate", "cross", SMALL, ("same s=1",)),
+])
+def test_finding_rules_decide_true_false_and_undecided(name, effect, undecided_config, stalled):
+    finding = next(f for f in fs.FINDINGS if f.name == name)
+    holds = finding.decide(SMALL, _analysis(SMALL))
+    assert holds.reproduced is True and holds.evidence, holds
+    fails = finding.decide(SMALL, _analysis(SMALL, flip=(effect,)))
+    assert fails.reproduced is False and fails.evidence, fails
+    # Every other effect reversed leaves this finding's verdict alone: each rule reads its own numbers.
+    others = tuple({"depth", "structure", "slower", "memorisation", "finetune", "structured", "random", "cross"} - {effect})
+    assert finding.decide(SMALL, _analysis(SMALL, flip=others)).reproduced is True
+    cannot = finding.decide(undecided_config, _analysis(undecided_config, stalled=stalled))
+    assert cannot.reproduced is None and cannot.reason, cannot
+    if stalled:
+        assert "did not train" in cannot.reason
+
+
+def test_finding_rules_are_stated():
+    assert [f.name for f in fs.FINDINGS] == list(FINDINGS)
+    for f in fs.FINDINGS:
+        assert f.claim.endswith(".") and f.rule.endswith(".") and fs.PAPER in f.source

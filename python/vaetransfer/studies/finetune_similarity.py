@@ -3,7 +3,8 @@
 The study of *Similarity of Pre-trained and Fine-tuned Representations* (Goerttler & Obermayer) with
 the 4-block conv net of the core (``conv4``: 4 × [Conv 3×3 → BatchNorm → ReLU → MaxPool 2×2] → FC),
 SGD (lr 1e-3, momentum 0.9, batch 32) and linear CKA (:mod:`vaetransfer.similarity`) at the four
-block outputs and the logits. Sections of ``results.json`` and ``index.md``:
+block outputs and the logits. Two stages (sweeps): ``scratch`` trains from scratch, ``finetune``
+fine-tunes the pre-trained (d = 0) networks. Sections of the analysis:
 
 1. ``dynamics`` (Fig. 1): CKA of each layer to its own initial representation, every epoch, while
    training on the pretraining domain.
@@ -22,9 +23,9 @@ block outputs and the logits. Sections of ``results.json`` and ``index.md``:
 **Seeds.** The paper's measures compare a network with its own earlier weights (the same seed),
 averaged over 5 seeds with standard errors. Two networks from the same initial weights look alike
 in early layers whatever else differs, so beside each same-seed value the study reports its
-cross-seed baseline from the final models: CKA of a fine-tuned network to *other* seeds'
-pre-trained networks, and to other seeds' initialisations (a fresh random network, the public
-code's "pre-initialised" reference).
+cross-seed baseline from the final models (``cross_seed``): CKA of a fine-tuned network to *other*
+seeds' pre-trained networks, and to other seeds' initialisations (a fresh random network, the
+public code's "pre-initialised" reference).
 
 **Data.** CIFAR-10 and SVHN cannot be downloaded here; the built-in stand-ins are
 :func:`vaetransfer.data.object_shapes` (CIFAR-10-like; the pretraining domain) and
@@ -42,12 +43,11 @@ except at the zero-padded border); an epoch is ⌈N / 32⌉ steps over per-epoch
 label noise of seed s is drawn with ``label_seed + s``; test labels of random-label runs stay true
 unless ``randomize_test`` (a shifted task is tested on its shifted labels: the shift renames the
 classes); the training accuracy of an epoch is the mean batch accuracy over its steps
-(train mode). Every run goes through :mod:`vaetransfer.sweep` (``function`` jobs), so the
-``paper`` preset runs unchanged on a Ray cluster.
+(train mode). The ``paper`` preset is meant for a Ray cluster:
+``vaetransfer run finetune_similarity --preset paper --executor ray --threads 4``.
 """
 from __future__ import annotations
 
-import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -55,23 +55,21 @@ from pathlib import Path
 
 import torch
 
-from .. import build_info, data, plots, similarity
-from .. import sweep as vsweep
+from .. import data, plots, similarity
 from .._checks import value_error
-from ..io import atomic_path, write_json, write_text
+from ..io import atomic_path
 from ..nn import ModelConfig, build_model
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
-from . import STUDY_FILE, begin, config_from_dict, config_to_dict, run_sweep, step
-from . import _figures
-from ._stats import mean_se, spearman
+from . import figures as figs
+from .pipeline import Finding, Stage, Study, Verdict, undecided
+from .report import fmt, markdown_table, verdict_text
+from .stats import mean_se, spearman
 
 #: The layers compared: the four block outputs and the logits (the public code's choice).
 LAYERS = ("block1", "block2", "block3", "block4", "logits")
 NUM_CLASSES = 10
 INIT_FILE = "init.pt"        #: the weights pretraining started from, beside its run
-CURVES_FILE = "curves.json"  #: per-epoch loss, accuracies and CKA of a run
-EXECUTORS = ("local", "ray")
 BLOCK_ORDERS = ("conv-bn-relu-pool", "conv-relu-bn-pool")
 
 
@@ -178,37 +176,34 @@ class Config:
     """The fine-tuning similarity study (``vaetransfer run finetune_similarity --set key=value``)."""
 
     domain: str = "object_shapes"           # the pretraining domain
-    channels: int = 64                      # filters per block (the paper: 64)
+    channels: int = 32                      # filters per block (the paper: 64)
     block_order: str = "conv-bn-relu-pool"  # the paper; "conv-relu-bn-pool" is the public code's
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    seeds: tuple[int, ...] = (0, 1, 2)
     batch_size: int = 32
     lr: float = 1e-3
     momentum: float = 0.9
-    pretrain_n: int = 50_000                # training rows of the pretraining domain
-    pretrain_epochs: int = 150
-    test_n: int = 5_000                     # test rows of the from-scratch runs (true labels)
+    pretrain_n: int = 5_000                 # training rows of the pretraining domain
+    pretrain_epochs: int = 25
+    test_n: int = 2_000                     # test rows of the from-scratch runs (true labels)
     randomness: tuple[int, ...] = (0, 1, 2, 4, 9)           # d of the from-scratch runs; 0 = pretraining
-    memorisation_sizes: tuple[int, ...] = (1_000, 5_000, 20_000)  # N of fully random runs (and pretrain_n)
-    tasks: tuple[TaskSpec, ...] = PAPER_TASKS
+    memorisation_sizes: tuple[int, ...] = (500, 1_500)      # N of fully random runs (and pretrain_n)
+    tasks: tuple[TaskSpec, ...] = (TaskSpec(), TaskSpec(randomness=2), TaskSpec(randomness=4),
+                                   TaskSpec(randomness=9), TaskSpec(shift=1), TaskSpec("street_digits"),
+                                   TaskSpec("street_digits", randomness=9), TaskSpec("sklearn_digits"))
     finetune_n: int = 5_000
-    finetune_test_n: int = 5_000
-    finetune_epochs: int = 25
+    finetune_test_n: int = 2_000
+    finetune_epochs: int = 8
     randomize_test: bool = False            # randomise the test labels of random-label runs too
     cka_n: int = 500                        # held-out inputs of every CKA
     cka_every: int = 1                      # epochs between CKA measurements
     label_seed: int = 0                     # seed s draws its label noise with label_seed + s
     data_seed: int = 0                      # the generated domains' stream; sklearn_digits' halves
     data_dirs: dict = field(default_factory=dict)  # {"cifar10": folder, "svhn": folder} for the file domains
-    executor: str = "local"
-    workers: int = 2
-    threads: int = 1
-    address: str | None = None
 
     def __post_init__(self):
         for name, low in (("channels", 1), ("batch_size", 2), ("pretrain_n", 2), ("pretrain_epochs", 1),
                           ("test_n", 1), ("finetune_n", 2), ("finetune_test_n", 1), ("finetune_epochs", 1),
-                          ("cka_n", 3), ("cka_every", 1), ("workers", 1), ("threads", 1), ("label_seed", 0),
-                          ("data_seed", 0)):
+                          ("cka_n", 3), ("cka_every", 1), ("label_seed", 0), ("data_seed", 0)):
             if getattr(self, name) < low:
                 raise value_error(name, f"expected >= {low}, got {getattr(self, name)}")
         if not self.lr > 0:
@@ -241,8 +236,6 @@ class Config:
             labels.append(t.label)
         if len(set(labels)) != len(labels):
             raise value_error("tasks", f"expected distinct tasks, got {labels}")
-        if self.executor not in EXECUTORS:
-            raise value_error("executor", f"expected one of {list(EXECUTORS)}, got {self.executor!r}")
 
 
 PRESETS: dict[str, Config] = {
@@ -250,95 +243,86 @@ PRESETS: dict[str, Config] = {
     "smoke": Config(channels=4, seeds=(0, 1), pretrain_n=96, pretrain_epochs=2, test_n=64, randomness=(0, 9),
                     memorisation_sizes=(48,), tasks=(TaskSpec(), TaskSpec(randomness=9), TaskSpec(shift=1),
                                                      TaskSpec("street_digits"), TaskSpec("sklearn_digits")),
-                    finetune_n=64, finetune_test_n=32, finetune_epochs=2, cka_n=32, workers=2),
+                    finetune_n=64, finetune_test_n=32, finetune_epochs=2, cka_n=32),
     # This machine (2 cores, well under an hour): 3 seeds, 32 filters per block, 5,000 pretraining
     # images for 25 epochs, 8 epochs of fine-tuning.
-    "small": Config(channels=32, seeds=(0, 1, 2), pretrain_n=5_000, pretrain_epochs=25, test_n=2_000,
-                    memorisation_sizes=(500, 1_500), finetune_test_n=2_000, finetune_epochs=8,
-                    tasks=(TaskSpec(), TaskSpec(randomness=2), TaskSpec(randomness=4), TaskSpec(randomness=9),
-                           TaskSpec(shift=1), TaskSpec("street_digits"), TaskSpec("street_digits", randomness=9),
-                           TaskSpec("sklearn_digits"))),
+    "small": Config(),
     # The public code's protocol: 150 pretraining epochs on the whole train part, 25 of fine-tuning
-    # on 5,000 / 5,000, 5 seeds — on a Ray cluster.
-    "paper": Config(executor="ray", workers=1, threads=4),
+    # on 5,000 / 5,000, 5 seeds (on a Ray cluster: see the module docstring).
+    "paper": Config(channels=64, seeds=(0, 1, 2, 3, 4), pretrain_n=50_000, pretrain_epochs=150, test_n=5_000,
+                    memorisation_sizes=(1_000, 5_000, 20_000), tasks=PAPER_TASKS, finetune_test_n=5_000,
+                    finetune_epochs=25),
 }
 
 
 # ---------------------------------------------------------------------------------- one run
-@dataclass
-class RunArgs:
-    """One run of the sweeps (the ``args`` of :func:`train_from_scratch` and :func:`finetune`)."""
+@dataclass(frozen=True)
+class RunSetup:
+    """What one training run of the study trains and tests on: the study's shared settings
+    (``config``) and what varies per run."""
 
-    domain: str = Config.domain
-    n_train: int = Config.pretrain_n
-    n_test: int = Config.test_n
+    config: Config
+    domain: str
+    n_train: int
+    n_test: int
+    epochs: int
+    seed: int = 0
     randomness: int = 0
     shift: int = 0
-    seed: int = 0
-    epochs: int = Config.pretrain_epochs
-    pretrained: str = ""                    # fine-tuning: the pretraining run's folder
     same_domain_finetune: bool = False      # fine-tuning rows of the pretraining domain: its test part
-    channels: int = Config.channels
-    block_order: str = Config.block_order
-    batch_size: int = Config.batch_size
-    lr: float = Config.lr
-    momentum: float = Config.momentum
-    randomize_test: bool = Config.randomize_test
-    cka_n: int = Config.cka_n
-    cka_every: int = Config.cka_every
-    label_seed: int = Config.label_seed
-    data_seed: int = Config.data_seed
-    data_dirs: dict = field(default_factory=dict)
 
     @property
     def steps_per_epoch(self) -> int:
-        return -(-self.n_train // self.batch_size)
+        return -(-self.n_train // self.config.batch_size)
 
     def model_config(self) -> ModelConfig:
-        return ModelConfig("conv4", input_shape=(3, 32, 32), num_classes=NUM_CLASSES, channels=self.channels,
-                           block_order=self.block_order)
+        return ModelConfig("conv4", input_shape=(3, 32, 32), num_classes=NUM_CLASSES, channels=self.config.channels,
+                           block_order=self.config.block_order)
 
-    def train_config(self) -> TrainConfig:
-        spe = self.steps_per_epoch
+    def train_config(self, init_from: Path | None = None) -> TrainConfig:
+        """Training from scratch, or fine-tuning from the final snapshot of the run in ``init_from``."""
+        c, spe = self.config, self.steps_per_epoch
         return TrainConfig(model=self.model_config(), objective=TaskConfig("classification"),
-                           optimizer=OptimizerConfig("sgd", lr=self.lr, momentum=self.momentum),
-                           steps=spe * self.epochs, batch_size=self.batch_size, seed=self.seed,
+                           optimizer=OptimizerConfig("sgd", lr=c.lr, momentum=c.momentum),
+                           steps=spe * self.epochs, batch_size=c.batch_size, seed=self.seed,
                            snapshot_every=spe * max(1, self.epochs // 5), keep_snapshots=1, eval_every=spe,
-                           metrics_every=spe * self.cka_every, dataset=self.domain,
-                           init_from=str(Path(self.pretrained) / "train") if self.pretrained else None)
+                           metrics_every=spe * c.cka_every, dataset=self.domain,
+                           init_from=str(Path(init_from).resolve() / "train") if init_from else None)
 
     def datasets(self) -> tuple[data.Dataset, data.Dataset, torch.Tensor]:
         """(training set with its transformed labels, test set, CKA inputs float [cka_n, 3, 32, 32])."""
-        kw = {"data_seed": self.data_seed, "data_dirs": self.data_dirs}
+        c = self.config
+        kw = {"data_seed": c.data_seed, "data_dirs": c.data_dirs}
         # Same-domain fine-tuning: the pretraining domain's test part, in halves.
         train_set = domain_rows(self.domain, "test" if self.same_domain_finetune else "train", 0, self.n_train, **kw)
         test_set = domain_rows(self.domain, "test", self._test_start(), self.n_test, **kw)
-        if self.cka_n > len(test_set):
-            raise value_error("cka_n", f"expected at most the {len(test_set)} test rows, got {self.cka_n}")
-        cka_x = test_set.float_images(range(self.cka_n))
+        if c.cka_n > len(test_set):
+            raise value_error("cka_n", f"expected at most the {len(test_set)} test rows, got {c.cka_n}")
+        cka_x = test_set.float_images(range(c.cka_n))
         train_set = data.as_dataset(train_set, labels=self.labels(train_set.labels, self.seed), num_classes=NUM_CLASSES)
         # A shift renames the classes: the task's own test labels are shifted too. Random labels are
         # noise with nothing to generalise to: the test labels stay true unless randomize_test.
-        if self.shift or self.randomize_test:
+        if self.shift or c.randomize_test:
             test_set = data.as_dataset(test_set, labels=self.labels(test_set.labels, self.seed + 1_000_003),
                                        num_classes=NUM_CLASSES)
         return train_set, test_set, cka_x
 
     def _test_start(self) -> int:
-        return part_size(self.domain, "test", self.data_dirs) // 2 if self.same_domain_finetune else 0
+        return part_size(self.domain, "test", self.config.data_dirs) // 2 if self.same_domain_finetune else 0
 
     def cka_inputs(self) -> torch.Tensor:
         """The CKA inputs of :meth:`datasets` alone (the first ``cka_n`` test rows), without
         generating the training and test sets."""
-        return domain_rows(self.domain, "test", self._test_start(), self.cka_n, data_seed=self.data_seed,
-                           data_dirs=self.data_dirs).float_images()
+        c = self.config
+        return domain_rows(self.domain, "test", self._test_start(), c.cka_n, data_seed=c.data_seed,
+                           data_dirs=c.data_dirs).float_images()
 
     def labels(self, y: torch.Tensor, seed: int) -> torch.Tensor:
         if self.shift:
             return data.shifted_labels(y, self.shift, num_classes=NUM_CLASSES)
         if self.randomness:
             return data.partially_random_labels(y, self.randomness, num_classes=NUM_CLASSES,
-                                                seed=self.label_seed + seed)
+                                                seed=self.config.label_seed + seed)
         return y
 
 
@@ -401,68 +385,52 @@ def _curves(run, spe: int, epoch0: dict, references: list[str]) -> dict:
     return out
 
 
-def _train_tracked(a: RunArgs, run_dir: Path, start_model, references: "OrderedDict[str, OrderedDict]",
-                   train_set, test_set, cka_x) -> tuple[dict, object]:
+def _train_tracked(setup: RunSetup, run_dir: Path, start_model, references: "OrderedDict[str, OrderedDict]",
+                   init_from: Path | None = None) -> dict:
+    """Trains (resumable) while tracking CKA to ``references`` every ``cka_every`` epochs; returns
+    the final values and the per-epoch ``curves``."""
+    train_set, test_set, cka_x = setup.datasets()
+    start = time.perf_counter()
     epoch0 = layer_cka(start_model, cka_x, references)
-    run = train(a.train_config(), train_set, run_dir / "train", eval_data=test_set, progress=False,
+    run = train(setup.train_config(init_from), train_set, run_dir / "train", eval_data=test_set, progress=False,
                 metrics_hook=lambda model, report: layer_cka(model, cka_x, references))
-    curves = _curves(run, a.steps_per_epoch, epoch0, list(references))
-    write_json(run_dir / CURVES_FILE, curves)
-    m = {"n_train": len(train_set), "epochs": a.epochs, "final_train_loss": curves["train_loss"][-1],
+    curves = _curves(run, setup.steps_per_epoch, epoch0, list(references))
+    seconds = round(time.perf_counter() - start, 2)
+    m = {"n_train": len(train_set), "epochs": setup.epochs, "final_train_loss": curves["train_loss"][-1],
          "final_train_accuracy": curves["train_accuracy"][-1], "final_test_accuracy": curves["test_accuracy"][-1],
          "final_test_loss": curves["test_loss"][-1]}
     for ref, layers in curves["cka"].items():
         for layer, series in layers.items():
             m[f"cka_{ref}_{layer}"] = series[-1][1]
-    return m, run
+    return {**m, "seconds": seconds, "curves": curves}
 
 
-def train_from_scratch(args: dict, run_dir) -> dict:
+def train_from_scratch(setup: RunSetup, run_dir: str | Path) -> dict:
     """A from-scratch run (pretraining when d = 0): keeps its initial weights as ``init.pt``, trains
     (resumable) and tracks each layer's CKA to its initial representation every ``cka_every``
-    epochs on ``cka_n`` held-out inputs; writes ``curves.json`` and returns the final values."""
-    a = config_from_dict(RunArgs, args, argument="args")
+    epochs on ``cka_n`` held-out inputs."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    train_set, test_set, cka_x = a.datasets()
     # The trainer builds the same model from the same config and seed: these are its first weights.
-    _save_init(build_model(a.model_config(), seed=a.seed), run_dir / INIT_FILE)
-    init = _load_weights(a.model_config(), a.seed, run_dir / INIT_FILE)
-    start = time.perf_counter()
-    m, _ = _train_tracked(a, run_dir, init, OrderedDict(init=_activations(init, cka_x)),
-                          train_set, test_set, cka_x)
-    m["seconds"] = round(time.perf_counter() - start, 2)
-    return m
+    _save_init(build_model(setup.model_config(), seed=setup.seed), run_dir / INIT_FILE)
+    init = _load_weights(setup.model_config(), setup.seed, run_dir / INIT_FILE)
+    return _train_tracked(setup, run_dir, init, OrderedDict(init=_activations(init, setup.cka_inputs())))
 
 
-def finetune(args: dict, run_dir) -> dict:
-    """Fine-tunes the pre-trained run ``args["pretrained"]`` (all weights, from its final snapshot)
-    on a task and tracks each layer's CKA to the pre-trained representation and to the initial one
-    pretraining started from, on ``cka_n`` held-out inputs of the task's domain."""
-    a = config_from_dict(RunArgs, args, argument="args")
-    if not a.pretrained:
-        raise value_error("args.pretrained", "expected the folder of a pretraining run")
-    run_dir = Path(run_dir)
+def finetune(setup: RunSetup, run_dir: str | Path, pretrained: str | Path) -> dict:
+    """Fine-tunes the pre-trained run in ``pretrained`` (all weights, from its final snapshot) and
+    tracks each layer's CKA to the pre-trained representation and to the initial one pretraining
+    started from, on ``cka_n`` held-out inputs of the task's domain."""
+    run_dir, pretrained = Path(run_dir), Path(pretrained)
     run_dir.mkdir(parents=True, exist_ok=True)
-    train_set, test_set, cka_x = a.datasets()
-    pretrained = load_run(Path(a.pretrained) / "train").model()
-    init = load_init(a.pretrained)
-    refs = OrderedDict(pretrained=_activations(pretrained, cka_x), init=_activations(init, cka_x))
-    start = time.perf_counter()
-    m, _ = _train_tracked(a, run_dir, pretrained, refs, train_set, test_set, cka_x)
-    m["seconds"] = round(time.perf_counter() - start, 2)
-    return m
+    x = setup.cka_inputs()
+    model, init = load_run(pretrained / "train").model(), load_init(pretrained)
+    refs = OrderedDict(pretrained=_activations(model, x), init=_activations(init, x))
+    return _train_tracked(setup, run_dir, model, refs, init_from=pretrained)
 
 
-# ---------------------------------------------------------------------------------- the sweeps
-def run_settings(c: Config) -> dict:
-    """The settings every run of the study shares (fields of RunArgs)."""
-    return {"channels": c.channels, "block_order": c.block_order, "batch_size": c.batch_size, "lr": c.lr,
-            "momentum": c.momentum, "randomize_test": c.randomize_test, "cka_n": c.cka_n, "cka_every": c.cka_every,
-            "label_seed": c.label_seed, "data_seed": c.data_seed, "data_dirs": dict(c.data_dirs)}
-
-
-def _scratch_runs(c: Config) -> list[dict]:
+# ---------------------------------------------------------------------------------- the stages
+def _scratch_rows(c: Config, earlier) -> list[dict]:
     """(randomness, n_train, seed) of every from-scratch run: each d at pretrain_n (d = 0: the
     pre-trained models), and fully random labels at each memorisation size."""
     runs = [(d, c.pretrain_n) for d in c.randomness]
@@ -470,12 +438,10 @@ def _scratch_runs(c: Config) -> list[dict]:
     return [{"randomness": d, "n_train": n, "seed": s} for d, n in runs for s in c.seeds]
 
 
-def _scratch_sweep(c: Config, out: Path) -> vsweep.Sweep:
-    runs = _scratch_runs(c)
-    base = {**run_settings(c), "domain": c.domain, "n_test": c.test_n, "epochs": c.pretrain_epochs}
-    return vsweep.create(out / "sweeps" / "scratch", job="function",
-                         base={"function": f"{__name__}:train_from_scratch", "args": base},
-                         zip=[{k: [r[k] for r in runs] for k in ("randomness", "n_train", "seed")}])
+def _train_from_scratch(c: Config, row: dict, job) -> dict:
+    setup = RunSetup(c, c.domain, row["n_train"], c.test_n, c.pretrain_epochs, seed=row["seed"],
+                     randomness=row["randomness"])
+    return train_from_scratch(setup, job.run_dir)
 
 
 def _task_sizes(c: Config, t: TaskSpec) -> tuple[int, int]:
@@ -488,52 +454,39 @@ def _task_sizes(c: Config, t: TaskSpec) -> tuple[int, int]:
             min(c.finetune_test_n, part_size(domain, "test", c.data_dirs)))
 
 
-def _task_row(c: Config, t: TaskSpec, seed: int, pretrained: Path) -> dict:
-    """The axis values of one fine-tuning run ("task": its label, not an argument)."""
+def _finetune_setup(c: Config, t: TaskSpec, seed: int) -> RunSetup:
     n_train, n_test = _task_sizes(c, t)
     if n_test < c.cka_n:
         raise value_error("cka_n", f"the task {t.label!r} has {n_test} test rows, fewer than cka_n = {c.cka_n}")
     domain = t.domain or c.domain
-    return {"task": t.label, "domain": domain, "randomness": t.randomness, "shift": t.shift, "seed": seed,
-            "n_train": n_train, "n_test": n_test, "same_domain_finetune": domain == c.domain,
-            "pretrained": str(Path(pretrained).resolve())}
+    return RunSetup(c, domain, n_train, n_test, c.finetune_epochs, seed=seed, randomness=t.randomness, shift=t.shift,
+                    same_domain_finetune=domain == c.domain)
 
 
-def finetune_args(c: Config, t: TaskSpec, seed: int, pretrained: str | Path, epochs: int | None = None) -> dict:
-    """The ``args`` of :func:`finetune` for task ``t`` of seed ``seed`` from the pretraining run
-    folder ``pretrained`` (e.g. from :func:`pretrained_runs`), for ``epochs`` (default: the
-    config's) — to fine-tune beyond the sweep, e.g. longer."""
-    row = _task_row(c, t, seed, Path(pretrained))
-    del row["task"]
-    return {**run_settings(c), "epochs": c.finetune_epochs if epochs is None else epochs, **row}
+def _task(c: Config, label: str) -> TaskSpec:
+    return next(t for t in c.tasks if t.label == label)
 
 
-def pretrained_runs(c: Config, out_dir: str | Path) -> dict[int, Path]:
-    """{seed: folder} of the pre-trained (d = 0, N = pretrain_n) runs of a study in ``out_dir``."""
-    scratch = _scratch_sweep(c, Path(out_dir))
-    return {int(r.params["seed"]): scratch.run_dir(r.id) for r in scratch.runs
-            if r.params["randomness"] == 0 and r.params["n_train"] == c.pretrain_n}
+def _finetune_rows(c: Config, earlier) -> list[dict]:
+    """Every task of ``c.tasks`` for every seed (checked here: a task too small for ``cka_n`` is
+    refused before any run)."""
+    for t in c.tasks:
+        _finetune_setup(c, t, c.seeds[0])
+    return [{"task": t.label, "seed": s} for t in c.tasks for s in c.seeds]
 
 
-def _finetune_sweep(c: Config, out: Path, pretrained: dict[int, Path]) -> vsweep.Sweep:
-    rows = [_task_row(c, t, s, pretrained[s]) for t in c.tasks for s in c.seeds]
-    base = {**run_settings(c), "epochs": c.finetune_epochs}
-    keys = [k for k in rows[0] if k != "task"]
-    return vsweep.create(out / "sweeps" / "finetune", job="function",
-                         base={"function": f"{__name__}:finetune", "args": base},
-                         zip=[{k: [r[k] for r in rows] for k in keys}])
+def _finetune(c: Config, row: dict, job) -> dict:
+    """Fine-tunes the pre-trained (d = 0, N = pretrain_n) run of the row's seed on its task."""
+    pretrained = job.run_dir_of("scratch", randomness=0, n_train=c.pretrain_n, seed=row["seed"])
+    return finetune(_finetune_setup(c, _task(c, row["task"]), row["seed"]), job.run_dir, pretrained)
 
 
-# ---------------------------------------------------------------------------------- statistics
+# ---------------------------------------------------------------------------------- analysis
 def _series_mean_se(series: list[list]) -> dict:
     """Per-epoch mean and standard error over seeds of equally long series (None entries skipped)."""
     length = min(len(s) for s in series)
     stats = [mean_se([s[i] for s in series]) for i in range(length)]
     return {"mean": [v["mean"] for v in stats], "se": [v["se"] for v in stats], "n": len(series)}
-
-
-def _read_curves(s: vsweep.Sweep) -> dict[str, dict]:
-    return {r.id: json.loads((s.run_dir(r.id) / CURVES_FILE).read_text()) for r in s.runs}
 
 
 def _group_curves(curves: list[dict]) -> dict:
@@ -556,27 +509,17 @@ def _final(group: dict, ref: str) -> dict:
             for layer in LAYERS}
 
 
-def _task_label(c: Config, params: dict) -> str:
-    domain = params["domain"]
-    return TaskSpec("" if domain == c.domain else domain, int(params["randomness"]), int(params["shift"])).label
-
-
-# ---------------------------------------------------------------------------------- cross-seed baselines
-def _cross_seed(c: Config, ft: vsweep.Sweep, pretrained: dict[int, Path]) -> dict:
+def _cross_seed(c: Config, by_task: dict[str, list], pretrained: dict[int, Path]) -> dict:
     """For each task, CKA per layer of every final fine-tuned model to every seed's pre-trained
     model and initialisation on the task's CKA inputs: the same-seed mean (the paper's measure) and
     the different-seed mean (the baseline)."""
     pre_models = {s: load_run(pretrained[s] / "train").model() for s in c.seeds}
     inits = {s: load_init(pretrained[s]) for s in c.seeds}
     out = {}
-    by_task: dict[str, list] = {}
-    for r in ft.runs:
-        by_task.setdefault(_task_label(c, r.params), []).append(r)
     for label, runs in by_task.items():
-        args = config_from_dict(RunArgs, {**run_settings(c), **runs[0].params}, argument="args")
-        x = args.cka_inputs()
-        seeds = [int(r.params["seed"]) for r in runs]
-        tuned = [_activations(load_run(ft.run_dir(r.id) / "train").model(), x) for r in runs]
+        seeds = [r.row["seed"] for r in runs]
+        x = _finetune_setup(c, _task(c, label), seeds[0]).cka_inputs()
+        tuned = [_activations(load_run(r.dir / "train").model(), x) for r in runs]
         refs = [_activations(pre_models[s], x) for s in seeds] + [_activations(inits[s], x) for s in seeds]
         v = similarity.similarity_matrices(tuned, refs, "cka", progress=False)
         k = len(seeds)
@@ -590,6 +533,40 @@ def _cross_seed(c: Config, ft: vsweep.Sweep, pretrained: dict[int, Path]) -> dic
                     "other_seeds": mean_se(vals[~same].tolist()) if k > 1 else None}
         out[label] = entry
     return out
+
+
+def _group_key(d: int, n: int) -> str:
+    return f"d={d},n={n}"
+
+
+def _analyse(c: Config, runs: dict, ctx) -> dict:
+    by_group: dict[tuple, list] = {}
+    for r in runs["scratch"]:
+        by_group.setdefault((r.row["randomness"], r.row["n_train"]), []).append(r.measured["curves"])
+    groups = {key: _group_curves(curves) for key, curves in sorted(by_group.items())}
+    by_task: dict[str, list] = {}
+    for r in runs["finetune"]:
+        by_task.setdefault(r.row["task"], []).append(r)
+    tasks = {t.label: _group_curves([r.measured["curves"] for r in by_task[t.label]]) for t in c.tasks}
+    pretrained = {r.row["seed"]: r.dir for r in runs["scratch"]
+                  if r.row["randomness"] == 0 and r.row["n_train"] == c.pretrain_n}
+    ctx.say("cross-seed baselines ...")
+    cross = ctx.step("cross_seed", lambda: _cross_seed(c, by_task, pretrained),
+                     key=sorted(r.id for r in runs["finetune"]))
+    accuracy = {f"from scratch, d = {d}, N = {n:,}": g for (d, n), g in groups.items()}
+    accuracy.update({f"fine-tuned: {label}": g for label, g in tasks.items()})
+    curves = ("epoch", "train_loss", "train_accuracy", "test_accuracy")
+    return {"accuracy": {label: {"train": g["train_accuracy"]["mean"][-1], "test": g["test_accuracy"]["mean"][-1]}
+                         for label, g in accuracy.items()},
+            "dynamics": groups[(0, c.pretrain_n)]["cka"]["init"],
+            "random_labels": {_group_key(d, n): {"d": d, "n": n, "final_cka_to_init": _final(g, "init"),
+                                                 **{k: g[k] for k in curves}}
+                              for (d, n), g in groups.items()},
+            "finetuning": {t.label: {"kind": t.kind(c.domain),
+                                     "final": {ref: _final(tasks[t.label], ref) for ref in ("pretrained", "init")},
+                                     "cka_curves": tasks[t.label]["cka"], **{k: tasks[t.label][k] for k in curves}}
+                           for t in c.tasks},
+            "cross_seed": cross}
 
 
 # ---------------------------------------------------------------------------------- figures
@@ -611,25 +588,25 @@ def _per_layer(ax, finals: dict, label: str, style: str = "-o", **kw):
     ax.set_xticks(range(len(LAYERS)), LAYERS)
 
 
-def _figure_dynamics(out: Path, c: Config, pre: dict) -> str:
-    plt = _figures.pyplot()
+def _figure_dynamics(out: Path, c: Config, dynamics: dict) -> str:
+    plt = figs.pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4))
     for layer in LAYERS:
-        series = pre["cka"]["init"][layer]
+        series = dynamics[layer]
         _band(ax, series["epoch"], series, layer)
     ax.set_xlabel("epoch")
     ax.set_ylabel("CKA to the initial representation")
     ax.set_ylim(top=1.02)
     ax.legend(fontsize=8)
     ax.set_title(f"Training on {c.domain} (N = {c.pretrain_n:,}; mean ± SE over {len(c.seeds)} seeds)", fontsize=10)
-    return _figures.save(fig, out, "dynamics.png")
+    return figs.save(fig, out, "dynamics.png")
 
 
-def _figure_random_training(out: Path, c: Config, groups: dict) -> str:
-    plt = _figures.pyplot()
+def _figure_random_training(out: Path, c: Config, random_labels: dict) -> str:
+    plt = figs.pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for d in c.randomness:
-        g = groups[(d, c.pretrain_n)]
+        g = random_labels[_group_key(d, c.pretrain_n)]
         for ax, key in zip(axes, ("train_loss", "train_accuracy", "test_accuracy")):
             _band(ax, g["epoch"], g[key], f"d = {d}")
     for ax, title in zip(axes, ("(a) training loss", "(b) training accuracy (labels trained on)",
@@ -638,30 +615,28 @@ def _figure_random_training(out: Path, c: Config, groups: dict) -> str:
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8)
     fig.suptitle(f"Partially random labels y_d = (y + U{{0..d}}) mod 10 on {c.domain} (Fig. 2)", fontsize=10)
-    return _figures.save(fig, out, "random_labels_training.png")
+    return figs.save(fig, out, "random_labels_training.png")
 
 
-def _figure_random_cka(out: Path, c: Config, groups: dict) -> str:
-    plt = _figures.pyplot()
+def _figure_random_cka(out: Path, c: Config, random_labels: dict) -> str:
+    plt = figs.pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     for d in c.randomness:
-        _per_layer(axes[0], _final(groups[(d, c.pretrain_n)], "init"), f"d = {d}")
+        _per_layer(axes[0], random_labels[_group_key(d, c.pretrain_n)]["final_cka_to_init"], f"d = {d}")
     axes[0].set_title(f"(a) after {c.pretrain_epochs} epochs, N = {c.pretrain_n:,}", fontsize=10)
-    sizes = sorted({n for d, n in groups if d == NUM_CLASSES - 1})
-    for n in sizes:
-        g = groups[(NUM_CLASSES - 1, n)]
+    for g in sorted((g for g in random_labels.values() if g["d"] == NUM_CLASSES - 1), key=lambda g: g["n"]):
         acc = g["train_accuracy"]["mean"][-1]
-        _per_layer(axes[1], _final(g, "init"), f"N = {n:,} (train acc {acc:.2f})")
+        _per_layer(axes[1], g["final_cka_to_init"], f"N = {g['n']:,} (train acc {acc:.2f})")
     axes[1].set_title("(b) fully random labels (d = 9) by training-set size", fontsize=10)
     for ax in axes:
         ax.set_ylabel("CKA to the initial representation")
         ax.legend(fontsize=8)
     fig.suptitle("Representation change under random labels (Fig. 3)", fontsize=10)
-    return _figures.save(fig, out, "random_labels_cka.png")
+    return figs.save(fig, out, "random_labels_cka.png")
 
 
-def _figure_finetune_change(out: Path, c: Config, tasks: dict) -> str:
-    plt = _figures.pyplot()
+def _figure_finetune_change(out: Path, c: Config, finetuning: dict) -> str:
+    plt = figs.pyplot()
     panels = [("(a) the pretraining domain, (partially) random labels",
                [t for t in c.tasks if t.kind(c.domain) in ("same", "partial", "random") and (t.domain or c.domain) == c.domain]),
               ("(b) other domains", [t for t in c.tasks if (t.domain or c.domain) != c.domain]),
@@ -670,21 +645,21 @@ def _figure_finetune_change(out: Path, c: Config, tasks: dict) -> str:
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.3))
     for ax, (title, chosen) in zip(axes, panels):
         for t in chosen:
-            _per_layer(ax, tasks[t.label]["final"]["pretrained"], t.label)
+            _per_layer(ax, finetuning[t.label]["final"]["pretrained"], t.label)
         ax.set_title(title, fontsize=10)
         ax.set_ylabel("CKA(fine-tuned, pre-trained)")
         ax.legend(fontsize=7)
     fig.suptitle(f"Representation change during fine-tuning ({c.finetune_epochs} epochs; Fig. 4)", fontsize=10)
-    return _figures.save(fig, out, "finetune_change.png")
+    return figs.save(fig, out, "finetune_change.png")
 
 
-def _figure_pre_vs_init(out: Path, c: Config, tasks: dict, cross: dict) -> str:
-    plt = _figures.pyplot()
+def _figure_pre_vs_init(out: Path, c: Config, finetuning: dict, cross: dict) -> str:
+    plt = figs.pyplot()
     cols = min(4, len(c.tasks))
     rows = -(-len(c.tasks) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols, 3.6 * rows), squeeze=False)
     for ax, t in zip(axes.flat, c.tasks):
-        f = tasks[t.label]["final"]
+        f = finetuning[t.label]["final"]
         _per_layer(ax, f["pretrained"], "to pre-trained", color="C0")
         _per_layer(ax, f["init"], "to initialisation", color="C3")
         for ref, colour, label in (("pretrained", "C0", "other seeds' pre-trained"),
@@ -701,21 +676,21 @@ def _figure_pre_vs_init(out: Path, c: Config, tasks: dict, cross: dict) -> str:
     axes[0, 0].set_ylabel("CKA of the fine-tuned network")
     fig.suptitle("Fine-tuned vs pre-trained and vs initial representations (Fig. 5); dashed: cross-seed baselines",
                  fontsize=10)
-    return _figures.save(fig, out, "pretrained_vs_init.png")
+    return figs.save(fig, out, "pretrained_vs_init.png")
 
 
-def _figure_finetune_epochs(out: Path, c: Config, tasks: dict) -> str:
-    plt = _figures.pyplot()
+def _figure_finetune_epochs(out: Path, c: Config, finetuning: dict) -> str:
+    plt = figs.pyplot()
     fig, axes = plt.subplots(1, len(LAYERS), figsize=(3.6 * len(LAYERS), 3.6), sharey=True)
     for ax, layer in zip(axes, LAYERS):
         for t in c.tasks:
-            series = tasks[t.label]["curves"]["cka"]["pretrained"][layer]
+            series = finetuning[t.label]["cka_curves"]["pretrained"][layer]
             _band(ax, series["epoch"], series, t.label)
         ax.set_title(layer, fontsize=10)
         ax.set_xlabel("fine-tuning epoch")
     axes[0].set_ylabel("CKA to the pre-trained representation")
     axes[-1].legend(fontsize=6)
-    return _figures.save(fig, out, "finetune_epochs.png")
+    return figs.save(fig, out, "finetune_epochs.png")
 
 
 def _figure_domains(out: Path, c: Config) -> str:
@@ -724,220 +699,280 @@ def _figure_domains(out: Path, c: Config) -> str:
               for name in names]
     fig = plots.image_grid(torch.cat(images), 10, row_labels=names,
                            suptitle="The domains: test rows (one per class where rows cycle through the classes)")
-    return _figures.save(fig, out, "domains.png")
+    return figs.save(fig, out, "domains.png")
+
+
+def _figures(c: Config, a: dict, ctx) -> list[str]:
+    out = ctx.out
+    return [_figure_domains(out, c), _figure_dynamics(out, c, a["dynamics"]),
+            _figure_random_training(out, c, a["random_labels"]), _figure_random_cka(out, c, a["random_labels"]),
+            _figure_finetune_change(out, c, a["finetuning"]),
+            _figure_pre_vs_init(out, c, a["finetuning"], a["cross_seed"]),
+            _figure_finetune_epochs(out, c, a["finetuning"])]
 
 
 # ---------------------------------------------------------------------------------- findings
 EARLY = ("block1", "block2")
 PENULTIMATE = "block4"
+STRUCTURED = ("same", "shift", "cross")
+PAPER = "Similarity of Pre-trained and Fine-tuned Representations"
 
 
-def _layer_mean(finals: dict) -> float:
-    return sum(finals[layer]["mean"] for layer in LAYERS) / len(LAYERS)
+def _untrained(groups: dict[str, dict]) -> Verdict | None:
+    """Undecided when a group of runs a verdict rests on did not train: its mean training loss
+    did not fall from the first epoch to the last."""
+    bad = []
+    for label, g in groups.items():
+        losses = [v for v in g["train_loss"]["mean"] if v is not None]
+        if not (len(losses) > 1 and losses[-1] < losses[0]):
+            bad.append(label)
+    if bad:
+        return undecided(f"{', '.join(bad)} did not train (mean training loss did not fall over the epochs)")
+    return None
 
 
-def _findings(c: Config, groups: dict, tasks: dict) -> dict:
-    """Each effect with the numbers behind it and whether it holds, by rules fixed in advance:
+def _pretraining(c: Config, a: dict) -> dict:
+    return a["random_labels"][_group_key(0, c.pretrain_n)]
 
-    * ``early_layers_change_less`` (Fig. 1): final CKA to init of the pre-trained models falls
-      with depth (Spearman ρ(layer index, CKA) < 0 over the blocks and logits).
-    * ``less_structure_less_early_change`` (Fig. 3a): from scratch, CKA to init at block1 and
-      block2 rises with d (ρ(d, CKA) > 0 at both).
-    * ``memorisation_uses_early_layers_with_more_data`` (Fig. 3b): fully random labels, CKA to
-      init at block1 and block2 falls with N (ρ(N, CKA) < 0 at both).
-    * ``random_labels_change_early_layers`` (§4.1, Fig. 4a): fine-tuning on the pretraining domain,
-      1 − CKA(fine-tuned, pre-trained) at block1 and block2 rises with d (ρ > 0 at both, and the
-      largest d changes both more than d = 0).
-    * ``structured_closer_to_pretrained`` / ``random_closer_to_init`` (§4.3, Fig. 5): averaged
-      over the layers, CKA(fine-tuned, pre-trained) > CKA(fine-tuned, init) for every structured
-      task (same, shift, cross) and < for every fully random one.
-    * ``cross_domain_changes_penultimate`` (§4.2, Fig. 4c): 1 − CKA(fine-tuned, pre-trained) at
-      block4 (the penultimate layer) is larger for every cross-domain task than for the shifted
-      task(s) of the pretraining domain.
-    """
-    f = {}
-    pre = _final(groups[(0, c.pretrain_n)], "init")
-    values = [pre[layer]["mean"] for layer in LAYERS]
-    rho = spearman(list(range(len(LAYERS))), values)
-    f["early_layers_change_less"] = {"cka_to_init": {k: pre[k] for k in LAYERS}, "spearman_depth": rho,
-                                     "holds": rho is not None and rho < 0}
+
+def _fine_tuning_untrained(c: Config, a: dict, tasks: list[TaskSpec]) -> Verdict | None:
+    """Undecided when pretraining or the fine-tuning on one of ``tasks`` did not train."""
+    return _untrained({"pretraining": _pretraining(c, a),
+                       **{f"fine-tuning {t.label}": a["finetuning"][t.label] for t in tasks}})
+
+
+def _change(a: dict, t: TaskSpec, layer: str) -> float:
+    """1 − final mean CKA(fine-tuned, pre-trained) of a task at a layer."""
+    return round(1.0 - a["finetuning"][t.label]["final"]["pretrained"][layer]["mean"], 5)
+
+
+def _early_layers_change_less(c: Config, a: dict) -> Verdict:
+    stop = _untrained({"pretraining": _pretraining(c, a)})
+    if stop:
+        return stop
+    finals = _pretraining(c, a)["final_cka_to_init"]
+    rho = spearman(list(range(len(LAYERS))), [finals[layer]["mean"] for layer in LAYERS])
+    return Verdict(rho is not None and rho < 0, {"cka_to_init": finals, "spearman_depth": rho})
+
+
+def _from_scratch_by_d(c: Config, a: dict) -> tuple[list[int], dict, Verdict | None]:
+    """The degrees d, the from-scratch groups on pretrain_n rows by d, and the verdict when they
+    cannot show a trend over d (too few degrees, or a group that did not train)."""
     ds = sorted(c.randomness)
+    if len(ds) < 3:
+        return ds, {}, undecided(f"fewer than 3 degrees of label randomness (randomness = {ds}) for a rank correlation")
+    groups = {f"from scratch d = {d}": a["random_labels"][_group_key(d, c.pretrain_n)] for d in ds}
+    return ds, groups, _untrained(groups)
+
+
+def _less_structure_less_early_change(c: Config, a: dict) -> Verdict:
+    ds, groups, stop = _from_scratch_by_d(c, a)
+    if stop:
+        return stop
     per = {}
     for layer in EARLY:
-        ys = [_final(groups[(d, c.pretrain_n)], "init")[layer]["mean"] for d in ds]
+        ys = [g["final_cka_to_init"][layer]["mean"] for g in groups.values()]
         per[layer] = {"d": ds, "cka_to_init": ys, "spearman": spearman(ds, ys)}
-    f["less_structure_less_early_change"] = {
-        "per_layer": per, "holds": all(v["spearman"] is not None and v["spearman"] > 0 for v in per.values())}
-    sizes = sorted(n for d, n in groups if d == NUM_CLASSES - 1)
+    return Verdict(all(v["spearman"] is not None and v["spearman"] > 0 for v in per.values()), {"per_layer": per})
+
+
+def _more_random_labels_train_slower(c: Config, a: dict) -> Verdict:
+    ds, groups, stop = _from_scratch_by_d(c, a)
+    if stop:
+        return stop
+    losses = [g["train_loss"]["mean"][-1] for g in groups.values()]
+    rho = spearman(ds, losses)
+    return Verdict(rho is not None and rho > 0, {"d": ds, "final_train_loss": losses, "spearman": rho})
+
+
+def _memorisation_uses_early_layers(c: Config, a: dict) -> Verdict:
+    random = sorted((g for g in a["random_labels"].values() if g["d"] == NUM_CLASSES - 1), key=lambda g: g["n"])
+    sizes = [g["n"] for g in random]
+    if len(sizes) < 3:
+        return undecided(f"fully random labels at fewer than 3 training-set sizes (N = {sizes}) for a rank correlation")
+    stop = _untrained({f"random labels N = {g['n']}": g for g in random})
+    if stop:
+        return stop
     per = {}
     for layer in EARLY:
-        ys = [_final(groups[(NUM_CLASSES - 1, n)], "init")[layer]["mean"] for n in sizes]
+        ys = [g["final_cka_to_init"][layer]["mean"] for g in random]
         per[layer] = {"n": sizes, "cka_to_init": ys, "spearman": spearman(sizes, ys)}
-    f["memorisation_uses_early_layers_with_more_data"] = {
-        "per_layer": per, "train_accuracy": [groups[(NUM_CLASSES - 1, n)]["train_accuracy"]["mean"][-1] for n in sizes],
-        "holds": all(v["spearman"] is not None and v["spearman"] < 0 for v in per.values())}
+    return Verdict(all(v["spearman"] is not None and v["spearman"] < 0 for v in per.values()),
+                   {"per_layer": per, "train_accuracy": [g["train_accuracy"]["mean"][-1] for g in random]})
 
-    def change(t: TaskSpec, layer: str) -> float:
-        return round(1.0 - tasks[t.label]["final"]["pretrained"][layer]["mean"], 5)
 
-    domain_tasks = sorted([t for t in c.tasks if (t.domain or c.domain) == c.domain and not t.shift],
-                          key=lambda t: t.randomness)
+def _random_labels_change_early_layers(c: Config, a: dict) -> Verdict:
+    tasks = sorted([t for t in c.tasks if (t.domain or c.domain) == c.domain and not t.shift],
+                   key=lambda t: t.randomness)
+    ds = [t.randomness for t in tasks]
+    if len(ds) < 3 or ds[0] != 0:
+        return undecided(f"fine-tuning tasks of the pretraining domain need d = 0 and 3 degrees d in all, got d = {ds}")
+    stop = _fine_tuning_untrained(c, a, tasks)
+    if stop:
+        return stop
     per = {}
     for layer in EARLY:
-        ds_ = [t.randomness for t in domain_tasks]
-        ys = [change(t, layer) for t in domain_tasks]
-        per[layer] = {"d": ds_, "change": ys, "spearman": spearman(ds_, ys),
-                      "largest_d_more_than_0": len(ys) > 1 and ds_[0] == 0 and ys[-1] > ys[0]}
-    f["random_labels_change_early_layers"] = {
-        "per_layer": per, "holds": bool(per) and all(v["spearman"] is not None and v["spearman"] > 0
-                                                     and v["largest_d_more_than_0"] for v in per.values())}
-    comparison = {}
-    for t in c.tasks:
-        fin = tasks[t.label]["final"]
-        p, i = _layer_mean(fin["pretrained"]), _layer_mean(fin["init"])
-        comparison[t.label] = {"kind": t.kind(c.domain), "mean_cka_to_pretrained": round(p, 4),
-                               "mean_cka_to_init": round(i, 4),
-                               "layers_closer_to_pretrained": [layer for layer in LAYERS
-                                                               if fin["pretrained"][layer]["mean"] > fin["init"][layer]["mean"]]}
-    structured = [v for v in comparison.values() if v["kind"] in ("same", "shift", "cross")]
-    random = [v for v in comparison.values() if v["kind"] == "random"]
-    f["structured_closer_to_pretrained"] = {
-        "per_task": {k: v for k, v in comparison.items() if v["kind"] in ("same", "shift", "cross")},
-        "holds": bool(structured) and all(v["mean_cka_to_pretrained"] > v["mean_cka_to_init"] for v in structured)}
-    f["random_closer_to_init"] = {
-        "per_task": {k: v for k, v in comparison.items() if v["kind"] == "random"},
-        "holds": bool(random) and all(v["mean_cka_to_init"] > v["mean_cka_to_pretrained"] for v in random)}
+        ys = [_change(a, t, layer) for t in tasks]
+        per[layer] = {"d": ds, "change": ys, "spearman": spearman(ds, ys), "largest_d_more_than_0": ys[-1] > ys[0]}
+    return Verdict(all(v["spearman"] is not None and v["spearman"] > 0 and v["largest_d_more_than_0"]
+                       for v in per.values()), {"per_layer": per})
+
+
+def _closer(c: Config, a: dict, kinds: tuple[str, ...], nearer: str, missing: str) -> Verdict:
+    """Whether every task of ``kinds`` ends nearer (layer-mean final CKA, 4 digits) to ``nearer``
+    ("pretrained" or "init") than to the other reference; undecided (``missing``) without such a task."""
+    tasks = [t for t in c.tasks if t.kind(c.domain) in kinds]
+    if not tasks:
+        return undecided(missing)
+    stop = _fine_tuning_untrained(c, a, tasks)
+    if stop:
+        return stop
+    farther = "init" if nearer == "pretrained" else "pretrained"
+    per = {}
+    for t in tasks:
+        fin = a["finetuning"][t.label]["final"]
+        p, i = (sum(fin[ref][layer]["mean"] for layer in LAYERS) / len(LAYERS) for ref in ("pretrained", "init"))
+        per[t.label] = {"kind": t.kind(c.domain), "mean_cka_to_pretrained": round(p, 4), "mean_cka_to_init": round(i, 4),
+                        "layers_closer_to_pretrained": [layer for layer in LAYERS
+                                                        if fin["pretrained"][layer]["mean"] > fin["init"][layer]["mean"]]}
+    return Verdict(all(v[f"mean_cka_to_{nearer}"] > v[f"mean_cka_to_{farther}"] for v in per.values()),
+                   {"per_task": per})
+
+
+def _structured_closer_to_pretrained(c: Config, a: dict) -> Verdict:
+    return _closer(c, a, STRUCTURED, "pretrained", "no structured fine-tuning task (same domain, shifted labels or "
+                                                   "another domain)")
+
+
+def _random_closer_to_init(c: Config, a: dict) -> Verdict:
+    return _closer(c, a, ("random",), "init", "no fine-tuning task with fully random labels (d = 9)")
+
+
+def _cross_domain_changes_penultimate(c: Config, a: dict) -> Verdict:
     cross = [t for t in c.tasks if t.kind(c.domain) == "cross"]
     shifts = [t for t in c.tasks if t.kind(c.domain) == "shift"]
-    per = {t.label: {layer: change(t, layer) for layer in LAYERS} for t in cross + shifts}
+    if not (cross and shifts):
+        return undecided("needs a cross-domain task and a shifted-label task of the pretraining domain")
+    stop = _fine_tuning_untrained(c, a, cross + shifts)
+    if stop:
+        return stop
+    per = {t.label: {layer: _change(a, t, layer) for layer in LAYERS} for t in cross + shifts}
     for t in cross:
         blocks = {layer: per[t.label][layer] for layer in LAYERS if layer.startswith("block")}
         per[t.label]["most_changed_block"] = max(blocks, key=blocks.get)
-    f["cross_domain_changes_penultimate"] = {
-        "change": per, "holds": bool(cross and shifts) and all(
-            change(x, PENULTIMATE) > change(s, PENULTIMATE) for x in cross for s in shifts)}
-    return f
+    return Verdict(all(per[x.label][PENULTIMATE] > per[s.label][PENULTIMATE] for x in cross for s in shifts),
+                   {"change": per})
+
+
+_TRAINED = "; undecided when a group of runs it rests on did not train (mean training loss not falling over the epochs)."
+FINDINGS = (
+    Finding("early_layers_change_less",
+            "While a network trains, its early layers move less from their initial representation than later ones.",
+            f"{PAPER}, Fig. 1",
+            "Spearman ρ(layer depth block1 … logits, final mean CKA to the initial representation) of the pre-trained "
+            "(d = 0) networks is below 0 (ρ undefined: not reproduced)" + _TRAINED, _early_layers_change_less),
+    Finding("less_structure_less_early_change",
+            "Trained from scratch on labels with less structure (more randomness d), the early layers change less.",
+            f"{PAPER}, Fig. 3a",
+            "from scratch on pretrain_n rows, Spearman ρ(d, final mean CKA to init) is above 0 at both block1 and "
+            "block2; undecided with fewer than 3 degrees d" + _TRAINED, _less_structure_less_early_change),
+    Finding("more_random_labels_train_slower",
+            "The more random the labels, the slower a network's training loss falls.",
+            f"{PAPER}, Fig. 2",
+            "from scratch on pretrain_n rows, Spearman ρ(d, final-epoch mean training loss) is above 0; undecided with "
+            "fewer than 3 degrees d" + _TRAINED, _more_random_labels_train_slower),
+    Finding("memorisation_uses_early_layers_with_more_data",
+            "Memorising fully random labels changes the early layers more the more examples there are.",
+            f"{PAPER}, Fig. 3b",
+            "fully random labels (d = 9), Spearman ρ(N, final mean CKA to init) is below 0 at both block1 and block2; "
+            "undecided with fewer than 3 training-set sizes N" + _TRAINED, _memorisation_uses_early_layers),
+    Finding("random_labels_change_early_layers",
+            "Fine-tuning on labels with more randomness changes the early layers more.",
+            f"{PAPER}, §4.1, Fig. 4a",
+            "fine-tuning on the pretraining domain (no shift), 1 − final mean CKA(fine-tuned, pre-trained) at block1 "
+            "and block2 has Spearman ρ(d, change) > 0 at both, and the largest d changes both more than d = 0; "
+            "undecided without d = 0 and 3 degrees d among these tasks" + _TRAINED, _random_labels_change_early_layers),
+    Finding("structured_closer_to_pretrained",
+            "Fine-tuned on a structured task, a network ends closer to its pre-trained than to its initial "
+            "representation.",
+            f"{PAPER}, §4.3, Fig. 5",
+            "the layer mean (block1 … logits, 4 digits) of the final mean CKA(fine-tuned, pre-trained) exceeds that "
+            "of CKA(fine-tuned, init) for every structured task (same domain, shifted labels, another domain); "
+            "undecided without such a task" + _TRAINED, _structured_closer_to_pretrained),
+    Finding("random_closer_to_init",
+            "Fine-tuned on fully random labels, a network ends closer to its initial than to its pre-trained "
+            "representation.",
+            f"{PAPER}, §4.3, Fig. 5",
+            "the layer mean (block1 … logits, 4 digits) of the final mean CKA(fine-tuned, init) exceeds that of "
+            "CKA(fine-tuned, pre-trained) for every fully random task (d = 9); undecided without such a task"
+            + _TRAINED, _random_closer_to_init),
+    Finding("cross_domain_changes_penultimate",
+            "Fine-tuning on another domain changes the penultimate layer more than fine-tuning on shifted labels of "
+            "the pretraining domain.",
+            f"{PAPER}, §4.2, Fig. 4c",
+            "1 − final mean CKA(fine-tuned, pre-trained) at block4 is larger for every cross-domain task than for "
+            "every shifted task; undecided without both kinds of task" + _TRAINED, _cross_domain_changes_penultimate),
+)
 
 
 # ---------------------------------------------------------------------------------- report
-def _fmt(v) -> str:
-    return "—" if v is None else f"{v:.3f}"
+def _rounded(values: list) -> list:
+    return [round(v, 3) for v in values]
 
 
-def _report(out: Path, r: dict) -> str:
-    c, f = r["config"], r["findings"]
-    study = json.loads((out / STUDY_FILE).read_text()) if (out / STUDY_FILE).exists() else {}
-    preset = f", preset `{study['preset']}`" if study.get("preset") else ""
-    yes = {True: "**reproduced**", False: "**not reproduced**"}
-    L = ["# Similarity of pre-trained and fine-tuned representations", "",
-         f"Study `finetune_similarity`{preset}: conv4 ({c['channels']} filters, {c['block_order']}), SGD lr {c['lr']:g} "
-         f"momentum {c['momentum']:g} batch {c['batch_size']}; pretraining on {c['domain']} (N = {c['pretrain_n']:,}, "
-         f"{c['pretrain_epochs']} epochs); fine-tuning {c['finetune_epochs']} epochs; seeds {c['seeds']}; CKA on "
-         f"{c['cka_n']} held-out inputs. {r['runs']} runs; this invocation took {r['seconds']} s "
-         f"(training {r['train_seconds']} s summed over runs; torch {r['build_info']['torch']}).", "",
-         "## Accuracy", "", "| run | final train accuracy | final test accuracy |", "| --- | --- | --- |"]
-    for label, v in r["accuracy"].items():
-        L.append(f"| {label} | {_fmt(v['train'])} | {_fmt(v['test'])} |")
-    L += ["", "## Findings (rules fixed in advance: see `_findings`)", ""]
-    e = f["early_layers_change_less"]
-    L.append("1. *Early layers change less during training (Fig. 1)* — final CKA to init per layer: "
-             + ", ".join(f"{k} {v['mean']:.3f}" for k, v in e["cka_to_init"].items())
-             + f"; ρ(depth, CKA) = {e['spearman_depth']} — {yes[e['holds']]}.")
-    e = f["less_structure_less_early_change"]
-    L.append("2. *Less structure, less change in early layers (Fig. 3a)* — CKA to init against d: "
-             + "; ".join(f"{k}: {[round(x, 3) for x in v['cka_to_init']]} for d = {v['d']} (ρ = {v['spearman']})"
-                         for k, v in e["per_layer"].items()) + f" — {yes[e['holds']]}.")
-    e = f["memorisation_uses_early_layers_with_more_data"]
-    L.append("3. *Memorising more random labels uses earlier layers (Fig. 3b)* — CKA to init against N: "
-             + "; ".join(f"{k}: {[round(x, 3) for x in v['cka_to_init']]} for N = {v['n']} (ρ = {v['spearman']})"
-                         for k, v in e["per_layer"].items())
-             + f"; final training accuracy {[round(a, 3) for a in e['train_accuracy']]} — {yes[e['holds']]}.")
-    e = f["random_labels_change_early_layers"]
-    L.append("4. *More random labels, more change in early layers during fine-tuning (§4.1)* — 1 − CKA(fine-tuned, "
-             "pre-trained): " + "; ".join(f"{k}: {v['change']} for d = {v['d']} (ρ = {v['spearman']})"
-                                         for k, v in e["per_layer"].items()) + f" — {yes[e['holds']]}.")
-    e, g = f["structured_closer_to_pretrained"], f["random_closer_to_init"]
-    L.append("5. *Structured tasks end closer to the pre-trained than to the initial representation (§4.3)* — "
-             "layer-mean CKA to pre-trained / to init: "
-             + "; ".join(f"{k}: {v['mean_cka_to_pretrained']} / {v['mean_cka_to_init']}" for k, v in e["per_task"].items())
-             + f" — {yes[e['holds']]}.")
-    L.append("6. *Fully random labels end closer to the initial representation (§4.3)* — "
-             + "; ".join(f"{k}: {v['mean_cka_to_pretrained']} / {v['mean_cka_to_init']} (layers closer to "
-                         f"pre-trained: {', '.join(v['layers_closer_to_pretrained']) or 'none'})"
-                         for k, v in g["per_task"].items()) + f" — {yes[g['holds']]}.")
-    e = f["cross_domain_changes_penultimate"]
-    L.append("7. *Cross-domain fine-tuning changes the penultimate layer more than a same-domain task (§4.2)* — "
-             "1 − CKA(fine-tuned, pre-trained) at block4: "
-             + "; ".join(f"{k}: {v[PENULTIMATE]}" + (f" (most changed block: {v['most_changed_block']})"
-                                                      if "most_changed_block" in v else "")
-                         for k, v in e["change"].items()) + f" — {yes[e['holds']]}.")
+def _correlations(e: dict, axis: str, values: str) -> str:
+    return "; ".join(f"{layer}: {_rounded(v[values])} for {axis} = {v[axis.lower()]} (ρ = {v['spearman']})"
+                     for layer, v in e["per_layer"].items())
+
+
+def _closeness_text(e: dict) -> str:
+    return "; ".join(f"{label}: {v['mean_cka_to_pretrained']} / {v['mean_cka_to_init']} (layers closer to pre-trained: "
+                     f"{', '.join(v['layers_closer_to_pretrained']) or 'none'})" for label, v in e["per_task"].items())
+
+
+#: Each finding's evidence in words: what the report shows beside the verdict.
+_NUMBERS = {
+    "early_layers_change_less": lambda e: "final CKA to init per layer: " + ", ".join(
+        f"{k} {fmt(v)}" for k, v in e["cka_to_init"].items()) + f"; ρ(depth, CKA) = {e['spearman_depth']}",
+    "less_structure_less_early_change": lambda e: "CKA to init against d: " + _correlations(e, "d", "cka_to_init"),
+    "more_random_labels_train_slower": lambda e: f"final training loss {_rounded(e['final_train_loss'])} for d = "
+    f"{e['d']} (ρ = {e['spearman']})",
+    "memorisation_uses_early_layers_with_more_data": lambda e: "CKA to init against N: " + _correlations(
+        e, "N", "cka_to_init") + f"; final training accuracy {_rounded(e['train_accuracy'])}",
+    "random_labels_change_early_layers": lambda e: "1 − CKA(fine-tuned, pre-trained): " + _correlations(
+        e, "d", "change"),
+    "structured_closer_to_pretrained": lambda e: "layer-mean CKA to pre-trained / to init: " + _closeness_text(e),
+    "random_closer_to_init": lambda e: "layer-mean CKA to pre-trained / to init: " + _closeness_text(e),
+    "cross_domain_changes_penultimate": lambda e: f"1 − CKA(fine-tuned, pre-trained) at {PENULTIMATE}: " + "; ".join(
+        f"{label}: {v[PENULTIMATE]}" + (f" (most changed block: {v['most_changed_block']})"
+                                        if "most_changed_block" in v else "") for label, v in e["change"].items()),
+}
+
+
+def _report(r: dict) -> str:
+    c, a = r["config"], r["analysis"]
+    L = ["## Setup", "",
+         f"conv4 ({c['channels']} filters, {c['block_order']}), SGD lr {c['lr']:g} momentum {c['momentum']:g} batch "
+         f"{c['batch_size']}; pretraining on {c['domain']} (N = {c['pretrain_n']:,}, {c['pretrain_epochs']} epochs); "
+         f"fine-tuning {c['finetune_epochs']} epochs; seeds {c['seeds']}; CKA on {c['cka_n']} held-out inputs.", "",
+         "## Accuracy", ""]
+    L += markdown_table(["run", "final train accuracy", "final test accuracy"],
+                        [[label, v["train"], v["test"]] for label, v in a["accuracy"].items()])
+    L += ["", "## The findings in numbers", ""]
+    for f in r["findings"]:
+        numbers = f["reason"] if f["reproduced"] is None else _NUMBERS[f["name"]](f["evidence"])
+        L.append(f"- `{f['name']}` — **{verdict_text(f['reproduced'])}**: {numbers}.")
     L += ["", "## Cross-seed baselines (final models)", "",
-          "CKA of the fine-tuned networks, per layer: same seed (the paper's measure) / other seeds' networks.", "",
-          "| task | reference | " + " | ".join(LAYERS) + " |", "| --- | --- | " + " | ".join("---" for _ in LAYERS) + " |"]
-    for label, refs in r["cross_seed"].items():
-        for ref, layers in refs.items():
-            L.append(f"| {label} | {ref} | " + " | ".join(
-                f"{_fmt(v['same_seed']['mean'])} / {_fmt((v['other_seeds'] or {}).get('mean'))}"
-                for v in layers.values()) + " |")
-    L += ["", "## Figures", ""] + [f"![{p}]({p})" for p in r["figures"]]
-    return "\n".join(L) + "\n"
+          "CKA of the fine-tuned networks, per layer: same seed (the paper's measure) / other seeds' networks.", ""]
+    L += markdown_table(["task", "reference", *LAYERS],
+                        [[label, ref, *(f"{fmt(v['same_seed']['mean'])} / {fmt((v['other_seeds'] or {}).get('mean'))}"
+                                        for v in layers.values())]
+                         for label, refs in a["cross_seed"].items() for ref, layers in refs.items()])
+    return "\n".join(L)
 
 
-# ---------------------------------------------------------------------------------- run
-def run(config: Config, out_dir: str | Path, *, progress: bool = True) -> dict:
-    """Runs the study into ``out_dir`` (reusing finished work) and returns its results."""
-    out, say = begin(config, Config, out_dir, progress)
-    c = config
-    start = time.perf_counter()
-    scratch = _scratch_sweep(c, out)
-    say(f"[finetune_similarity] {len(scratch.runs)} from-scratch runs in {scratch.out_dir} ...")
-    scratch_rows = run_sweep(scratch, c, "from-scratch", progress)
-    pretrained = pretrained_runs(c, out)
-    ft = _finetune_sweep(c, out, pretrained)
-    say(f"[finetune_similarity] {len(ft.runs)} fine-tuning runs in {ft.out_dir} ...")
-    ft_rows = run_sweep(ft, c, "fine-tuning", progress)
-
-    curves = _read_curves(scratch)
-    groups = {}
-    for key in {(r.params["randomness"], r.params["n_train"]) for r in scratch.runs}:
-        groups[key] = _group_curves([curves[r.id] for r in scratch.runs
-                                     if (r.params["randomness"], r.params["n_train"]) == key])
-    ft_curves = _read_curves(ft)
-    tasks = {}
-    for t in c.tasks:
-        runs = [r for r in ft.runs if _task_label(c, r.params) == t.label]
-        g = _group_curves([ft_curves[r.id] for r in runs])
-        tasks[t.label] = {"curves": g, "final": {ref: _final(g, ref) for ref in ("pretrained", "init")}}
-    say("[finetune_similarity] cross-seed baselines ...")
-    cross = step(out, "cross_seed", lambda: _cross_seed(c, ft, pretrained), key=sorted(r.id for r in ft.runs))
-
-    accuracy = {}
-    for (d, n), g in sorted(groups.items()):
-        accuracy[f"from scratch, d = {d}, N = {n:,}"] = {"train": g["train_accuracy"]["mean"][-1],
-                                                         "test": g["test_accuracy"]["mean"][-1]}
-    for t in c.tasks:
-        g = tasks[t.label]["curves"]
-        accuracy[f"fine-tuned: {t.label}"] = {"train": g["train_accuracy"]["mean"][-1],
-                                              "test": g["test_accuracy"]["mean"][-1]}
-    say("[finetune_similarity] figures ...")
-    figures = [_figure_domains(out, c), _figure_dynamics(out, c, groups[(0, c.pretrain_n)]),
-               _figure_random_training(out, c, groups), _figure_random_cka(out, c, groups),
-               _figure_finetune_change(out, c, tasks), _figure_pre_vs_init(out, c, tasks, cross),
-               _figure_finetune_epochs(out, c, tasks)]
-    rows = scratch_rows + ft_rows
-    results = {"study": "finetune_similarity", "config": config_to_dict(c), "build_info": build_info(),
-               "runs": len(rows), "accuracy": accuracy,
-               "dynamics": groups[(0, c.pretrain_n)]["cka"]["init"],
-               "random_labels": {f"d={d},n={n}": {"final_cka_to_init": _final(g, "init"),
-                                                   "train_accuracy": g["train_accuracy"],
-                                                   "test_accuracy": g["test_accuracy"], "train_loss": g["train_loss"]}
-                                 for (d, n), g in sorted(groups.items())},
-               "finetuning": {label: {"final": v["final"], "cka_curves": v["curves"]["cka"],
-                                      "test_accuracy": v["curves"]["test_accuracy"]} for label, v in tasks.items()},
-               "cross_seed": cross, "figures": figures, "findings": _findings(c, groups, tasks),
-               "train_seconds": round(sum(float(r.get("seconds") or 0) for r in rows), 1)}
-    results["seconds"] = round(time.perf_counter() - start, 2)
-    write_json(out / "results.json", results)
-    write_text(out / "index.md", _report(out, results))
-    say(f"[finetune_similarity] done in {results['seconds']:.1f} s; see {out / 'index.md'}")
-    return results
+STUDY = Study(name="finetune_similarity", title="Similarity of pre-trained and fine-tuned representations",
+              config=Config, presets=PRESETS,
+              stages=(Stage("scratch", _scratch_rows, _train_from_scratch), Stage("finetune", _finetune_rows, _finetune)),
+              analyse=_analyse, findings=FINDINGS, figures=_figures, report=_report,
+              description=__doc__.split("\n\n", 1)[1])
