@@ -1,6 +1,6 @@
 """The T5 pretraining study (`vaetransfer run t5_pretrain`) at its smoke preset: it writes a
 Hugging Face folder that both our loader and transformers load, and pretraining lowers the
-held-out span-corruption loss."""
+held-out span-corruption loss; its findings follow their rules."""
 from __future__ import annotations
 
 import json
@@ -9,8 +9,8 @@ import time
 import pytest
 import torch
 
-from vaetransfer import cli, experiments
-from vaetransfer.experiments import t5_pretrain
+from vaetransfer import cli, studies
+from vaetransfer.studies import t5_pretrain
 from vaetransfer.text import T5
 
 transformers = pytest.importorskip("transformers")
@@ -27,12 +27,13 @@ def smoke(tmp_path_factory):
 def test_smoke_writes_a_folder_both_loaders_read(smoke):
     out, seconds = smoke
     results = json.loads((out / "results.json").read_text())
-    assert results["config"] == experiments.config_to_dict(t5_pretrain.PRESETS["smoke"])
-    folder = out / t5_pretrain.MODEL_DIR
+    assert results["config"] == studies.config_to_dict(t5_pretrain.PRESETS["smoke"])
+    assert results["runs"][t5_pretrain.STAGE]["done"] == 1
+    folder = out / results["analysis"]["model_dir"]
     for name in ("config.json", "model.safetensors", "spiece.model", "tokenizer_config.json"):
         assert (folder / name).is_file(), name
     assert (out / "loss.png").is_file() and (out / "index.md").is_file()
-    assert results["reload_bit_exact"] is True
+    assert results["analysis"]["reload_bit_exact"] is True
     ours = T5.from_pretrained(folder).eval()
     assert ours.tokenizer is not None and ours.tokenizer.vocab_size == ours.t5_config.vocab_size
     theirs = transformers.T5ForConditionalGeneration.from_pretrained(folder, attn_implementation="eager").eval()
@@ -47,23 +48,29 @@ def test_smoke_writes_a_folder_both_loaders_read(smoke):
 def test_pretraining_lowers_the_held_out_loss_below_the_references(smoke):
     out, _ = smoke
     r = json.loads((out / "results.json").read_text())
-    h = r["held_out_cross_entropy"]
+    a = r["analysis"]
+    h = a["held_out_cross_entropy"]
     # Even 40 smoke steps learn token frequencies: below the untrained model, and the evaluations
     # the trainer made go down.
     assert h["pretrained"] < h["untrained"]
-    evals = [e["eval_cross_entropy"] for e in r["evaluations"]]
+    evals = [e["eval_cross_entropy"] for e in a["evaluations"]]
     assert len(evals) == 2 and evals[-1] < evals[0]
     # The untrained model is near uniform over the vocabulary; the unigram reference is below it.
-    assert abs(h["untrained"] - torch.log(torch.tensor(float(r["tokenizer"]["vocab_size"]))).item()) < 1.5
+    assert abs(h["untrained"] - torch.log(torch.tensor(float(a["tokenizer"]["vocab_size"]))).item()) < 1.5
     assert h["unigram"] < h["untrained"]
+    findings = {f["name"]: f for f in r["findings"]}
+    assert set(findings) == {f.name for f in t5_pretrain.FINDINGS}
+    assert findings["pretrained_beats_untrained"]["reproduced"] is True
+    assert isinstance(findings["pretrained_beats_unigram"]["reproduced"], bool)
 
 
 def test_rerun_resumes_without_training(smoke):
     out, _ = smoke
-    before = (out / "train" / "history.csv").stat().st_mtime_ns
+    (run,) = (out / "sweeps" / t5_pretrain.STAGE / "runs").iterdir()
+    before = (run / t5_pretrain.TRAIN_DIR / "history.csv").stat().st_mtime_ns
     start = time.perf_counter()
     assert cli.main(["run", "t5_pretrain", "--preset", "smoke", "--out", str(out), "--quiet"]) == 0
-    assert (out / "train" / "history.csv").stat().st_mtime_ns == before
+    assert (run / t5_pretrain.TRAIN_DIR / "history.csv").stat().st_mtime_ns == before
     assert time.perf_counter() - start < 60
 
 
@@ -71,5 +78,23 @@ def test_rerun_resumes_without_training(smoke):
                                            (["noise_density=1.5"], "noise_density")])
 def test_config_errors_name_the_key(sets, argument):
     with pytest.raises(ValueError) as e:
-        experiments.make_config(t5_pretrain, "smoke", None, sets)
+        studies.make_config(t5_pretrain, "smoke", None, sets)
     assert getattr(e.value, "argument", None) == argument
+
+
+def _analysis(pretrained, untrained=5.7, unigram=4.0):
+    return {"held_out_cross_entropy": {"pretrained": pretrained, "untrained": untrained, "unigram": unigram}}
+
+
+@pytest.mark.parametrize("name,pretrained,reproduced", [
+    ("pretrained_beats_untrained", 3.0, True), ("pretrained_beats_untrained", 5.8, False),
+    ("pretrained_beats_untrained", None, None),
+    ("pretrained_beats_unigram", 3.0, True), ("pretrained_beats_unigram", 4.5, False),
+    ("pretrained_beats_unigram", None, None),
+])
+def test_findings_follow_their_rules(name, pretrained, reproduced):
+    finding = next(f for f in t5_pretrain.FINDINGS if f.name == name)
+    verdict = finding.decide(t5_pretrain.Config(), _analysis(pretrained))
+    assert verdict.reproduced is reproduced
+    if reproduced is None:
+        assert "diverged" in verdict.reason

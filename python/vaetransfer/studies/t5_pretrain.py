@@ -9,13 +9,18 @@ of the tokens in spans of mean length 3, fresh corruptions every step; Raffel et
 §3.1.4; with the noise mask rotated by a random offset, T5's later ``random_roll``: without it
 a ~12-token sentence gets one span that always ends the sentence). Writes into ``out_dir``:
 
-* ``model/`` — ``config.json``, ``model.safetensors`` and the tokenizer files: a folder that
-  :meth:`vaetransfer.text.T5.from_pretrained` and ``transformers`` load;
-* ``train/`` — the training run (history, held-out evaluations, snapshots; a killed run resumes);
+* one run (the stage ``pretrain``), whose directory holds ``model/`` — ``config.json``,
+  ``model.safetensors`` and the tokenizer files: a folder that
+  :meth:`vaetransfer.text.T5.from_pretrained` and ``transformers`` load (``analysis.model_dir``
+  names it) — and ``train/``, the training run (history, held-out evaluations, snapshots; a killed
+  run resumes);
 * ``loss.png`` — training and held-out span-corruption cross-entropy per target token, with the
   untrained model's and a unigram model's cross-entropy as references;
 * ``results.json`` and ``index.md`` — sizes, losses before/after, reconstructed spans of
   held-out sentences, and the reload check.
+
+:func:`pretrain` is the science of that run; the ``t5_vae`` study runs it too, as its own first
+stage. Paper-size runs go to a cluster: ``vaetransfer run t5_pretrain --preset paper --executor ray``.
 
 Choices the paper leaves open (documented here): the T5 v1.0 layout (ReLU, tied output
 embedding: the paper fine-tunes t5-base), AdamW with a constant learning rate (T5 used
@@ -30,16 +35,16 @@ from pathlib import Path
 
 import torch
 
-from .. import build_info
 from .._checks import value_error
-from ..io import write_json, write_text
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
-from . import begin, config_to_dict, step
-from ._figures import pyplot, save
+from .figures import pyplot, save
+from .pipeline import Finding, Stage, Study, Verdict, step, undecided
+from .report import fmt, markdown_table
 
-MODEL_DIR = "model"   #: the Hugging Face folder the study writes
-TRAIN_DIR = "train"   #: the training run
+MODEL_DIR = "model"   #: the Hugging Face folder, in the run's directory
+TRAIN_DIR = "train"   #: the training run, in the run's directory
+STAGE = "pretrain"    #: the study's one stage
 
 
 @dataclass
@@ -70,7 +75,6 @@ class Config:
     random_roll: bool = True        # rotate the noise mask (else one-span sentences always lose their ending)
     eval_every: int = 500
     examples: int = 6               # held-out sentences shown with the model's reconstruction
-    threads: int | None = None      # torch threads (None: leave as is)
 
     def __post_init__(self):
         for name, low in (("seed", 0), ("n_train", 1), ("n_valid", 1), ("extra_ids", 1), ("max_length", 4),
@@ -93,8 +97,6 @@ class Config:
             raise value_error("dropout_rate", f"expected in [0, 1), got {self.dropout_rate}")
         if self.feed_forward_proj not in ("relu", "gated-gelu"):
             raise value_error("feed_forward_proj", f"expected 'relu' or 'gated-gelu', got {self.feed_forward_proj!r}")
-        if self.threads is not None and self.threads < 1:
-            raise value_error("threads", f"expected >= 1 or null, got {self.threads}")
 
 
 PRESETS: dict[str, Config] = {
@@ -125,7 +127,7 @@ def train_config(c: Config, vocab_size: int) -> TrainConfig:
                                             random_roll=c.random_roll),
                        optimizer=OptimizerConfig("adamw", lr=c.lr, weight_decay=c.weight_decay), steps=c.steps,
                        batch_size=c.batch_size, seed=c.seed, eval_every=c.eval_every,
-                       snapshot_every=max(1, min(c.steps, 1000)), keep_snapshots=2, threads=c.threads,
+                       snapshot_every=max(1, min(c.steps, 1000)), keep_snapshots=2,
                        dataset=f"built-in corpus ({c.variant}, {c.n_train} sentences)")
 
 
@@ -135,17 +137,18 @@ def _corpus(c: Config):
     return corpus.splits(variant=c.variant, n_train=c.n_train, n_valid=c.n_valid, n_test=1, seed=c.seed)
 
 
-def _tokenizer(c: Config, out: Path, sentences: list[str]):
+def _tokenizer(c: Config, run_dir: Path, sentences: list[str]):
+    """The run's tokenizer, trained once (a resumed run must see the same ids)."""
     from ..text.tokenizer import Tokenizer, train_tokenizer
 
-    folder = out / MODEL_DIR
+    folder = run_dir / MODEL_DIR
 
     def make():
         start = time.perf_counter()
         tok = train_tokenizer(sentences, vocab_size=c.vocab_size, folder=folder, extra_ids=c.extra_ids, seed=c.seed)
         return {"vocab_size": tok.vocab_size, "seconds": round(time.perf_counter() - start, 2)}
 
-    info = step(out, "tokenizer", make, outputs=[folder / "spiece.model"])
+    info = step(run_dir, "tokenizer", make, outputs=[folder / "spiece.model"])
     return Tokenizer.from_pretrained(folder), info
 
 
@@ -186,6 +189,11 @@ def _unigram_loss(train_ids: torch.Tensor, ids: torch.Tensor, c: Config, vocab_s
     return total / tokens
 
 
+def _nats(x: float, digits: int = 4) -> float | None:
+    """A loss for the results: rounded, None when not finite (a diverged run), which JSON cannot hold."""
+    return round(x, digits) if math.isfinite(x) else None
+
+
 def _examples(model, tok, ids: torch.Tensor, c: Config, vocab_size: int) -> list[dict]:
     if c.examples == 0:
         return []
@@ -203,119 +211,162 @@ def _examples(model, tok, ids: torch.Tensor, c: Config, vocab_size: int) -> list
     return rows
 
 
-def _figure(out: Path, run, evals: list[dict], init_loss: float, unigram: float) -> str:
+# ---------------------------------------------------------------------------------- the run
+def pretrain(c: Config, run_dir: Path, *, progress: bool = False) -> dict:
+    """Pretrains the T5 of ``c`` into ``run_dir`` (a killed run resumes; finished steps are reused):
+    the tokenizer and the Hugging Face folder ``run_dir/model``, the training run ``run_dir/train``;
+    returns what it measured (sizes, held-out losses before/after and of the unigram reference,
+    examples, the reload check)."""
+    from ..text import T5
+
+    run_dir = Path(run_dir)
+    splits = _corpus(c)
+    train_text, valid_text = splits["train"].sentences, splits["valid"].sentences
+    tok, tok_info = _tokenizer(c, run_dir, train_text)
+    vocab = tok.vocab_size
+    train_ids, train_mask = tok.encode(train_text, max_length=c.max_length)
+    valid_ids, _ = tok.encode(valid_text, max_length=c.max_length)
+    init = T5(t5_config(c, vocab), seed=c.seed)
+    init_loss = step(run_dir, "init_loss", lambda: _held_out_loss(init, valid_ids, c, vocab))
+    unigram = step(run_dir, "unigram_loss", lambda: _unigram_loss(train_ids, valid_ids, c, vocab))
+    t0 = time.perf_counter()
+    r = train(train_config(c, vocab), train_ids, run_dir / TRAIN_DIR, eval_data=valid_ids, progress=progress)
+    train_seconds = time.perf_counter() - t0
+    model = r.model()
+    final_loss = _held_out_loss(model, valid_ids, c, vocab)
+    perplexity = math.exp(final_loss) if final_loss < 700 else math.inf  # exp overflows past ~709 nats
+    model.save_pretrained(run_dir / MODEL_DIR, tokenizer=tok)
+    reloaded = T5.from_pretrained(run_dir / MODEL_DIR).eval()
+    model.eval()
+    probe = valid_ids[:8]
+    same = bool(torch.equal(reloaded(probe, probe.ne(0), labels=probe), model(probe, probe.ne(0), labels=probe)))
+    examples = _examples(model, tok, valid_ids, c, vocab)
+    lengths = train_mask.sum(1).double()
+    return {
+        "corpus": {"variant": c.variant, "n_train": len(train_text), "n_valid": len(valid_text),
+                   "tokens_per_sentence_mean": round(lengths.mean().item(), 2),
+                   "truncated": int((lengths >= c.max_length).sum())},
+        "tokenizer": {"vocab_size": vocab, "extra_ids": c.extra_ids, "seconds": tok_info["seconds"]},
+        "model": {"parameters": sum(p.numel() for p in model.named_parameters().values()),
+                  **{k: v for k, v in model.t5_config.to_hf().items() if k in ("d_model", "d_ff", "num_layers",
+                                                                               "num_heads", "feed_forward_proj",
+                                                                               "tie_word_embeddings")}},
+        "held_out_cross_entropy": {"untrained": _nats(init_loss), "pretrained": _nats(final_loss),
+                                   "unigram": _nats(unigram),
+                                   "pretrained_perplexity": _nats(perplexity, 3)},
+        "evaluations": [{"step": e["step"], "eval_cross_entropy": _nats(e["eval_cross_entropy"])}
+                        for e in r.metrics if "eval_cross_entropy" in e],
+        "examples": examples,
+        "exact_span_reconstructions": sum(e["exact"] for e in examples),
+        "reload_bit_exact": same,
+        "train_seconds": round(train_seconds, 1),
+    }
+
+
+def _pretrain_runs(c: Config, earlier) -> list[dict]:
+    return [{"seed": c.seed}]
+
+
+def _pretrain_one(c: Config, row: dict, job) -> dict:
+    return pretrain(c, job.run_dir)
+
+
+def _analyse(c: Config, runs: dict, ctx) -> dict:
+    (run,) = runs[STAGE]
+    return {**run.measured, "model_dir": str((run.dir / MODEL_DIR).relative_to(ctx.out))}
+
+
+# ---------------------------------------------------------------------------------- figures
+def _figures(c: Config, analysis: dict, ctx) -> list[str]:
+    """``loss.png``: training and held-out span-corruption loss against the two references."""
+    (run,) = ctx.runs[STAGE]
+    history = load_run(run.dir / TRAIN_DIR).history
+    h, evals = analysis["held_out_cross_entropy"], analysis["evaluations"]
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4))
-    ce = torch.as_tensor(run.history["cross_entropy"], dtype=torch.float64)
-    steps = torch.as_tensor(run.history["step"], dtype=torch.float64)
+    ce = torch.as_tensor(history["cross_entropy"], dtype=torch.float64)
+    steps = torch.as_tensor(history["step"], dtype=torch.float64)
     k = max(1, len(ce) // 100)
     smooth = torch.nn.functional.avg_pool1d(ce.view(1, 1, -1), k, k).flatten() if len(ce) >= k else ce
     ax.plot(steps[k - 1::k][:len(smooth)], smooth, label="training (span corruption, mean of %d steps)" % k)
     if evals:
         ax.plot([e["step"] for e in evals], [e["eval_cross_entropy"] for e in evals], "o-", label="held out")
-    ax.axhline(init_loss, color="grey", ls=":", label=f"untrained model ({init_loss:.2f})")
-    ax.axhline(unigram, color="k", ls="--", label=f"unigram frequencies ({unigram:.2f})")
+    ax.axhline(h["untrained"], color="grey", ls=":", label=f"untrained model ({h['untrained']:.2f})")
+    ax.axhline(h["unigram"], color="k", ls="--", label=f"unigram frequencies ({h['unigram']:.2f})")
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy per target token (nats)")
-    ax.set_ylim(0, max(init_loss, unigram) * 1.1)
+    ax.set_ylim(0, max(h["untrained"], h["unigram"]) * 1.1)
     ax.legend(fontsize=8)
     ax.set_title("T5 span-corruption pretraining")
-    return save(fig, out, "loss.png")
+    return [save(fig, ctx.out, "loss.png")]
 
 
-def run(config: Config, out_dir: str | Path, *, progress: bool = True) -> dict:
-    """Pretrains the T5 into ``out_dir`` (reusing finished work) and returns the results."""
-    from ..text import T5
-
-    out, say = begin(config, Config, out_dir, progress)
-    c = config
-    start = time.perf_counter()
-    threads_before = torch.get_num_threads()
-    if c.threads is not None:
-        torch.set_num_threads(c.threads)
-    try:
-        say(f"[t5_pretrain] built-in corpus ({c.variant}): {c.n_train:,} training and {c.n_valid:,} held-out sentences")
-        splits = _corpus(c)
-        train_text, valid_text = splits["train"].sentences, splits["valid"].sentences
-        tok, tok_info = _tokenizer(c, out, train_text)
-        vocab = tok.vocab_size
-        say(f"[t5_pretrain] tokenizer: SentencePiece unigram, {vocab} ids ({c.extra_ids} sentinels)")
-        train_ids, train_mask = tok.encode(train_text, max_length=c.max_length)
-        valid_ids, _ = tok.encode(valid_text, max_length=c.max_length)
-        tc = train_config(c, vocab)
-        init = T5(t5_config(c, vocab), seed=c.seed)
-        init_loss = step(out, "init_loss", lambda: _held_out_loss(init, valid_ids, c, vocab))
-        unigram = step(out, "unigram_loss", lambda: _unigram_loss(train_ids, valid_ids, c, vocab))
-        say(f"[t5_pretrain] pretraining {sum(p.numel() for p in init.named_parameters().values()):,} parameters, "
-            f"{c.steps:,} steps of {c.batch_size} ...")
-        t0 = time.perf_counter()
-        r = train(tc, train_ids, out / TRAIN_DIR, eval_data=valid_ids, progress=progress)
-        train_seconds = time.perf_counter() - t0
-        model = r.model()
-        final_loss = _held_out_loss(model, valid_ids, c, vocab)
-        model.save_pretrained(out / MODEL_DIR, tokenizer=tok)
-        reloaded = T5.from_pretrained(out / MODEL_DIR).eval()
-        model.eval()
-        probe = valid_ids[:8]
-        same = bool(torch.equal(reloaded(probe, probe.ne(0), labels=probe), model(probe, probe.ne(0), labels=probe)))
-        evals = [m for m in r.metrics if "eval_cross_entropy" in m] if hasattr(r, "metrics") else []
-        examples = _examples(model, tok, valid_ids, c, vocab)
-        lengths = train_mask.sum(1).double()
-        results = {
-            "study": "t5_pretrain", "config": config_to_dict(c), "build_info": build_info(),
-            "corpus": {"variant": c.variant, "n_train": len(train_text), "n_valid": len(valid_text),
-                       "tokens_per_sentence_mean": round(lengths.mean().item(), 2),
-                       "truncated": int((lengths >= c.max_length).sum())},
-            "tokenizer": {"vocab_size": vocab, "extra_ids": c.extra_ids, "seconds": tok_info["seconds"]},
-            "model": {"parameters": sum(p.numel() for p in model.named_parameters().values()),
-                      **{k: v for k, v in model.t5_config.to_hf().items() if k in ("d_model", "d_ff", "num_layers",
-                                                                                   "num_heads", "feed_forward_proj",
-                                                                                   "tie_word_embeddings")}},
-            "held_out_cross_entropy": {"untrained": round(init_loss, 4), "pretrained": round(final_loss, 4),
-                                       "unigram": round(unigram, 4),
-                                       "pretrained_perplexity": round(math.exp(final_loss), 3)},
-            "evaluations": evals,
-            "examples": examples,
-            "exact_span_reconstructions": sum(e["exact"] for e in examples),
-            "reload_bit_exact": same,
-            "train_seconds": round(train_seconds, 1),
-            "figures": [_figure(out, r, evals, init_loss, unigram)],
-            "model_dir": MODEL_DIR,
-        }
-        results["seconds"] = round(time.perf_counter() - start, 1)
-        write_json(out / "results.json", results)
-        write_text(out / "index.md", _report(results))
-        say(f"[t5_pretrain] held-out cross-entropy {init_loss:.3f} → {final_loss:.3f} nats/token "
-            f"(unigram {unigram:.3f}); model in {out / MODEL_DIR}")
-        return results
-    finally:
-        torch.set_num_threads(threads_before)
+# ---------------------------------------------------------------------------------- findings
+_T5_PAPER = ('"Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer" (Raffel et al. '
+             '2020), §3.1.4 (the unsupervised objective) and §3.3.4 (corrupting spans)')
 
 
+def _beats(reference: str):
+    """The rule "the pretrained T5's held-out loss is below ``reference``'s"."""
+    def decide(c: Config, a: dict) -> Verdict:
+        h = a["held_out_cross_entropy"]
+        evidence = {"pretrained": h["pretrained"], reference: h[reference]}
+        if h["pretrained"] is None:
+            return undecided("the pretrained model's held-out loss is not finite: its training diverged", **evidence)
+        return Verdict(h["pretrained"] < h[reference], evidence)
+    return decide
+
+
+FINDINGS = (
+    Finding("pretrained_beats_untrained",
+            "Span-corruption pretraining teaches the T5 to predict the dropped-out spans: its held-out "
+            "span-corruption loss falls below the untrained model's.",
+            _T5_PAPER,
+            "held-out cross-entropy per target token of the pretrained T5 < that of the same T5 before training "
+            "(the same held-out sentences and fixed corruptions); undecided when the pretrained loss is not finite "
+            "(training diverged).",
+            _beats("untrained")),
+    Finding("pretrained_beats_unigram",
+            "The pretrained T5 predicts the spans from their context, not only from token frequencies: its held-out "
+            "span-corruption loss is below that of a unigram model that ignores the input.",
+            _T5_PAPER,
+            "held-out cross-entropy per target token of the pretrained T5 < that of the same targets under the "
+            "training targets' add-one-smoothed token frequencies; undecided when the pretrained loss is not finite "
+            "(training diverged).",
+            _beats("unigram")),
+)
+
+
+# ---------------------------------------------------------------------------------- report
 def _report(r: dict) -> str:
-    h = r["held_out_cross_entropy"]
-    m = r["model"]
+    a, c = r["analysis"], r["config"]
+    h, m = a["held_out_cross_entropy"], a["model"]
     lines = [
-        "# T5 pretraining on the built-in corpus", "",
-        f"{r['corpus']['n_train']:,} training sentences ({r['corpus']['variant']} variant, "
-        f"{r['corpus']['tokens_per_sentence_mean']} tokens on average, {r['corpus']['truncated']} truncated), "
-        f"a SentencePiece unigram tokenizer of {r['tokenizer']['vocab_size']} ids "
-        f"({r['tokenizer']['extra_ids']} sentinels), and a T5 of {m['parameters']:,} parameters "
+        "## The pretrained T5", "",
+        f"{a['corpus']['n_train']:,} training sentences ({a['corpus']['variant']} variant, "
+        f"{a['corpus']['tokens_per_sentence_mean']} tokens on average, {a['corpus']['truncated']} truncated), "
+        f"a SentencePiece unigram tokenizer of {a['tokenizer']['vocab_size']} ids "
+        f"({a['tokenizer']['extra_ids']} sentinels), and a T5 of {m['parameters']:,} parameters "
         f"(d_model {m['d_model']}, {m['num_layers']}+{m['num_layers']} blocks, {m['num_heads']} heads, "
         f"{m['feed_forward_proj']}, tied output: {m['tie_word_embeddings']}) trained for "
-        f"{r['config']['steps']:,} steps of span corruption in {r['train_seconds']} s.", "",
-        "| held-out cross-entropy per target token (nats) | value |", "| --- | --- |",
-        f"| untrained model | {h['untrained']} |",
-        f"| unigram token frequencies (ignores the input) | {h['unigram']} |",
-        f"| pretrained model | {h['pretrained']} (perplexity {h['pretrained_perplexity']}) |", "",
-        "![loss.png](loss.png)", "",
-        f"Reloading `{r['model_dir']}/` with `T5.from_pretrained` gives bit-identical logits: {r['reload_bit_exact']}.",
-        "",
-    ]
-    if r["examples"]:
+        f"{c['steps']:,} steps of span corruption in {a['train_seconds']} s.", ""]
+    lines += markdown_table(["held-out cross-entropy per target token (nats)", "value"],
+                            [["untrained model", h["untrained"]],
+                             ["unigram token frequencies (ignores the input)", h["unigram"]],
+                             ["pretrained model", f"{fmt(h['pretrained'])} (perplexity "
+                                                  f"{fmt(h['pretrained_perplexity'])})"]])
+    lines += ["", "![loss.png](loss.png)", "",
+              f"Reloading `{a['model_dir']}/` with `T5.from_pretrained` gives bit-identical logits: "
+              f"{fmt(a['reload_bit_exact'])}.", ""]
+    if a["examples"]:
         lines += ["## Held-out sentences: corrupted input, target spans, greedy output", "",
-                  f"{r['exact_span_reconstructions']} of {len(r['examples'])} reconstructed exactly.", ""]
-        for e in r["examples"]:
+                  f"{a['exact_span_reconstructions']} of {len(a['examples'])} reconstructed exactly.", ""]
+        for e in a["examples"]:
             lines += [f"- input: `{e['input']}`", f"  - target: `{e['target']}`",
                       f"  - generated: `{e['generated']}`"]
     return "\n".join(lines) + "\n"
+
+
+STUDY = Study(name="t5_pretrain", title="T5 pretraining on the built-in corpus", config=Config, presets=PRESETS,
+              stages=(Stage(STAGE, _pretrain_runs, _pretrain_one),), analyse=_analyse, figures=_figures,
+              findings=FINDINGS, report=_report, description=__doc__.split("\n\n", 1)[1])

@@ -14,8 +14,10 @@ is the paper's recipe: two phases, max pooling, 15 % deletion, KL threshold 0.5,
 annealing, cross-attention injection, the short built-in corpus. Every other variant changes
 a few settings (:data:`VARIANTS`): no warm-up, mean pooling, deletion 0 / 40 %, threshold
 0 / 3, cyclical annealing, the public code's prefix injection, the long corpus (Tables 1, 3–6
-and Fig. 2–3 in spirit). Each run is one :mod:`vaetransfer.sweep` ``function`` job, so the
-``paper`` preset runs on a Ray cluster.
+and Fig. 2–3 in spirit). Two stages: ``pretrain`` (one run of the ``t5_pretrain`` study's science,
+:func:`vaetransfer.studies.t5_pretrain.pretrain` at ``pretrain_preset``, into its run directory; none
+when ``t5_folder`` is given) and ``finetune`` (one run per variant and seed). On this machine
+``--workers 2 --threads 1``; paper runs use ``--executor ray --threads 4``.
 
 Measured on held-out sentences (:func:`vaetransfer.text.t5_vae.evaluate` defines each): PPL
 per sub-word token from the ELBO and from importance-weighted log p(x), reconstruction, KL,
@@ -24,7 +26,9 @@ units, latent use (NLL from another sentence's latent minus from its own), and t
 of a gradient-boosted-tree probe for each attribute the built-in corpus records (topic,
 sentiment, tense, number, length). During training: KL, MI, AU and reconstruction on a
 validation set; after it: reconstructions, interpolations between two sentences' latents and
-samples from the prior, decoded greedily.
+samples from the prior, decoded greedily. :func:`run_diagnostic` re-runs a few variants beside a
+finished study with one setting changed (:data:`DIAGNOSTICS`: a 3× longer phase 2; Eq. 6's own
+50-epoch annealing), as sweeps of its ``finetune`` stage.
 
 Choices the paper leaves open (documented here): "no warm-up" runs the same phase 2 without
 phase 1 (the comparison isolates the warm-up); phase 1 leaves the shared input embedding
@@ -35,25 +39,25 @@ variance (see :mod:`vaetransfer.text.t5_vae`); the long corpus is finetuned from
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .. import build_info
-from .. import sweep as vsweep
 from .._checks import value_error
-from ..io import write_json, write_text
-from . import begin, config_from_dict, config_to_dict, run_study, run_sweep
-from ._figures import pyplot, save
-from ._stats import mean_se, spearman
+from ..config import config_from_dict, config_to_dict
+from ..io import atomic_path
+from . import t5_pretrain
+from .figures import pyplot, save
+from .pipeline import (RESULTS_FILE, STUDY_FILE, SWEEPS_DIR, Execution, Finding, Stage, Study, Verdict, run_sweep,
+                       undecided)
+from .report import fmt, markdown_table, verdict_text
+from .stats import mean_se, spearman
 
-RESULT_FILE = "measurements.json"  #: per-run curves and examples (the sweep owns result.json)
-EXECUTORS = ("local", "ray")
 ATTRIBUTES = ("topic", "sentiment", "tense", "number", "length_class")
 
 #: The paper's recipe (§4–5): what every variant starts from.
@@ -94,7 +98,7 @@ class Config:
 
     variants: tuple[str, ...] = tuple(VARIANTS)
     seeds: tuple[int, ...] = (0, 1)
-    t5_folder: str | None = None      # a pretrained T5 (Hugging Face folder); None: the t5_pretrain study makes one
+    t5_folder: str | None = None      # a pretrained T5 (Hugging Face folder); None: the stage pretrain makes one
     pretrain_preset: str = "small"    # the t5_pretrain preset used when t5_folder is None
     data_seed: int = 1                # the built-in corpus the VAEs see (the T5 was pretrained on seed 0's)
     n_train: int = 10_000             # short corpus: training sentences
@@ -121,10 +125,6 @@ class Config:
     examples: int = 4                 # reconstructions shown per run
     interpolation_points: int = 5     # decoded latents between two sentences
     prior_samples: int = 5            # decoded z ~ N(0, I)
-    executor: str = "local"
-    workers: int = 2
-    threads: int = 1
-    address: str | None = None
 
     def __post_init__(self):
         if not self.variants or any(v not in VARIANTS for v in self.variants) or len(set(self.variants)) != len(self.variants):
@@ -134,8 +134,7 @@ class Config:
         for name, low in (("data_seed", 0), ("n_train", 2), ("n_valid", 2), ("n_test", 2), ("max_length", 4),
                           ("batch_size", 2), ("long_n_train", 2), ("long_max_length", 4), ("long_batch_size", 2),
                           ("latent_dim", 1), ("cycles", 1), ("curve_every", 1), ("iw_samples", 0), ("mi_samples", 1),
-                          ("examples", 0), ("interpolation_points", 0), ("prior_samples", 0), ("workers", 1),
-                          ("threads", 1)):
+                          ("examples", 0), ("interpolation_points", 0), ("prior_samples", 0)):
             if getattr(self, name) < low:
                 raise value_error(name, f"expected >= {low}, got {getattr(self, name)}")
         for name in ("phase1_epochs", "phase2_epochs", "anneal_epochs", "lr", "eps"):
@@ -145,10 +144,7 @@ class Config:
             raise value_error("cycle_ratio", f"expected in (0, 1], got {self.cycle_ratio}")
         if self.weight_decay < 0:
             raise value_error("weight_decay", f"expected >= 0, got {self.weight_decay}")
-        if self.executor not in EXECUTORS:
-            raise value_error("executor", f"expected one of {list(EXECUTORS)}, got {self.executor!r}")
         if self.t5_folder is None:
-            from . import t5_pretrain
             if self.pretrain_preset not in t5_pretrain.PRESETS:
                 raise value_error("pretrain_preset", f"expected one of {list(t5_pretrain.PRESETS)}, "
                                                      f"got {self.pretrain_preset!r}")
@@ -161,14 +157,14 @@ PRESETS: dict[str, Config] = {
                     long_n_train=32, long_max_length=48, long_batch_size=8, latent_dim=4, phase1_epochs=1,
                     phase2_epochs=2, anneal_epochs=1, cycles=2, curve_every=4, iw_samples=4, mi_samples=2,
                     examples=2, interpolation_points=3, prior_samples=2),
-    # This machine (2 cores): the T5 of t5_pretrain's small preset, 2 seeds of every variant.
+    # This machine (2 cores; --workers 2 --threads 1): the T5 of t5_pretrain's small preset, 2 seeds of every variant.
     "small": Config(),
     # The paper's sizes: a t5-small-sized T5 (t5_pretrain's paper preset, or a user's checkpoint)
-    # and the paper's epochs (5 + 3, Eq. 6's 50-epoch ramp) on 100k sentences, on a Ray cluster.
+    # and the paper's epochs (5 + 3, Eq. 6's 50-epoch ramp) on 100k sentences, on a Ray cluster
+    # (--executor ray --threads 4).
     "paper": Config(seeds=(0, 1, 2), pretrain_preset="paper", n_train=100_000, n_valid=1_000, n_test=5_000,
                     max_length=64, long_n_train=100_000, long_max_length=256, long_batch_size=32,
-                    phase1_epochs=5, phase2_epochs=3, anneal_epochs=50, curve_every=1_000, iw_samples=100,
-                    executor="ray", workers=1, threads=4),
+                    phase1_epochs=5, phase2_epochs=3, anneal_epochs=50, curve_every=1_000, iw_samples=100),
 }
 
 
@@ -297,32 +293,74 @@ def _curves(run) -> dict:
     return out
 
 
-# ---------------------------------------------------------------------------------- the sweep
-def run_one(args: dict, run_dir) -> dict:
-    """One (variant, seed) of the study (a sweep ``function`` job): builds the T5-VAE around the
-    pretrained T5, trains it (resumable), measures it, writes ``measurements.json`` and returns
-    the scalar metrics."""
+# ---------------------------------------------------------------------------------- the stages
+PRETRAIN, FINETUNE = "pretrain", "finetune"
+
+
+def checked_t5_folder(path: str) -> Path:
+    """``path`` if it is a Hugging Face T5 folder with its tokenizer (else an argument error naming
+    ``t5_folder``, before any run)."""
+    folder = Path(path)
+    if not (folder / "config.json").is_file():
+        raise value_error("t5_folder", f"expected a Hugging Face T5 folder with config.json, got {str(folder)!r}")
+    if not any((folder / f).is_file() for f in ("spiece.model", "tokenizer.json")):
+        raise value_error("t5_folder", f"{str(folder)!r} has no tokenizer (spiece.model or tokenizer.json)")
+    return folder
+
+
+def _pretrain_runs(c: Config, earlier) -> list[dict]:
+    """The T5 is pretrained here unless the config names one (checked now, before any run)."""
+    if c.t5_folder is not None:
+        checked_t5_folder(c.t5_folder)
+        return []
+    return [{"preset": c.pretrain_preset}]
+
+
+def _pretrain_one(c: Config, row: dict, job) -> dict:
+    return t5_pretrain.pretrain(t5_pretrain.PRESETS[row["preset"]], job.run_dir)
+
+
+def _t5_folder(c: Config, job) -> Path:
+    if c.t5_folder is not None:
+        return checked_t5_folder(c.t5_folder)
+    return job.run_dir_of(PRETRAIN, preset=c.pretrain_preset) / t5_pretrain.MODEL_DIR
+
+
+def _finetune_runs(c: Config, earlier) -> list[dict]:
+    return [{"variant": v, "seed": s} for v in c.variants for s in c.seeds]
+
+
+def _finite(obj):
+    """``obj`` with every non-finite number None: a diverged run's numbers, which JSON cannot hold."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _finetune_one(c: Config, row: dict, job) -> dict:
+    """One (variant, seed): builds the T5-VAE around the pretrained T5, trains it (resumable) and
+    measures it: ``{settings, metrics, curves, examples}``."""
     from ..text import T5, T5VAE
     from ..text.t5_vae import evaluate
     from ..train import train
 
-    c = config_from_dict(Config, args["config"], argument="args.config")
-    variant, seed = args["variant"], int(args["seed"])
+    variant, seed = row["variant"], int(row["seed"])
     s = settings(variant)
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    t5 = T5.from_pretrained(args["t5_folder"])
+    t5 = T5.from_pretrained(_t5_folder(c, job))
     tok = t5.tokenizer
     ids, attributes = _data(c, s["corpus"], tok)
-    init = run_dir / "init.pt"
+    init = job.run_dir / "init.pt"
     model = T5VAE.from_t5(t5, latent_dim=c.latent_dim, pooling=s["pooling"], injection=s["injection"], seed=seed)
     if not init.exists():
-        tmp = init.with_suffix(".tmp")
-        torch.save(model.state_dict(), tmp)
-        os.replace(tmp, init)
+        with atomic_path(init) as tmp:
+            torch.save(model.state_dict(), tmp)
     tc = train_config(c, s, model.config, len(ids["train"]), seed, str(init))
-    run = train(tc, ids["train"], run_dir / "train", eval_data=ids["valid"], progress=False,
+    run = train(tc, ids["train"], job.run_dir / "train", eval_data=ids["valid"], progress=False,
                 metrics_hook=_curve_hook(ids["valid"]))
     model = run.model()
     spc = 10
@@ -334,34 +372,25 @@ def run_one(args: dict, run_dir) -> dict:
     metrics["steps"] = tc.steps
     metrics["phase1_steps"] = tc.phases[0].steps if tc.phases else 0
     metrics["seconds"] = round(time.perf_counter() - start, 2)
-    write_json(run_dir / RESULT_FILE, {"settings": s, "metrics": metrics, "curves": _curves(run),
-                                       "examples": _examples(c, model, tok, ids["test"], seed)})
-    return {k: v for k, v in metrics.items() if isinstance(v, (int, float, bool))}
+    return _finite({"settings": s, "metrics": metrics, "curves": _curves(run),
+                    "examples": _examples(c, model, tok, ids["test"], seed)})
 
 
-def _sweep(c: Config, out: Path, t5_folder: Path) -> vsweep.Sweep:
-    rows = [(v, s) for v in c.variants for s in c.seeds]
-    return vsweep.create(out / "sweeps" / "runs", job="function",
-                         base={"function": f"{__name__}:run_one",
-                               "args": {"config": config_to_dict(c), "t5_folder": str(t5_folder.resolve())}},
-                         zip=[{"variant": [r[0] for r in rows], "seed": [r[1] for r in rows]}])
-
-
-def _measurements(s: vsweep.Sweep) -> dict:
-    """{variant: [measurements of each seed]}."""
-    out: dict = {}
-    for r in s.runs:
-        out.setdefault(r.params["variant"], []).append(json.loads((s.run_dir(r.id) / RESULT_FILE).read_text()))
-    return out
-
-
-# ---------------------------------------------------------------------------------- summary
+# ---------------------------------------------------------------------------------- analysis
 METRICS = ("ppl_iw", "ppl_elbo", "reconstruction", "kl", "neg_elbo", "log_px", "mi", "mi_minibatch", "active_units",
            "latent_use", "tokens") + tuple(f"probe_{a}" for a in ATTRIBUTES)
 
 
+def _measurements(runs: list) -> dict:
+    """{variant: [what each seed's run measured, with its seed]}, in run order."""
+    out: dict = {}
+    for r in runs:
+        out.setdefault(r.row["variant"], []).append({"seed": r.row["seed"], **r.measured})
+    return out
+
+
 def _summary(results: dict) -> dict:
-    """{variant: {metric: mean ± se over seeds}} plus the caps and chance levels."""
+    """{variant: {metric: mean ± se over seeds}} plus the run count, collapsed runs, caps and chance levels."""
     out = {}
     for variant, runs in results.items():
         ms = [r["metrics"] for r in runs]
@@ -375,6 +404,24 @@ def _summary(results: dict) -> dict:
         row["settings"] = runs[0]["settings"]
         out[variant] = row
     return out
+
+
+def _analysis(results: dict) -> dict:
+    """The summary over seeds, each run's collapse numbers (the findings' rules read them) and the
+    first seed's decodings."""
+    return {"summary": _summary(results),
+            "per_run": {v: [{"seed": r["seed"], "kl": r["metrics"]["kl"], "active_units": r["metrics"]["active_units"],
+                             "collapsed": r["metrics"]["collapsed"]} for r in runs] for v, runs in results.items()},
+            "examples_variant": "two-phase" if "two-phase" in results else next(iter(results)),
+            "examples": {v: runs[0]["examples"] for v, runs in results.items()}}
+
+
+def _analyse(c: Config, runs: dict, ctx) -> dict:
+    pretrained = runs[PRETRAIN]
+    folder = c.t5_folder if c.t5_folder is not None else str(pretrained[0].dir / t5_pretrain.MODEL_DIR)
+    return {"t5_folder": folder,
+            "pretrain": pretrained[0].measured["held_out_cross_entropy"] if pretrained else None,
+            **_analysis(_measurements(runs[FINETUNE]))}
 
 
 def _m(summary: dict, variant: str, key: str):
@@ -393,68 +440,119 @@ def _clearly_higher(a: dict, b: dict) -> bool:
     return a["mean"] - b["mean"] > math.hypot(a["se"] or 0.0, b["se"] or 0.0)
 
 
-def _findings(c: Config, summary: dict, results: dict) -> dict:
-    """The issue's four findings, each by a rule fixed before any run."""
-    f: dict = {}
-    if "no-warmup" in summary:
-        runs = results["no-warmup"]
-        ref = results.get("plain", [])
-        f["collapse_without_warmup"] = {
-            "rule": f"every no-warmup run collapses (KL < {COLLAPSED_KL} nat/sentence and AU <= {COLLAPSED_AU})",
-            "no_warmup_kl": summary["no-warmup"]["kl"], "no_warmup_au": summary["no-warmup"]["active_units"],
-            "no_warmup_latent_use": summary["no-warmup"]["latent_use"],
-            "plain_two_phase_kl": summary.get("plain", {}).get("kl"),
-            "plain_two_phase_au": summary.get("plain", {}).get("active_units"),
-            "collapsed_runs": f"{sum(r['metrics']['collapsed'] for r in runs)}/{len(runs)}"
-                              + (f" (two-phase, same settings: {sum(r['metrics']['collapsed'] for r in ref)}/{len(ref)})"
-                                 if ref else ""),
-            "reproduced": all(r["metrics"]["collapsed"] for r in runs),
-        }
-    if "two-phase" in summary:
-        runs = results["two-phase"]
-        f["two_phase_keeps_kl_and_units"] = {
-            "rule": f"every run of the recipe has KL > {COLLAPSED_KL} nat/sentence and more than half of the "
-                    f"{c.latent_dim} units active",
-            "kl": summary["two-phase"]["kl"], "active_units": summary["two-phase"]["active_units"],
-            "latent_use": summary["two-phase"]["latent_use"],
-            "reproduced": all(r["metrics"]["kl"] > COLLAPSED_KL and r["metrics"]["active_units"] > c.latent_dim / 2
-                              for r in runs),
-        }
+# ---------------------------------------------------------------------------------- findings
+_PAPER = '"Finetuning Pretrained Transformers into Variational Autoencoders" (Park & Lee 2021)'
+
+
+def _not_run(a: dict, *variants: str) -> Verdict | None:
+    """Undecided when a variant the rule reads was not run or has a diverged run (non-finite KL or AU)."""
+    missing = [v for v in variants if v not in a["summary"]]
+    if missing:
+        return undecided(f"variant(s) {', '.join(missing)} not in this run's config")
+    diverged = [f"{v} seed {r['seed']}" for v in variants for r in a["per_run"][v]
+                if r["kl"] is None or r["active_units"] is None]
+    if diverged:
+        return undecided(f"run(s) {', '.join(diverged)} diverged (non-finite KL or active units)")
+    return None
+
+
+def _collapse_without_warmup(c: Config, a: dict) -> Verdict:
+    why = _not_run(a, "no-warmup")
+    if why:
+        return why
+    s, runs, ref = a["summary"], a["per_run"]["no-warmup"], a["per_run"].get("plain", [])
+    plain = s.get("plain", {})
+    same_settings = f" (two-phase, same settings: {sum(r['collapsed'] for r in ref)}/{len(ref)})" if ref else ""
+    return Verdict(all(r["collapsed"] for r in runs), {
+        "no_warmup_kl": s["no-warmup"]["kl"], "no_warmup_au": s["no-warmup"]["active_units"],
+        "no_warmup_latent_use": s["no-warmup"]["latent_use"],
+        "plain_two_phase_kl": plain.get("kl"), "plain_two_phase_au": plain.get("active_units"),
+        "collapsed_runs": f"{sum(r['collapsed'] for r in runs)}/{len(runs)}{same_settings}"})
+
+
+def _two_phase_keeps_kl_and_units(c: Config, a: dict) -> Verdict:
+    why = _not_run(a, "two-phase")
+    if why:
+        return why
+    s = a["summary"]["two-phase"]
+    kept = all(r["kl"] > COLLAPSED_KL and r["active_units"] > c.latent_dim / 2 for r in a["per_run"]["two-phase"])
+    return Verdict(kept, {"kl": s["kl"], "active_units": s["active_units"], "latent_use": s["latent_use"]})
+
+
+def _ppl_vs_mi_au_tradeoff(c: Config, a: dict) -> Verdict:
+    summary = a["summary"]
     short = _short_corpus(summary)
-    if len(short) >= 3:
-        ppl = [_m(summary, v, "ppl_iw") for v in short]
-        rho_mi = spearman(ppl, [_m(summary, v, "mi") for v in short])
-        rho_au = spearman(ppl, [_m(summary, v, "active_units") for v in short])
-        rho_kl = spearman(ppl, [_m(summary, v, "kl") for v in short])
-        f["ppl_vs_mi_au_tradeoff"] = {
-            "rule": "across the short-corpus variants (means over seeds), Spearman ρ(PPL_iw, MI) >= 0.5 and "
-                    "ρ(PPL_iw, AU) >= 0.5: more information in z goes with a worse perplexity",
-            "variants": short, "rho_ppl_mi": rho_mi, "rho_ppl_au": rho_au, "rho_ppl_kl": rho_kl,
-            "reproduced": rho_mi is not None and rho_au is not None and rho_mi >= 0.5 and rho_au >= 0.5,
-        }
-    if "two-phase" in summary and "mean-pool" in summary:
-        mx, mn = summary["two-phase"], summary["mean-pool"]
-        probe_max = sum(mx[f"probe_{a}"]["mean"] for a in ATTRIBUTES) / len(ATTRIBUTES)
-        probe_mean = sum(mn[f"probe_{a}"]["mean"] for a in ATTRIBUTES) / len(ATTRIBUTES)
-        saturated = all(s["mi"]["mean"] > 0.9 * s["mi_cap"] for s in (mx, mn))
-        f["max_pooling_more_informative"] = {
-            "rule": "MI of max pooling clearly higher than of mean pooling (difference above the combined standard "
-                    "error); when both are within 10 % of the cap log N, MI cannot tell them apart and the mean "
-                    "attribute-probe accuracy decides",
-            "mi_max": mx["mi"], "mi_mean": mn["mi"], "mi_cap": mx["mi_cap"], "mi_saturated": saturated,
-            "au_max": mx["active_units"], "au_mean": mn["active_units"],
-            "probe_accuracy_max": round(probe_max, 4), "probe_accuracy_mean": round(probe_mean, 4),
-            "latent_use_max": mx["latent_use"], "latent_use_mean": mn["latent_use"],
-            "reproduced": (probe_max > probe_mean) if saturated else _clearly_higher(mx["mi"], mn["mi"]),
-        }
-    return f
+    if len(short) < 3:
+        return undecided(f"{len(short)} short-corpus variant(s) with a finite PPL: a rank correlation needs 3",
+                         variants=short)
+    if any(_m(summary, v, k) is None for v in short for k in ("mi", "active_units", "kl")):
+        return undecided("a short-corpus variant has no finite MI, AU or KL (diverged)", variants=short)
+    ppl = [_m(summary, v, "ppl_iw") for v in short]
+    rho = {k: spearman(ppl, [_m(summary, v, key) for v in short])
+           for k, key in (("rho_ppl_mi", "mi"), ("rho_ppl_au", "active_units"), ("rho_ppl_kl", "kl"))}
+    return Verdict(rho["rho_ppl_mi"] is not None and rho["rho_ppl_au"] is not None
+                   and rho["rho_ppl_mi"] >= 0.5 and rho["rho_ppl_au"] >= 0.5, {"variants": short, **rho})
+
+
+def _max_pooling_more_informative(c: Config, a: dict) -> Verdict:
+    why = _not_run(a, "two-phase", "mean-pool")
+    if why:
+        return why
+    mx, mn = a["summary"]["two-phase"], a["summary"]["mean-pool"]
+    if any(s["mi"]["mean"] is None or s[f"probe_{p}"]["mean"] is None for s in (mx, mn) for p in ATTRIBUTES):
+        return undecided("no finite MI or probe accuracy for max or mean pooling (diverged)")
+    probe_max = sum(mx[f"probe_{p}"]["mean"] for p in ATTRIBUTES) / len(ATTRIBUTES)
+    probe_mean = sum(mn[f"probe_{p}"]["mean"] for p in ATTRIBUTES) / len(ATTRIBUTES)
+    saturated = all(s["mi"]["mean"] > 0.9 * s["mi_cap"] for s in (mx, mn))
+    evidence = {"mi_max": mx["mi"], "mi_mean": mn["mi"], "mi_cap": mx["mi_cap"], "mi_saturated": saturated,
+                "au_max": mx["active_units"], "au_mean": mn["active_units"],
+                "probe_accuracy_max": round(probe_max, 4), "probe_accuracy_mean": round(probe_mean, 4),
+                "latent_use_max": mx["latent_use"], "latent_use_mean": mn["latent_use"]}
+    if saturated:
+        return Verdict(probe_max > probe_mean, evidence)
+    if min(mx["mi"]["n"], mn["mi"]["n"]) < 2:
+        return undecided("fewer than 2 seeds: the MI difference has no standard error to compare with", **evidence)
+    return Verdict(_clearly_higher(mx["mi"], mn["mi"]), evidence)
+
+
+FINDINGS = (
+    Finding("collapse_without_warmup",
+            "Without the encoder warm-up (phase 1), finetuning a pretrained T5 into a VAE collapses the posterior.",
+            f"{_PAPER}, §4 (two-phase training) and Table 1",
+            f"every no-warmup run (no deletion, no threshold) collapses: KL < {COLLAPSED_KL} nat/sentence and "
+            f"AU <= {COLLAPSED_AU}; undecided when no-warmup was not run or a run diverged.",
+            _collapse_without_warmup),
+    Finding("two_phase_keeps_kl_and_units",
+            "Two-phase training with denoising and KL thresholding keeps the KL above zero and most latent units "
+            "active.",
+            f"{_PAPER}, §4–5 and Table 1",
+            f"every run of the recipe (two-phase) has KL > {COLLAPSED_KL} nat/sentence and more than half of the "
+            "latent units active; undecided when two-phase was not run or a run diverged.",
+            _two_phase_keeps_kl_and_units),
+    Finding("ppl_vs_mi_au_tradeoff",
+            "More information in the latent goes with a worse perplexity: PPL rises with MI and active units across "
+            "the remedies.",
+            f"{_PAPER}, §5 (Tables 1, 3–5)",
+            "across the short-corpus variants (means over seeds), Spearman ρ(PPL_iw, MI) >= 0.5 and "
+            "ρ(PPL_iw, AU) >= 0.5 (an undefined ρ, a constant side, is not reproduced); undecided with fewer than "
+            "3 short-corpus variants or a diverged one.",
+            _ppl_vs_mi_au_tradeoff),
+    Finding("max_pooling_more_informative",
+            "Max pooling of the encoder states gives a more informative latent than mean pooling.",
+            f"{_PAPER}, §3 and Table 1",
+            "MI of max pooling (two-phase) clearly higher than of mean pooling (mean-pool): the difference of the "
+            "means above their combined standard error; when both MIs are within 10 % of the cap log N, MI cannot "
+            "tell them apart and the mean attribute-probe accuracy decides (higher for max pooling); undecided when "
+            "either variant was not run or diverged, or, when MI decides, with fewer than 2 seeds.",
+            _max_pooling_more_informative),
+)
 
 
 # ---------------------------------------------------------------------------------- figures
 CURVE_VARIANTS = ("two-phase", "no-warmup", "plain", "klt-3", "mean-pool", "cyclical", "prefix")
 
 
-def _figure_curves(out: Path, results: dict) -> str:
+def _figure_curves(out: Path, results: dict, name: str = "curves.png") -> str:
     plt = pyplot()
     panels = (("kl", "KL (validation, nats/sentence)"), ("mi", "MI (validation, whole set)"),
               ("au", "active units"), ("reconstruction", "reconstruction (validation, nats/sentence)"))
@@ -475,7 +573,7 @@ def _figure_curves(out: Path, results: dict) -> str:
     axes[0].set_yscale("symlog", linthresh=1.0)
     axes[-1].legend(fontsize=7)
     fig.suptitle("Training curves (first seed; dotted: end of phase 1)", fontsize=10)
-    return save(fig, out, "curves.png")
+    return save(fig, out, name)
 
 
 def _figure_tradeoff(out: Path, summary: dict) -> str:
@@ -512,43 +610,42 @@ def _figure_probes(out: Path, summary: dict) -> str:
     return save(fig, out, "probes.png")
 
 
+def _figures(c: Config, analysis: dict, ctx) -> list[str]:
+    results, summary = _measurements(ctx.runs[FINETUNE]), analysis["summary"]
+    figures = [_figure_curves(ctx.out, results)]
+    if len(_short_corpus(summary)) >= 2:
+        figures.append(_figure_tradeoff(ctx.out, summary))
+    return figures + [_figure_probes(ctx.out, summary)]
+
+
 # ---------------------------------------------------------------------------------- report
-def _fmt(v, digits: int = 3) -> str:
-    if isinstance(v, dict):
-        if v.get("mean") is None:
-            return "–"
-        return f"{v['mean']:.{digits}g} ± {v['se']:.2g}" if v.get("n", 1) > 1 else f"{v['mean']:.{digits}g}"
-    if isinstance(v, float):
-        return f"{v:.{digits}g}"
-    return str(v)
-
-
-def _table(summary: dict) -> list[str]:
-    lines = ["| variant | settings | PPL (IW) | PPL (ELBO) | KL | −ELBO | MI | MI minibatch | AU | latent use | "
-             + " | ".join(f"probe {a}" for a in ATTRIBUTES) + " | collapsed |",
-             "| --- " * (11 + len(ATTRIBUTES)) + "|"]
+def results_table(summary: dict) -> list[str]:
+    """The variants' metrics (mean ± se over seeds) as a Markdown table, with each corpus's caps and chance levels."""
+    rows = []
     for v, r in summary.items():
         s = r["settings"]
         changed = ", ".join(f"{k}={s[k]}" for k in s if s[k] != BASE[k]) or "the recipe"
-        lines.append(f"| {v} | {changed} | {_fmt(r['ppl_iw'])} | {_fmt(r['ppl_elbo'])} | {_fmt(r['kl'])} | "
-                     f"{_fmt(r['neg_elbo'])} | {_fmt(r['mi'])} | {_fmt(r['mi_minibatch'])} | "
-                     f"{_fmt(r['active_units'])} | {_fmt(r['latent_use'])} | "
-                     + " | ".join(_fmt(r[f"probe_{a}"], 2) for a in ATTRIBUTES) + f" | {r['collapsed']}/{r['runs']} |")
+        rows.append([v, changed] + [r[k] for k in ("ppl_iw", "ppl_elbo", "kl", "neg_elbo", "mi", "mi_minibatch",
+                                                   "active_units", "latent_use")]
+                    + [fmt(r[f"probe_{a}"], 2) for a in ATTRIBUTES] + [f"{r['collapsed']}/{r['runs']}"])
     for corpus_variant in ("short", "long"):  # each corpus has its test set, and the long one its batch size
         first = next((r for r in summary.values() if r["settings"]["corpus"] == corpus_variant), None)
         if first is not None:
-            lines.append(f"| caps and chance ({corpus_variant}) | | | | | | ≤ {first['mi_cap']:.3g} | "
-                         f"≲ {_fmt(first['mi_minibatch_cap'])} | | | "
-                         + " | ".join(f"{first[f'probe_{a}_chance']:.2f}" for a in ATTRIBUTES) + " | |")
-    return lines
+            caps = [f"≤ {fmt(first['mi_cap'])}", f"≲ {fmt(first['mi_minibatch_cap'])}"]
+            rows.append([f"caps and chance ({corpus_variant})"] + [""] * 5 + caps + ["", ""]
+                        + [fmt(first[f"probe_{a}_chance"], 2) for a in ATTRIBUTES] + [""])
+    return markdown_table(["variant", "settings", "PPL (IW)", "PPL (ELBO)", "KL", "−ELBO", "MI", "MI minibatch", "AU",
+                           "latent use"] + [f"probe {a}" for a in ATTRIBUTES] + ["collapsed"], rows)
 
 
 def _report(r: dict) -> str:
-    c = r["config"]
-    L = ["# T5 → VAE finetuning (Park & Lee 2021)", "",
-         f"{r['runs']} runs ({len(c['variants'])} variants × {len(c['seeds'])} seeds) finetuned from the T5 in "
-         f"`{r['t5_folder']}`; {r['train_seconds']:.0f} s of training and measurement summed over the runs; the "
-         f"last call of the study took {r['seconds']:.0f} s of wall-clock time (finished runs are reused).",
+    c, a = r["config"], r["analysis"]
+    pre = a["pretrain"]
+    t5 = (f"pretrained here by the `t5_pretrain` study's science at its `{c['pretrain_preset']}` preset (held-out "
+          f"span-corruption cross-entropy {fmt(pre['untrained'])} → {fmt(pre['pretrained'])} nats per target token, "
+          f"unigram reference {fmt(pre['unigram'])})") if pre else "given as `t5_folder`"
+    L = ["## Recipe and units", "",
+         f"{len(c['variants'])} variants × {len(c['seeds'])} seeds finetuned from the T5 in `{a['t5_folder']}`, {t5}.",
          f"Recipe: {', '.join(f'{k}={v}' for k, v in BASE.items())}; phase 1 {c['phase1_epochs']} epoch(s), phase 2 "
          f"{c['phase2_epochs']} epoch(s), β linear from 0 at {1 / c['anneal_epochs']:.3g} per epoch of phase 2, "
          f"reaching {min(1.0, c['phase2_epochs'] / c['anneal_epochs']):.3g} (cyclical: {c['cycles']} cycles to 1); "
@@ -560,13 +657,10 @@ def _report(r: dict) -> str:
          "estimator (at most about log B); AU: dimensions with Var_x E[z_d] > 0.01; latent use: nats of NLL "
          "lost when a sentence is decoded from another sentence's latent; probes: held-out accuracy of a "
          "gradient-boosted-tree classifier on μ. Mean ± standard error over seeds.", "",
-         "## Results", ""] + _table(r["summary"]) + ["", "## Findings", ""]
-    for name, fd in r["findings"].items():
-        L.append(f"- **{name}**: {'reproduced' if fd['reproduced'] else 'not reproduced'} — rule: {fd['rule']}.")
-        L.append("  " + "; ".join(f"{k} {_fmt(v)}" for k, v in fd.items() if k not in ("rule", "reproduced", "variants")))
-    ex = (r.get("examples") or {}).get(r["examples_variant"]) or {}
+         "## Results", ""] + results_table(a["summary"])
+    ex = a["examples"][a["examples_variant"]]
     if ex:
-        L += ["", f"## Decoded (variant {r['examples_variant']}, seed {c['seeds'][0]}, greedy)", ""]
+        L += ["", f"## Decoded (variant {a['examples_variant']}, seed {c['seeds'][0]}, greedy)", ""]
         for e in ex.get("reconstructions", []):
             L += [f"- `{e['input']}` → `{e['decoded']}`"]
         if "interpolation" in ex:
@@ -579,47 +673,54 @@ def _report(r: dict) -> str:
     return "\n".join(L) + "\n"
 
 
-# ---------------------------------------------------------------------------------- run
-def pretrained_folder(c: Config, out: Path, progress: bool) -> Path:
-    """The pretrained T5: ``c.t5_folder``, or the model the ``t5_pretrain`` study writes into
-    ``out/pretrain`` (resumable; its ``pretrain_preset``)."""
-    if c.t5_folder is not None:
-        folder = Path(c.t5_folder)
-        if not (folder / "config.json").is_file():
-            raise value_error("t5_folder", f"expected a Hugging Face T5 folder with config.json, got {str(folder)!r}")
-        if not any((folder / f).is_file() for f in ("spiece.model", "tokenizer.json")):
-            raise value_error("t5_folder", f"{str(folder)!r} has no tokenizer (spiece.model or tokenizer.json)")
-        return folder
-    from . import t5_pretrain
-
-    run_study("t5_pretrain", out / "pretrain", preset=c.pretrain_preset, progress=progress)
-    return out / "pretrain" / t5_pretrain.MODEL_DIR
+# ---------------------------------------------------------------------------------- diagnostics
+#: Diagnostics beside a finished study (its verdicts stand): name → (the variants re-run, the
+#: config changes). ``longer_phase2``: does collapse (or its absence) persist with 3× the
+#: finetuning (App. B)? ``paper_annealing``: Eq. 6's own 50-epoch ramp, under which β stays far below 1.
+DIAGNOSTICS = {
+    "longer_phase2": (("two-phase", "no-warmup", "plain", "mean-pool"),
+                      lambda c: {"phase2_epochs": 3 * c.phase2_epochs}),
+    "paper_annealing": (("two-phase", "no-warmup", "plain", "klt-0"), lambda c: {"anneal_epochs": 50.0}),
+}
 
 
-def run(config: Config, out_dir: str | Path, *, progress: bool = True) -> dict:
-    """Runs the study into ``out_dir`` (reusing finished work) and returns its results."""
-    out, say = begin(config, Config, out_dir, progress)
-    c = config
-    start = time.perf_counter()
-    say("[t5_vae] the pretrained T5 ...")
-    folder = pretrained_folder(c, out, progress)
-    s = _sweep(c, out, folder)
-    say(f"[t5_vae] {len(s.runs)} runs in {s.out_dir} ...")
-    rows = run_sweep(s, c, "T5-VAE", progress)
-    results = _measurements(s)
-    summary = _summary(results)
-    say("[t5_vae] figures ...")
-    figures = [_figure_curves(out, results), _figure_probes(out, summary)]
-    if len(_short_corpus(summary)) >= 2:
-        figures.insert(1, _figure_tradeoff(out, summary))
-    shown = "two-phase" if "two-phase" in results else next(iter(results))
-    res = {"study": "t5_vae", "config": config_to_dict(c), "build_info": build_info(), "t5_folder": str(folder),
-           "runs": len(rows), "summary": summary, "findings": _findings(c, summary, results),
-           "examples_variant": shown, "examples": {v: runs[0]["examples"] for v, runs in results.items()},
-           "figures": figures,
-           "train_seconds": round(sum(float(r.get("seconds") or 0) for r in rows), 1)}
-    res["seconds"] = round(time.perf_counter() - start, 2)
-    write_json(out / "results.json", res)
-    write_text(out / "index.md", _report(res))
-    say(f"[t5_vae] done in {res['seconds']:.1f} s; see {out / 'index.md'}")
-    return res
+def run_diagnostic(out_dir, name: str, *, execution: Execution | None = None, progress: bool = True) -> dict:
+    """Re-runs :data:`DIAGNOSTICS` ``[name]``'s variants of the finished study in ``out_dir`` with its
+    config changes — the same T5, data and seeds — as the sweep ``sweeps/<name>`` of the ``finetune``
+    stage (resumable) under ``execution``; draws ``curves_<name>.png`` there. Returns ``{name,
+    changes, config, runs, analysis, findings, figures}``: the study's analysis and findings on these
+    runs."""
+    if name not in DIAGNOSTICS:
+        raise value_error("name", f"expected one of {list(DIAGNOSTICS)}, got {name!r}")
+    out = Path(out_dir)
+    if not (out / RESULTS_FILE).is_file():
+        raise value_error("out_dir", f"{out} holds no finished t5_vae study; run it first")
+    recorded = json.loads((out / STUDY_FILE).read_text())
+    if recorded.get("study") != STUDY.name:
+        raise value_error("out_dir", f"{out} holds the study {recorded.get('study')!r}, not {STUDY.name!r}")
+    c = config_from_dict(Config, recorded["config"])
+    variants, changes = DIAGNOSTICS[name]
+    dc = dataclasses.replace(c, variants=tuple(v for v in variants if v in c.variants), **changes(c))
+    runs = run_sweep(out / SWEEPS_DIR / name, STUDY, STUDY.stage(FINETUNE), dc, _finetune_runs(dc, {}),
+                     execution or Execution(), progress)
+    results = _measurements(runs)
+    analysis = _analysis(results)
+    return {"name": name, "changes": changes(c), "config": config_to_dict(dc), "runs": len(runs), "analysis": analysis,
+            "findings": [f.judge(dc, analysis) for f in FINDINGS],
+            "figures": [_figure_curves(out, results, f"curves_{name}.png")]}
+
+
+def diagnostic_report(d: dict) -> str:
+    """A diagnostic's (:func:`run_diagnostic`) results table and findings as Markdown."""
+    changes = ", ".join(f"{k}={v}" for k, v in d["changes"].items())
+    L = [f"## Diagnostic `{d['name']}` ({changes}): results", ""] + results_table(d["analysis"]["summary"])
+    L += ["", "Findings on these runs (the study's verdicts stand):", ""]
+    L += [f"- `{f['name']}`: **{verdict_text(f['reproduced'])}** — "
+          + (f["reason"] if f["reproduced"] is None else f"`{json.dumps(f['evidence'])}`") for f in d["findings"]]
+    return "\n".join(L) + "\n"
+
+
+STUDY = Study(name="t5_vae", title="T5 → VAE finetuning (Park & Lee 2021)", config=Config, presets=PRESETS,
+              stages=(Stage(PRETRAIN, _pretrain_runs, _pretrain_one), Stage(FINETUNE, _finetune_runs, _finetune_one)),
+              analyse=_analyse, figures=_figures, findings=FINDINGS, report=_report,
+              description=__doc__.split("\n\n", 1)[1])
