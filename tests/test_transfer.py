@@ -7,8 +7,9 @@ import pytest
 import torch
 
 import vaetransfer
-from vaetransfer import cli, data, experiments, probes, similarity, sweep
-from vaetransfer.experiments import transfer
+from vaetransfer import cli, data, probes, similarity, studies, sweep
+from vaetransfer.studies import transfer
+from vaetransfer.studies.stats import mean_se
 from vaetransfer.train import TrainConfig, load_run, train
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -25,30 +26,37 @@ def smoke(tmp_path_factory):
 def test_smoke_writes_every_section_and_figure(smoke):
     out, r = smoke
     c = transfer.PRESETS["smoke"]
-    for section in ("dynamics", "regularisation", "objectives", "classifier", "cross_domain", "retraining",
-                    "reconstructions", "probes", "loss_curves", "findings"):
-        assert r[section], section
-    figures = [p for s in r.values() if isinstance(s, dict) for p in s.get("figures", [])]
-    for group in ("regularisation", "objectives", "cross_domain"):
-        figures += [p for v in r[group].values() for p in v["figures"]]
-    figures += [p for v in r["dynamics"]["variants"].values() for p in v["figures"]]
+    a = r["analysis"]
+    for section in ("models", "dynamics", "regularisation", "objectives", "classifier", "cross_domain", "retraining",
+                    "probes"):
+        assert a[section], section
+    assert [f["name"] for f in r["findings"]] == [f.name for f in transfer.FINDINGS]
+    figures = r["figures"]
     assert len(figures) >= 20
     for p in figures:
         assert (out / p).read_bytes()[:8] == PNG, p
-    assert "## Findings" in (out / "index.md").read_text()
+    for p in ("reconstructions_target_by_source.png", "reconstructions_source_by_target.png", "loss_curves.png",
+              "retraining_loss.png", "dynamics_curve.png", "classifier.png"):
+        assert p in figures, p
+    index = (out / "index.md").read_text()
+    assert "## Findings" in index and "## 5. Progressive decoder retraining" in index
     # Retraining: a loss per stage k = 0..6 for every side × mean/logvar × init of the first seed.
-    curves = r["retraining"]["curves"]
+    curves = a["retraining"]["curves"]
     assert len(curves) == len(c.retrain_sides) * len(c.retrain_latent) * len(c.retrain_inits)
-    assert all(len(v["loss"]) == len(r["retraining"]["decoder"]) + 1 for v in curves.values())
+    assert all(len(v["loss"]) == len(a["retraining"]["decoder"]) + 1 for v in curves.values())
     assert all(np.isfinite(v["loss"]).all() for v in curves.values())
     # Probes: one accuracy per factor with more than one class, for both encoders of both domains.
-    assert set(r["probes"]) == {c.source, c.target}
-    assert "color" not in r["probes"]["dsprites"]["factors"]  # dSprites' colour is constant
-    assert r["probes"]["solids"]["factors"] == list(data.SOLIDS_FACTORS)
+    assert set(a["probes"]) == {c.source, c.target}
+    assert "color" not in a["probes"]["dsprites"]["factors"]  # dSprites' colour is constant
+    assert a["probes"]["solids"]["factors"] == list(data.SOLIDS_FACTORS)
+    # One run per model and seed, one per distinct retraining stage.
+    assert r["runs"]["models"]["runs"] == len(c.seeds) * (len(c.variants) + 2)
+    assert r["runs"]["retraining"]["done"] == r["runs"]["retraining"]["runs"] > 0
 
 
 def test_every_comparison_pairs_different_seeds_only(smoke):
     _, r = smoke
+    r = r["analysis"]
     seeds = transfer.PRESETS["smoke"].seeds
     expected = len(seeds) * (len(seeds) - 1)
     matrices = [m for v in r["regularisation"].values() for m in v["matrices"].values()]
@@ -76,7 +84,7 @@ def test_a_second_run_reuses_every_run_and_step(smoke, tmp_path):
 # ---------------------------------------------------------------------------------- public-code faults
 def _model_runs(out):
     s = sweep.open_sweep(out / "sweeps" / "models")
-    return {(r.params["label"], r.config["seed"]): load_run(s.run_dir(r.id)) for r in s.runs}
+    return {(r.params["model"], r.params["seed"]): load_run(s.run_dir(r.id)) for r in s.runs}
 
 
 def test_the_tc_variant_trains_a_tc_penalty_not_a_plain_beta_vae(smoke):
@@ -158,7 +166,7 @@ def _stage_run(source_run, tmp_path, stage, lr=1e-3):
 
 @pytest.mark.parametrize("side, latent", [("latent", "frozen"), ("output", "retrained")])
 def test_a_stage_trains_exactly_its_unfrozen_layers(source_run, tmp_path, side, latent):
-    stage = transfer.Stage(side, latent, "finetune", 2, 0)
+    stage = transfer.RetrainStage(side, latent, "finetune", 2, 0)
     decoder, after, before = _stage_run(source_run, tmp_path, stage)
     unfrozen = stage.unfrozen(decoder)
     assert unfrozen == (["dec1", "dec2"] if side == "latent" else decoder[-2:])
@@ -173,7 +181,7 @@ def test_a_stage_trains_exactly_its_unfrozen_layers(source_run, tmp_path, side, 
 
 def test_reinit_starts_unfrozen_layers_afresh_and_finetune_keeps_them(source_run, tmp_path):
     lr = 1e-4
-    stages = {init: transfer.Stage("latent", "frozen", init, 1, 0) for init in ("finetune", "reinit")}
+    stages = {init: transfer.RetrainStage("latent", "frozen", init, 1, 0) for init in ("finetune", "reinit")}
     moved = {}
     for init, stage in stages.items():
         decoder, after, before = _stage_run(source_run, tmp_path, stage, lr=lr)
@@ -187,11 +195,11 @@ def test_reinit_starts_unfrozen_layers_afresh_and_finetune_keeps_them(source_run
 
 def test_stage_zero_with_everything_frozen_trains_nothing_and_duplicates_are_one_run():
     decoder = transfer._decoder_layers()
-    assert transfer._stage_key(transfer.Stage("latent", "frozen", "finetune", 0, 0), decoder) is None
-    full = [transfer._stage_key(transfer.Stage(side, "frozen", "finetune", len(decoder), 0), decoder)
+    assert transfer._stage_key(transfer.RetrainStage("latent", "frozen", "finetune", 0, 0), decoder) is None
+    full = [transfer._stage_key(transfer.RetrainStage(side, "frozen", "finetune", len(decoder), 0), decoder)
             for side in transfer.SIDES]
     assert full[0] == full[1]
-    zero = {transfer._stage_key(transfer.Stage(side, "retrained", init, 0, 0), decoder)
+    zero = {transfer._stage_key(transfer.RetrainStage(side, "retrained", init, 0, 0), decoder)
             for side in transfer.SIDES for init in transfer.INITS}
     assert len(zero) == 1
 
@@ -249,17 +257,118 @@ def test_probe_rejects_bad_input_by_name(kwargs, argument):
 ])
 def test_bad_config_names_the_field(sets, argument):
     with pytest.raises((vaetransfer.ArgumentError, vaetransfer.ArgumentTypeError)) as info:
-        experiments.make_config("transfer", "smoke", sets=sets)
+        studies.make_config("transfer", "smoke", sets=sets)
     assert info.value.argument == argument
 
 
 def test_domains_of_different_shapes_and_too_few_held_out_rows_are_refused_before_training(tmp_path):
-    cfg = experiments.make_config("transfer", "smoke", sets=["target=color_dsprites"])
+    cfg = studies.make_config("transfer", "smoke", sets=["target=color_dsprites"])
     with pytest.raises(vaetransfer.ArgumentError) as info:
-        transfer.run(cfg, tmp_path / "a", progress=False)
+        studies.run_study("transfer", tmp_path / "a", config=cfg, progress=False)
     assert info.value.argument == "target"
-    cfg = experiments.make_config("transfer", "smoke", sets=["probe_n=1000"])
+    cfg = studies.make_config("transfer", "smoke", sets=["probe_n=1000"])
     with pytest.raises(vaetransfer.ArgumentError) as info:
-        transfer.run(cfg, tmp_path / "b", progress=False)
+        studies.run_study("transfer", tmp_path / "b", config=cfg, progress=False)
     assert info.value.argument == "probe_n"
     assert not (tmp_path / "b" / "sweeps").exists()
+
+
+# ---------------------------------------------------------------------------------- findings
+def _analysis() -> dict:
+    """A synthetic analysis of the smoke config in which every finding holds."""
+    trained = {f"{label}/seed={s}": {"label": label, "seed": s, "loss_first": 2.0, "loss_last": 1.0}
+               for label in ("source/beta1", "source/beta16", "source/dip1", "target/beta1") for s in (0, 1)}
+    cka = lambda enc, dec: {"matrices": {"cka": {"encoder_mean": enc, "decoder_mean": dec}}}  # noqa: E731
+    curves = {f"latent/{latent}/{init}/seed=0": {"side": "latent", "latent": latent, "init": init, "seed": 0,
+                                                 "loss": loss}
+              for (latent, init), loss in {("frozen", "finetune"): [10.0, 8.0, 6.0],
+                                           ("retrained", "finetune"): [9.0, 8.0, 6.1]}.items()}
+    probe = lambda own, other: {"own": {"average": mean_se(own)},  # noqa: E731
+                                "other": {"average": mean_se(other)}}
+    return {"models": trained,
+            "dynamics": {"variants": {"beta1": {"curve": [{"step": 2, "encoder_diagonal": 0.9,
+                                                           "decoder_diagonal": 0.1}]}}},
+            "regularisation": {"beta1_vs_beta16": {"a": "beta1", "b": "beta16", "sampled_row_a": 0.6,
+                                                   "sampled_col_b": 0.4, "kl": {"beta1": 20.0, "beta16": 3.0},
+                                                   "active_units": {"beta1": 10, "beta16": 2}}},
+            "objectives": {"beta1_vs_dip1": {"a": "beta1", "b": "dip1", **cka(0.8, 0.5)}},
+            "cross_domain": {"as_is": cka(0.8, 0.3), "latent_retrained": cka(0.8, 0.4), "same_domain": cka(0.8, 0.7)},
+            "retraining": {"curves": curves},
+            "probes": {"solids": probe([0.50, 0.52], [0.48, 0.49]), "dsprites": probe([0.41, 0.42], [0.43, 0.44])}}
+
+
+def _untrain(a, label):
+    for m in a["models"].values():
+        if m["label"] == label:
+            m["loss_last"] = m["loss_first"]
+
+
+def _set(path, value):
+    def mutate(a):
+        *keys, last = path
+        node = a
+        for k in keys:
+            node = node[k]
+        node[last] = value
+    return mutate
+
+
+_RETRAINED = "latent/retrained/finetune/seed=0"
+FINDING_CASES = {
+    "encoder_before_decoder": [
+        (True, lambda a: None),
+        (False, _set(["dynamics", "variants", "beta1", "curve", 0, "decoder_diagonal"], 0.95)),
+        (None, _set(["dynamics", "variants"], {})),
+        (None, lambda a: _untrain(a, "source/beta1"))],
+    "collapse_at_sampled": [
+        (True, lambda a: None),
+        (False, _set(["regularisation", "beta1_vs_beta16", "sampled_col_b"], 0.7)),
+        (None, _set(["regularisation"], {})),
+        (None, lambda a: _untrain(a, "source/beta16"))],
+    "encoders_alike_decoders_less": [
+        (True, lambda a: None),
+        (False, _set(["objectives", "beta1_vs_dip1", "matrices", "cka", "decoder_mean"], 0.9)),
+        (None, _set(["objectives"], {})),
+        (None, lambda a: _untrain(a, "source/dip1"))],
+    "encoders_generic_decoders_specific": [
+        (True, lambda a: None),
+        (False, _set(["cross_domain", "as_is", "matrices", "cka", "decoder_mean"], 0.75)),  # gap not larger
+        (False, _set(["cross_domain", "latent_retrained", "matrices", "cka", "decoder_mean"], 0.7)),
+        (None, lambda a: _untrain(a, "target/beta1"))],
+    "more_layers_better": [
+        (True, lambda a: None),
+        (False, _set(["retraining", "curves", _RETRAINED, "loss"], [9.0, 12.0, 9.5])),
+        (None, lambda a: _untrain(a, "source/beta1"))],
+    "latent_retraining_matters_little": [
+        (True, lambda a: None),
+        (False, _set(["retraining", "curves", _RETRAINED, "loss"], [9.0, 5.0, 3.0])),
+        (None, lambda a: a["retraining"]["curves"].pop(_RETRAINED)),  # only one of frozen / retrained
+        (None, lambda a: _untrain(a, "source/beta1"))],
+    "probes_source_close_to_target": [
+        (True, lambda a: None),
+        (False, _set(["probes", "solids", "other", "average"], mean_se([0.40, 0.42]))),
+        (None, _set(["probes", "solids", "other", "average"], mean_se([0.49]))),
+        (None, lambda a: _untrain(a, "target/beta1"))],
+}
+
+
+def test_every_finding_has_cases():
+    assert set(FINDING_CASES) == {f.name for f in transfer.FINDINGS}
+
+
+@pytest.mark.parametrize("name, expected, mutate", [(name, expected, mutate) for name, cases in FINDING_CASES.items()
+                                                   for expected, mutate in cases])
+def test_finding_decides_by_its_rule(name, expected, mutate):
+    finding = next(f for f in transfer.FINDINGS if f.name == name)
+    a = _analysis()
+    mutate(a)
+    verdict = finding.decide(transfer.PRESETS["smoke"], a)
+    assert verdict.reproduced is expected, verdict
+    assert (verdict.reason is None) == (expected is not None)
+    finding.judge(transfer.PRESETS["smoke"], a)  # its evidence is JSON
+
+
+def test_config_is_the_small_preset_and_execution_is_not_science():
+    assert studies.config_to_dict(transfer.Config()) == studies.config_to_dict(transfer.PRESETS["small"])
+    for name in ("executor", "workers", "threads", "address"):
+        assert not hasattr(transfer.Config(), name)

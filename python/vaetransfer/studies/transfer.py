@@ -7,7 +7,7 @@ Symsol-like domain). Every model is the Locatello conv architecture; every compa
 models averages over pairs of **different seeds** (CKA_avg of Eq. 6 without its same-seed pairs:
 two models from the same initial weights look alike in early layers whatever they learned).
 
-Experiments (sections of ``results.json`` and ``index.md``):
+Experiments (keys of the analysis, sections of ``index.md``):
 
 1. ``dynamics`` (Fig. 2, 13, 17–19): an early snapshot of each objective against the final models
    of the other seeds, and the per-layer similarity to the final model over training.
@@ -20,14 +20,15 @@ Experiments (sections of ``results.json`` and ``index.md``):
 5. ``retraining`` (Fig. 6, 9): decoder layers unfrozen one by one from the latent side and from
    the output side, encoder frozen, ``mean``/``logvar`` frozen or retrained, unfrozen layers
    fine-tuned or re-initialised; target reconstruction loss and a reconstruction grid per stage.
-6. ``reconstructions`` (Fig. 7, 8): target images through source VAEs, and the reverse.
+6. Reconstructions (Fig. 7, 8; figures only): target images through source VAEs, and the reverse.
 7. ``probes`` (Tables 1–4): gradient-boosted trees on the mean representation, per factor,
    source-trained vs target-trained encoders, mean ± standard error over seeds.
-8. ``loss_curves`` (Fig. 20): the training loss of every model.
+8. ``models`` and the loss curves (Fig. 20): the training loss of every model.
 
-Every training run goes through :mod:`vaetransfer.sweep` (``out_dir/sweeps/models`` and
-``out_dir/sweeps/retraining``), so the ``paper`` preset runs unchanged on a Ray cluster
-(``executor="ray"``, ``address``) and a killed study resumes; the analyses are resumable steps.
+Training is two stages, ``models`` (every model from scratch) and ``retraining`` (the decoder
+retraining runs, each from a final source model): sweeps under ``out_dir/sweeps/``, so a killed
+study resumes, and the ``paper`` preset runs on a Ray cluster with ``--executor ray`` (and
+``--address``); the analyses are resumable steps.
 
 Choices where the paper leaves room (each a config field): early snapshot = the first one
 (``snapshots`` evenly spaced); the Annealed VAE's capacity grows over the first third of
@@ -37,22 +38,21 @@ held-out rows (the public code drew 10,000 with repeats and deduplicated them).
 """
 from __future__ import annotations
 
-import json
-import math
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from .. import build_info, data, plots, probes, similarity
+from .. import data, plots, probes, similarity
 from .. import sweep as vsweep
 from .._checks import value_error
-from ..io import write_json, write_text
 from ..nn import ModelConfig, build_model
 from ..objectives import ObjectiveConfig, negative_log_likelihood
-from ..train import OptimizerConfig, Run, TrainConfig, load_run
-from . import STUDY_FILE, begin, config_to_dict, run_sweep, step
+from ..train import OptimizerConfig, Run, TrainConfig, load_run, train
+from .figures import pyplot, save
+from .pipeline import Finding, Stage, Study, Verdict, undecided
+from .report import fmt, markdown_table
+from .stats import mean_se
 
 
 @dataclass
@@ -77,7 +77,6 @@ VARIANTS: tuple[Variant, ...] = (
 SIDES = ("latent", "output")          # which end of the decoder is unfrozen first
 INITS = ("finetune", "reinit")        # unfrozen layers keep their weights / are re-initialised
 LATENT = ("frozen", "retrained")      # mean/logvar during decoder retraining
-EXECUTORS = ("local", "ray")
 MEASURES = ("cka", "procrustes")      # both: the paper's min(CKA, Procrustes) view is added
 
 
@@ -114,15 +113,11 @@ class Config:
     probe_model: str = "hist"              # "hist" or "classic" (see vaetransfer.probes)
     eval_n: int = 500                      # held-out examples of each reconstruction loss
     grid_n: int = 6                        # examples in each reconstruction grid
-    executor: str = "local"                # "local" (processes) or "ray"
-    workers: int = 2                       # local worker processes
-    threads: int = 1                       # torch threads per run
-    address: str | None = None             # Ray cluster address (None: a local Ray instance)
 
     def __post_init__(self):
         for name, low in (("data_seed", 0), ("n", 0), ("steps", 1), ("batch_size", 1), ("snapshots", 1),
                           ("retrain_steps", 1), ("retrain_seeds", 1), ("similarity_n", 4), ("probe_n", 10),
-                          ("probe_iterations", 1), ("eval_n", 1), ("grid_n", 1), ("workers", 1), ("threads", 1)):
+                          ("probe_iterations", 1), ("eval_n", 1), ("grid_n", 1)):
             if getattr(self, name) < low:
                 raise value_error(name, f"expected >= {low}, got {getattr(self, name)}")
         if self.snapshots > self.steps:
@@ -169,8 +164,6 @@ class Config:
             raise value_error("procrustes_rank", f"expected None (exact) or a rank >= 1, got {self.procrustes_rank!r}")
         if self.probe_model not in probes.PROBE_MODELS:
             raise value_error("probe_model", f"expected one of {list(probes.PROBE_MODELS)}, got {self.probe_model!r}")
-        if self.executor not in EXECUTORS:
-            raise value_error("executor", f"expected one of {list(EXECUTORS)}, got {self.executor!r}")
 
 
 _SMOKE_VARIANTS = (Variant("beta1", "beta-vae", {"beta": 1.0}), Variant("beta16", "beta-vae", {"beta": 16.0}),
@@ -183,14 +176,13 @@ PRESETS: dict[str, Config] = {
                     retrain_sides=("latent", "output"), retrain_inits=("finetune", "reinit"),
                     retrain_latent=("frozen", "retrained"), similarity_n=32, measures=("cka", "procrustes"),
                     procrustes_rank=8, probe_n=40, probe_iterations=3,
-                    eval_n=16, grid_n=3, workers=1),
+                    eval_n=16, grid_n=3),
     # This machine (2 cores): every figure's effect in well under an hour.
     "small": Config(),
     # The paper (Table 5; §3): 5 seeds, 300k steps of batch 64, all images with a 90/10 split,
-    # 5,000 similarity examples, Procrustes besides CKA — through a Ray cluster.
+    # 5,000 similarity examples, Procrustes besides CKA — run it with `--executor ray`.
     "paper": Config(seeds=(0, 1, 2, 3, 4), n=0, steps=300_000, snapshots=26, retrain_steps=30_000,
-                    retrain_seeds=5, similarity_n=5000, measures=("cka", "procrustes"), probe_n=10_000,
-                    executor="ray", workers=1, threads=1),
+                    retrain_seeds=5, similarity_n=5000, measures=("cka", "procrustes"), probe_n=10_000),
 }
 
 
@@ -200,65 +192,96 @@ def _spec(c: Config, domain: str, label: str | None = None) -> vsweep.DataSpec:
                            test_fraction=c.test_fraction, split_seed=c.data_seed)
 
 
-def _held_out(c: Config, domain: str, count: int, argument: str):
-    """The first ``count`` held-out rows of ``domain`` (distinct, never trained on) as the raw data
-    object (images and factor classes)."""
+def _held_out_rows(c: Config, domain: str, count: int, argument: str) -> torch.Tensor:
+    """The first ``count`` held-out rows of ``domain``: distinct, never trained on."""
     rows = _spec(c, domain).rows()[1]
     if count > len(rows):
         raise value_error(argument, f"{domain} holds out {len(rows)} examples (n = {c.n or 'all'}, test_fraction "
                                     f"= {c.test_fraction}); asked for {count}")
-    return data.load(domain, indices=rows[:count])
+    return rows[:count]
+
+
+def _held_out(c: Config, domain: str, count: int, argument: str):
+    """The first ``count`` held-out rows of ``domain`` as the raw data object (images and factor classes)."""
+    return data.load(domain, indices=_held_out_rows(c, domain, count, argument))
 
 
 def _images(raw) -> torch.Tensor:
     return data.as_dataset(raw).float_images()
 
 
-# ---------------------------------------------------------------------------------- training runs
-def _objective(c: Config, v: Variant) -> dict:
+def _check_domains(c: Config) -> None:
+    """Refuses, before any training, a target of another input shape and held-out splits too small
+    for the similarity, probe or evaluation examples."""
+    shapes = {d: tuple(data.as_dataset(data.load(d, indices=[0])).input_shape) for d in (c.source, c.target)}
+    if shapes[c.source] != shapes[c.target]:
+        raise value_error("target", f"expected the source's input shape {list(shapes[c.source])}, {c.target} has "
+                                    f"{list(shapes[c.target])}")
+    for domain in (c.source, c.target):
+        for name in ("similarity_n", "probe_n", "eval_n"):
+            _held_out_rows(c, domain, getattr(c, name), name)
+
+
+# ---------------------------------------------------------------------------------- training (two stages)
+def _objective(c: Config, v: Variant) -> ObjectiveConfig:
     params = dict(v.params)
     if v.objective in ("annealed-vae", "annealed") and "iteration_threshold" not in params:
         params["iteration_threshold"] = max(1, c.steps // 3)  # paper: C grows over 100k of 300k steps
-    return ObjectiveConfig(v.objective, **params).typed().to_dict()
-
-
-def _base(c: Config, steps: int, snapshot_every: int) -> dict:
-    cfg = TrainConfig(model=ModelConfig(), optimizer=OptimizerConfig(lr=c.lr), steps=steps, batch_size=c.batch_size,
-                      seed=c.seeds[0], snapshot_every=snapshot_every, eval_every=steps)
-    return cfg.to_dict()
-
-
-def _model_sweep(c: Config, out: Path) -> vsweep.Sweep:
-    """Every model trained from scratch: each variant on the source, the reference on the target,
-    and the classifier on the source; one run per seed."""
-    labels, objectives, models, datas = [], [], [], []
-    for v in c.variants:
-        labels.append(f"source/{v.label}")
-        objectives.append(_objective(c, v))
-        models.append(ModelConfig().to_dict())
-        datas.append(_spec(c, c.source).to_dict())
-    ref = _variant(c, c.reference)
-    labels.append(f"target/{ref.label}")
-    objectives.append(_objective(c, ref))
-    models.append(ModelConfig().to_dict())
-    datas.append(_spec(c, c.target).to_dict())
-    if c.classifier_label is not None:
-        classes = data.as_dataset(data.load(c.source, indices=[0]), label=c.classifier_label).num_classes
-        labels.append("source/classifier")
-        objectives.append(ObjectiveConfig("classification").typed().to_dict())
-        models.append(ModelConfig(architecture="conv-classifier", num_classes=classes).to_dict())
-        datas.append(_spec(c, c.source, c.classifier_label).to_dict())
-    return vsweep.create(out / "sweeps" / "models", job="train", base=_base(c, c.steps, max(1, c.steps // c.snapshots)),
-                         grid={"seed": list(c.seeds)},
-                         zip=[{"label": labels, "objective": objectives, "model": models, "data": datas}])
+    return ObjectiveConfig(v.objective, **params).typed()
 
 
 def _variant(c: Config, label: str) -> Variant:
     return next(v for v in c.variants if v.label == label)
 
 
-def _runs_by_label(s: vsweep.Sweep) -> dict[tuple[str, int], Run]:
-    return {(r.params["label"], int(r.config["seed"])): load_run(s.run_dir(r.id)) for r in s.runs}
+def _train_config(c: Config, objective: ObjectiveConfig, steps: int, seed: int, snapshot_every: int,
+                  **fields) -> TrainConfig:
+    """Every run: Adam at ``lr``, the held-out split evaluated once, at the end."""
+    return TrainConfig(**{"model": ModelConfig(), **fields}, objective=objective, optimizer=OptimizerConfig(lr=c.lr),
+                       steps=steps, batch_size=c.batch_size, seed=seed, snapshot_every=snapshot_every,
+                       eval_every=steps)
+
+
+def _loss_window(steps: int) -> int:
+    """The steps averaged for a loss at the start or end of training (and the loss curves' smoothing)."""
+    return max(1, min(25, steps // 10))
+
+
+def _fit(config: TrainConfig, spec: vsweep.DataSpec, run_dir: Path) -> dict:
+    """Trains (or resumes) one run on ``spec``'s training rows, its held-out rows the evaluation
+    data; summarises its loss (whether it trained)."""
+    train_set, test_set = spec.build()
+    run = train(config, train_set, run_dir, eval_data=test_set, progress=False)
+    loss = run.history["loss"]
+    w = _loss_window(len(loss))
+    return {"steps": run.step, "loss_first": round(float(loss[:w].mean()), 3),
+            "loss_last": round(float(loss[-w:].mean()), 3)}
+
+
+def _model_labels(c: Config) -> list[str]:
+    """Every model trained from scratch: each variant on the source, the reference on the target,
+    the classifier on the source."""
+    labels = [f"source/{v.label}" for v in c.variants] + [f"target/{c.reference}"]
+    return labels + (["source/classifier"] if c.classifier_label is not None else [])
+
+
+def _model_runs(c: Config, earlier) -> list[dict]:
+    """One run per model and seed; the domains are checked here, before anything trains."""
+    _check_domains(c)
+    return [{"model": label, "seed": s} for s in c.seeds for label in _model_labels(c)]
+
+
+def _train_model(c: Config, row: dict, job) -> dict:
+    """Trains one model of :func:`_model_labels` from scratch."""
+    domain, name = row["model"].split("/")
+    snapshot_every = max(1, c.steps // c.snapshots)
+    if name == "classifier":
+        classes = data.as_dataset(data.load(c.source, indices=[0]), label=c.classifier_label).num_classes
+        config = _train_config(c, ObjectiveConfig("classification").typed(), c.steps, row["seed"], snapshot_every,
+                               model=ModelConfig(architecture="conv-classifier", num_classes=classes))
+        return _fit(config, _spec(c, c.source, c.classifier_label), job.run_dir)
+    config = _train_config(c, _objective(c, _variant(c, name)), c.steps, row["seed"], snapshot_every)
+    return _fit(config, _spec(c, c.source if domain == "source" else c.target), job.run_dir)
 
 
 def _decoder_layers() -> list[str]:
@@ -267,9 +290,9 @@ def _decoder_layers() -> list[str]:
 
 
 @dataclass(frozen=True)
-class Stage:
-    """One retraining run: ``k`` decoder layers unfrozen from ``side``, mean/logvar ``latent``,
-    unfrozen layers ``init``; from the source model of ``seed``."""
+class RetrainStage:
+    """One stage of decoder retraining: ``k`` decoder layers unfrozen from ``side``, mean/logvar
+    ``latent``, unfrozen layers ``init``; from the source model of ``seed``."""
 
     side: str
     latent: str
@@ -292,20 +315,25 @@ class Stage:
         return f"{self.side}/{self.latent}/{self.init}/k={self.k}/seed={self.seed}"
 
 
-def _stages(c: Config, decoder: list[str]) -> list[Stage]:
-    """The retraining grid (the first ``retrain_seeds`` seeds), plus stage 0 with mean/logvar
-    retrained for every seed (cross-domain (b))."""
-    stages = [Stage(SIDES[0], "retrained", INITS[0], 0, s) for s in c.seeds]
+def _stages(c: Config, decoder: list[str]) -> list[RetrainStage]:
+    """The retraining grid (:func:`_retraining_curves`), plus stage 0 with mean/logvar retrained for
+    every seed (cross-domain (b))."""
+    return [RetrainStage(SIDES[0], "retrained", INITS[0], 0, s) for s in c.seeds] + \
+        [stage for _, stages in _retraining_curves(c, decoder) for stage in stages]
+
+
+def _retraining_curves(c: Config, decoder: list[str]):
+    """The retraining grid as curves: (side, mean/logvar, init, seed) → its stages k = 0 … all
+    layers, for the first ``retrain_seeds`` seeds."""
     for s in c.seeds[:c.retrain_seeds]:
         for side in c.retrain_sides:
             for latent in c.retrain_latent:
                 for init in c.retrain_inits:
-                    for k in range(len(decoder) + 1):
-                        stages.append(Stage(side, latent, init, k, s))
-    return stages
+                    yield f"{side}/{latent}/{init}/seed={s}", [RetrainStage(side, latent, init, k, s)
+                                                               for k in range(len(decoder) + 1)]
 
 
-def _stage_key(stage: Stage, decoder: list[str]) -> tuple | None:
+def _stage_key(stage: RetrainStage, decoder: list[str]) -> tuple | None:
     """What a stage trains (None: nothing, the source model as it is). Stages with one key are one run
     (k = 0 for every side and init; all layers from either side)."""
     if stage.k == 0 and stage.latent == "frozen":
@@ -313,26 +341,27 @@ def _stage_key(stage: Stage, decoder: list[str]) -> tuple | None:
     return (tuple(stage.freeze(decoder)), tuple(stage.reinit(decoder)), stage.seed)
 
 
-def _retrain_sweep(c: Config, out: Path, models: vsweep.Sweep, decoder: list[str]) -> tuple[vsweep.Sweep, dict]:
-    source_dirs = {int(r.config["seed"]): str(models.run_dir(r.id).resolve()) for r in models.runs
-                   if r.params["label"] == f"source/{c.reference}"}
-    runs: dict[tuple, str] = {}
-    zipped = {"label": [], "init_from": [], "freeze": [], "reinit": [], "seed": []}
-    for stage in _stages(c, decoder):
-        key = _stage_key(stage, decoder)
-        if key is None or key in runs:
-            continue
-        runs[key] = stage.name
-        zipped["label"].append(stage.name)
-        zipped["init_from"].append(source_dirs[stage.seed])
-        zipped["freeze"].append(list(key[0]))
-        zipped["reinit"].append(list(key[1]))
-        zipped["seed"].append(stage.seed)
-    base = _base(c, c.retrain_steps, 0)
-    base["objective"] = _objective(c, _variant(c, c.reference))
-    base["data"] = _spec(c, c.target).to_dict()
-    s = vsweep.create(out / "sweeps" / "retraining", job="train", base=base, zip=[zipped])
-    return s, runs
+def _retrain_plan(c: Config, decoder: list[str]) -> dict[str, RetrainStage | None]:
+    """Each stage's name → the stage whose run trains it (the first of those with its key; None:
+    the source model as it is)."""
+    first: dict[tuple, RetrainStage] = {}
+    return {s.name: None if (key := _stage_key(s, decoder)) is None else first.setdefault(key, s)
+            for s in _stages(c, decoder)}
+
+
+def _retraining_runs(c: Config, earlier) -> list[dict]:
+    """One run per distinct retraining (stages that train the same layers share it)."""
+    decoder = _decoder_layers()
+    runs = dict.fromkeys(s for s in _retrain_plan(c, decoder).values() if s is not None)
+    return [{"label": s.name, "seed": s.seed, "freeze": s.freeze(decoder), "reinit": s.reinit(decoder)} for s in runs]
+
+
+def _retrain(c: Config, row: dict, job) -> dict:
+    """Retrains the final source model of the row's seed on the target, its ``freeze`` groups frozen."""
+    source = job.run_dir_of("models", model=f"source/{c.reference}", seed=row["seed"])
+    config = _train_config(c, _objective(c, _variant(c, c.reference)), c.retrain_steps, row["seed"], 0,
+                           init_from=str(source.resolve()), freeze=tuple(row["freeze"]), reinit=tuple(row["reinit"]))
+    return _fit(config, _spec(c, c.target), job.run_dir)
 
 
 # ---------------------------------------------------------------------------------- similarity
@@ -370,18 +399,9 @@ def _matrix_json(m: similarity.SimilarityMatrix) -> dict:
             **{k: (None if v is None else round(v, 4)) for k, v in q.items()}}
 
 
-def _heatmaps(out: Path, name: str, mats: dict, title: str, xlabel: str, ylabel: str) -> list[str]:
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(mats), figsize=(8.5 * len(mats), 7.2), squeeze=False)
-    for ax, (measure, m) in zip(axes[0], mats.items()):
-        plots.similarity_heatmap(m, ax=ax, title=f"{_NAMES[measure]}, {m.n_pairs} seed pairs, n = {m.n}",
-                                 xlabel=xlabel, ylabel=ylabel)
-    fig.suptitle(title, fontsize=13)
-    fig.tight_layout()
-    path = f"{name}.png"
-    plots.save_figure(fig, out / path)
-    return [path]
+def _comparisons(c: Config, acts_a: dict, acts_b: dict) -> dict:
+    """The heatmaps of :func:`_compare` with the config's measures, as JSON."""
+    return {k: _matrix_json(v) for k, v in _compare(acts_a, acts_b, c.measures, c.procrustes_rank).items()}
 
 
 def _line_mean(m: similarity.SimilarityMatrix, layer: str, axis: str) -> float:
@@ -395,7 +415,7 @@ def _line_mean(m: similarity.SimilarityMatrix, layer: str, axis: str) -> float:
 
 
 # ---------------------------------------------------------------------------------- experiments
-def _dynamics(out: Path, c: Config, runs: dict, x: torch.Tensor) -> dict:
+def _dynamics(c: Config, runs: dict, x: torch.Tensor) -> dict:
     """1. Snapshots of each objective against the final models of the other seeds."""
     result = {}
     for label in c.dynamics:
@@ -405,62 +425,21 @@ def _dynamics(out: Path, c: Config, runs: dict, x: torch.Tensor) -> dict:
         curve = []
         for t in steps[:-1]:
             snap = {s: _acts(runs[(f"source/{label}", s)], x, t) for s in seeds}
-            mats = _compare(snap, final, ("cka",))
-            m = mats["cka"]
+            m = _compare(snap, final, ("cka",))["cka"]
             q = m.quadrants()
             curve.append({"step": t, "diagonal": {n: round(m[n, n], 4) for n in m.rows},
                           "encoder_diagonal": round(_diag_mean(m, similarity.encoder_layers(m.rows)), 4),
                           "decoder_diagonal": round(_diag_mean(m, similarity.decoder_layers(m.rows)), 4),
                           "encoder_mean": round(q["encoder_mean"], 4), "decoder_mean": round(q["decoder_mean"], 4)})
             if t == steps[0]:
-                early = _compare(snap, final, c.measures, c.procrustes_rank)
-                figures = _heatmaps(out, f"dynamics_{label}", early,
-                                    f"{label} on {c.source}: step {t} (rows) vs final step {steps[-1]} (columns)",
-                                    f"final model (step {steps[-1]})", f"step {t}")
-                result[label] = {"early_step": t, "final_step": steps[-1], "figures": figures,
-                                 "early": {k: _matrix_json(v) for k, v in early.items()}}
+                result[label] = {"early_step": t, "final_step": steps[-1], "early": _comparisons(c, snap, final)}
             del snap
         result[label]["curve"] = curve
-    fig = plots.plt.figure(figsize=(7.5, 4.5))
-    ax = fig.add_subplot(111)
-    for label, r in result.items():
-        steps = [p["step"] for p in r["curve"]]
-        line, = ax.plot(steps, [p["encoder_diagonal"] for p in r["curve"]], "-o", label=f"{label} encoder")
-        ax.plot(steps, [p["decoder_diagonal"] for p in r["curve"]], "--s", color=line.get_color(),
-                label=f"{label} decoder")
-    ax.set_xlabel("training step of the snapshot")
-    ax.set_ylabel("same-layer CKA to the final model (mean)")
-    ax.set_ylim(0, 1.02)
-    ax.set_title("Encoder vs decoder: similarity to the final model over training\n(different seeds)")
-    ax.legend(fontsize=8, ncol=2)
-    fig.tight_layout()
-    plots.save_figure(fig, out / "dynamics_curve.png")
-    _per_layer_curves(out, result)
-    return {"variants": result, "figures": ["dynamics_curve.png", "dynamics_layers.png"]}
+    return {"variants": result}
 
 
 def _diag_mean(m: similarity.SimilarityMatrix, layers: list[str]) -> float:
     return sum(m[n, n] for n in layers) / len(layers)
-
-
-def _per_layer_curves(out: Path, result: dict) -> None:
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(result), figsize=(5.0 * len(result), 4.2), squeeze=False)
-    for ax, (label, r) in zip(axes[0], result.items()):
-        steps = [p["step"] for p in r["curve"]]
-        layers = [n for n in r["curve"][0]["diagonal"] if n != "input"]
-        cmap = plt.get_cmap("viridis")
-        for i, n in enumerate(layers):
-            ax.plot(steps, [p["diagonal"][n] for p in r["curve"]], color=cmap(i / max(1, len(layers) - 1)),
-                    label=n, linestyle="--" if n.startswith("dec") else "-")
-        ax.set_title(label)
-        ax.set_xlabel("step")
-        ax.set_ylim(0, 1.02)
-    axes[0, 0].set_ylabel("same-layer CKA to the final model")
-    axes[0, -1].legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    plots.save_figure(fig, out / "dynamics_layers.png")
 
 
 def _kl(run: Run) -> float | None:
@@ -480,7 +459,7 @@ def _active_units(run: Run, threshold: float = 0.01) -> int | None:
     return sum(float(h[k][-w:].mean()) > threshold for k in dims)
 
 
-def _pairs_section(out: Path, c: Config, runs: dict, x: torch.Tensor, pairs, name: str, what: str) -> dict:
+def _pairs_section(c: Config, runs: dict, x: torch.Tensor, pairs) -> dict:
     """2. and 3. Final models of variant pairs, different seeds."""
     result = {}
     for a, b in pairs:
@@ -488,16 +467,13 @@ def _pairs_section(out: Path, c: Config, runs: dict, x: torch.Tensor, pairs, nam
         acts_b = {s: _acts(runs[(f"source/{b}", s)], x) for s in c.seeds}
         mats = _compare(acts_a, acts_b, c.measures, c.procrustes_rank)
         del acts_a, acts_b
-        m = mats["cka"]
-        entry = {"a": a, "b": b, "matrices": {k: _matrix_json(v) for k, v in mats.items()},
-                 "sampled_row_a": round(_line_mean(m, "sampled", "row"), 4),
-                 "sampled_col_b": round(_line_mean(m, "sampled", "col"), 4),
-                 "kl": {lab: _mean([_kl(runs[(f"source/{lab}", s)]) for s in c.seeds]) for lab in (a, b)},
-                 "active_units": {lab: _mean([_active_units(runs[(f"source/{lab}", s)]) for s in c.seeds])
-                                  for lab in (a, b)},
-                 "figures": _heatmaps(out, f"{name}_{a}_vs_{b}", mats, f"{what}: {a} (rows) vs {b} (columns), "
-                                      f"final models on {c.source}", b, a)}
-        result[f"{a}_vs_{b}"] = entry
+        result[f"{a}_vs_{b}"] = {
+            "a": a, "b": b, "matrices": {k: _matrix_json(v) for k, v in mats.items()},
+            "sampled_row_a": round(_line_mean(mats["cka"], "sampled", "row"), 4),
+            "sampled_col_b": round(_line_mean(mats["cka"], "sampled", "col"), 4),
+            "kl": {lab: _mean([_kl(runs[(f"source/{lab}", s)]) for s in c.seeds]) for lab in (a, b)},
+            "active_units": {lab: _mean([_active_units(runs[(f"source/{lab}", s)]) for s in c.seeds])
+                             for lab in (a, b)}}
     return result
 
 
@@ -506,38 +482,33 @@ def _mean(values) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
 
-def _classifier(out: Path, c: Config, runs: dict, x: torch.Tensor) -> dict | None:
+def _classifier(c: Config, runs: dict, x: torch.Tensor) -> dict | None:
     """3. The reference VAE against the classifier with the same conv trunk (Fig. 16)."""
     if c.classifier_label is None:
         return None
     acts_a = {s: _acts(runs[(f"source/{c.reference}", s)], x) for s in c.seeds}
     acts_b = {s: _acts(runs[("source/classifier", s)], x) for s in c.seeds}
-    mats = _compare(acts_a, acts_b, c.measures, c.procrustes_rank)
     accuracy = _mean([float(runs[("source/classifier", s)].history["accuracy"][-50:].mean()) for s in c.seeds])
-    return {"label": c.classifier_label, "train_accuracy": accuracy,
-            "matrices": {k: _matrix_json(v) for k, v in mats.items()},
-            "figures": _heatmaps(out, "classifier", mats, f"{c.reference} VAE (rows) vs a {c.classifier_label} "
-                                 f"classifier with the same conv trunk (columns), on {c.source}", "classifier",
-                                 f"{c.reference} VAE")}
+    return {"label": c.classifier_label, "train_accuracy": accuracy, "matrices": _comparisons(c, acts_a, acts_b)}
 
 
-def _cross_domain(out: Path, c: Config, runs: dict, retrained: dict, x_t: torch.Tensor) -> dict:
+_CROSS_DOMAIN = {"as_is": "(a) source models as they are",
+                 "latent_retrained": "(b) source models, mean/logvar retrained on the target",
+                 "same_domain": "reference: target-trained models of other seeds"}
+
+
+def _cross_domain(c: Config, runs: dict, retrained: dict, x_t: torch.Tensor) -> dict:
     """4. On target data: target-trained models vs source-trained ones, (a) as is, (b) after
     retraining mean/logvar on the target; and target vs target (the same-domain reference)."""
     ref = c.reference
     target = {s: _acts(runs[(f"target/{ref}", s)], x_t) for s in c.seeds}
+    others = {"as_is": lambda s: runs[(f"source/{ref}", s)], "latent_retrained": lambda s: retrained[s],
+              "same_domain": lambda s: runs[(f"target/{ref}", s)]}
     result = {}
-    for key, title, other in (
-            ("as_is", "(a) source models as they are", lambda s: runs[(f"source/{ref}", s)]),
-            ("latent_retrained", "(b) source models, mean/logvar retrained on the target", lambda s: retrained[s]),
-            ("same_domain", "reference: target-trained models of other seeds", lambda s: runs[(f"target/{ref}", s)])):
-        acts_b = {s: _acts(other(s), x_t) for s in c.seeds}
-        mats = _compare(target, acts_b, c.measures, c.procrustes_rank)
+    for key, title in _CROSS_DOMAIN.items():
+        acts_b = {s: _acts(others[key](s), x_t) for s in c.seeds}
+        result[key] = {"title": title, "matrices": _comparisons(c, target, acts_b)}
         del acts_b
-        xlabel = "target-trained" if key == "same_domain" else f"{c.source}-trained"
-        result[key] = {"title": title, "matrices": {k: _matrix_json(v) for k, v in mats.items()},
-                       "figures": _heatmaps(out, f"cross_domain_{key}", mats, f"On {c.target}: {c.target}-trained "
-                                            f"{ref} (rows) vs {title}", xlabel, f"{c.target}-trained")}
     return result
 
 
@@ -551,71 +522,24 @@ def _recon_loss(model, x: torch.Tensor, chunk: int = 256) -> float:
     return total / len(x)
 
 
-def _retraining(out: Path, c: Config, runs: dict, stage_runs: dict, decoder: list[str], x_eval: torch.Tensor,
-                x_grid: torch.Tensor) -> dict:
-    """5. Target reconstruction loss and a reconstruction grid per stage."""
+def _stage_model(runs: dict, stage_runs: dict, stage: RetrainStage, reference: str):
+    """The model after a retraining stage (the source model itself where the stage trains nothing)."""
+    if stage.name in stage_runs:
+        return stage_runs[stage.name].model()
+    return runs[(f"source/{reference}", stage.seed)].model()
+
+
+def _retraining(c: Config, runs: dict, stage_runs: dict, decoder: list[str], x_eval: torch.Tensor) -> dict:
+    """5. Target reconstruction loss per stage."""
     target_loss = _mean([_recon_loss(runs[(f"target/{c.reference}", s)].model(), x_eval) for s in c.seeds])
-    curves, figures = {}, []
-    for s in c.seeds[:c.retrain_seeds]:
-        source = runs[(f"source/{c.reference}", s)].model()
-        target_model = runs[(f"target/{c.reference}", s)].model()
-        for side in c.retrain_sides:
-            for latent in c.retrain_latent:
-                for init in c.retrain_inits:
-                    losses, recons = [], []
-                    for k in range(len(decoder) + 1):
-                        stage = Stage(side, latent, init, k, s)
-                        model = source if _stage_key(stage, decoder) is None else stage_runs[stage.name].model()
-                        losses.append(round(_recon_loss(model, x_eval), 3))
-                        recons.append(model.reconstruct(x_grid))
-                    name = f"{side}/{latent}/{init}/seed={s}"
-                    curves[name] = {"side": side, "latent": latent, "init": init, "seed": s, "loss": losses,
-                                    "unfrozen": [Stage(side, latent, init, k, s).unfrozen(decoder)
-                                                 for k in range(len(decoder) + 1)]}
-                    if s == c.seeds[0]:
-                        path = f"retraining_{side}_{latent}_{init}.png"
-                        cols = [x_grid, target_model.reconstruct(x_grid)] + recons
-                        grid = torch.stack(cols, 1).reshape(-1, *x_grid.shape[1:])
-                        titles = ["input", "target VAE"] + [f"k={k}" for k in range(len(decoder) + 1)]
-                        fig = plots.image_grid(grid, len(cols), titles=titles * len(x_grid),
-                                               suptitle=f"{c.source} VAE on {c.target}: decoder layers unfrozen from "
-                                                        f"the {side} side, mean/logvar {latent}, {init}")
-                        plots.save_figure(fig, out / path)
-                        figures.append(path)
-    fig = plots.plt.figure(figsize=(8, 4.8))
-    ax = fig.add_subplot(111)
-    for name, r in curves.items():
-        if r["seed"] != c.seeds[0]:
-            continue
-        ax.plot(range(len(r["loss"])), r["loss"], "-o" if r["init"] == "finetune" else "--s",
-                label=f"{r['side']} side, mean/logvar {r['latent']}, {r['init']}")
-    ax.axhline(target_loss, color="black", linestyle=":", label=f"{c.target}-trained VAE")
-    ax.set_xlabel("decoder layers retrained (k)")
-    ax.set_ylabel(f"held-out {c.target} reconstruction loss (nats)")
-    ax.set_yscale("log")  # re-initialised stages can be 10× worse than fine-tuned ones
-    ax.set_title(f"Progressive decoder retraining: {c.source} VAE → {c.target}")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    plots.save_figure(fig, out / "retraining_loss.png")
-    return {"decoder": decoder, "target_model_loss": target_loss, "curves": curves,
-            "figures": ["retraining_loss.png"] + figures}
-
-
-def _reconstructions(out: Path, c: Config, runs: dict, x_s: torch.Tensor, x_t: torch.Tensor) -> dict:
-    """6. Target images through the source VAE (and source images through the target VAE)."""
-    s = c.seeds[0]
-    ref = c.reference
-    src, tgt = runs[(f"source/{ref}", s)].model(), runs[(f"target/{ref}", s)].model()
-    figures = []
-    for path, x, own, other, own_name, other_name in (
-            ("reconstructions_target_by_source.png", x_t, tgt, src, c.target, c.source),
-            ("reconstructions_source_by_target.png", x_s, src, tgt, c.source, c.target)):
-        fig = plots.reconstructions({f"{own_name} VAE": own, f"{other_name} VAE": other}, x,
-                                    title=f"{own_name} images through a {own_name}-trained and a "
-                                          f"{other_name}-trained VAE (latent mean)")
-        plots.save_figure(fig, out / path)
-        figures.append(path)
-    return {"seed": s, "figures": figures}
+    curves = {}
+    for name, stages in _retraining_curves(c, decoder):
+        s = stages[0]
+        curves[name] = {"side": s.side, "latent": s.latent, "init": s.init, "seed": s.seed,
+                        "loss": [round(_recon_loss(_stage_model(runs, stage_runs, t, c.reference), x_eval), 3)
+                                 for t in stages],
+                        "unfrozen": [t.unfrozen(decoder) for t in stages]}
+    return {"decoder": decoder, "target_model_loss": target_loss, "curves": curves}
 
 
 def _probe_section(c: Config, runs: dict) -> dict:
@@ -635,12 +559,11 @@ def _probe_section(c: Config, runs: dict) -> dict:
                 with torch.no_grad():
                     mean, _ = runs[(f"{trained_on}/{ref}", s)].model().encode(x)
                 per_seed[s] = {n: probes.gbt_probe(mean, classes[:, raw.factor_names.index(n)], seed=s,
-                                                   iterations=c.probe_iterations, model=c.probe_model,
-                                                   threads=c.threads)
+                                                   iterations=c.probe_iterations, model=c.probe_model)
                                for n in names}
             table[key] = {"trained_on": c.source if trained_on == "source" else c.target,
-                          "factors": {n: _mean_se([per_seed[s][n] for s in c.seeds]) for n in names},
-                          "average": _mean_se([sum(per_seed[s].values()) / len(names) for s in c.seeds]),
+                          "factors": {n: mean_se([per_seed[s][n] for s in c.seeds]) for n in names},
+                          "average": mean_se([sum(per_seed[s].values()) / len(names) for s in c.seeds]),
                           "per_seed": {str(s): {n: round(v, 4) for n, v in r.items()} for s, r in per_seed.items()}}
         chance = {n: round(float(torch.bincount(classes[:, raw.factor_names.index(n)]).max()) / len(classes), 4)
                   for n in names}
@@ -648,246 +571,403 @@ def _probe_section(c: Config, runs: dict) -> dict:
     return result
 
 
-def _mean_se(values: list[float]) -> dict:
-    k = len(values)
-    mean = sum(values) / k
-    se = math.sqrt(sum((v - mean) ** 2 for v in values) / (k - 1) / k) if k > 1 else 0.0
-    return {"mean": round(mean, 4), "se": round(se, 4)}
+# ---------------------------------------------------------------------------------- analysis
+def _loaded(c: Config, runs: dict) -> tuple[dict, dict, list[str]]:
+    """The trained models ((label, seed) → Run), the retraining stages' runs (stage name → Run, for
+    the stages that train) and the decoder's layers."""
+    models = {(r.row["model"], r.row["seed"]): load_run(r.dir) for r in runs["models"]}
+    retrained = {r.row["label"]: load_run(r.dir) for r in runs["retraining"]}
+    decoder = _decoder_layers()
+    stage_runs = {name: retrained[s.name] for name, s in _retrain_plan(c, decoder).items() if s is not None}
+    return models, stage_runs, decoder
 
 
-def _loss_curves(out: Path, c: Config, runs: dict) -> dict:
-    """8. The loss of every model over training (Fig. 20)."""
-    import matplotlib.pyplot as plt
+def _analyse(c: Config, runs: dict, ctx) -> dict:
+    """Every experiment on held-out rows; one resumable step each (the figures are drawn apart)."""
+    models, stage_runs, decoder = _loaded(c, runs)
+    key = {stage: [r.id for r in rs] for stage, rs in runs.items()}
+    x_s = _images(_held_out(c, c.source, c.similarity_n, "similarity_n"))
+    x_t = _images(_held_out(c, c.target, c.similarity_n, "similarity_n"))
+    x_eval = _images(_held_out(c, c.target, c.eval_n, "eval_n"))
+    retrained = {s: stage_runs[RetrainStage(SIDES[0], "retrained", INITS[0], 0, s).name] for s in c.seeds}
 
+    def section(name, compute):
+        ctx.say(f"{name} ...")
+        return ctx.step(name, compute, key=key)
+
+    return {"models": {f"{r.row['model']}/seed={r.row['seed']}": {"label": r.row["model"], "seed": r.row["seed"],
+                                                                  **r.measured} for r in runs["models"]},
+            "dynamics": section("dynamics", lambda: _dynamics(c, models, x_s)),
+            "regularisation": section("regularisation", lambda: _pairs_section(c, models, x_s, c.regularisation)),
+            "objectives": section("objectives", lambda: _pairs_section(c, models, x_s, c.objectives)),
+            "classifier": section("classifier", lambda: _classifier(c, models, x_s)),
+            "cross_domain": section("cross_domain", lambda: _cross_domain(c, models, retrained, x_t)),
+            "retraining": section("retraining", lambda: _retraining(c, models, stage_runs, decoder, x_eval)),
+            "probes": section("probes", lambda: _probe_section(c, models))}
+
+
+# ---------------------------------------------------------------------------------- figures
+def _heatmaps(out: Path, name: str, matrices: dict, title: str, xlabel: str, ylabel: str) -> str:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(matrices), figsize=(8.5 * len(matrices), 7.2), squeeze=False)
+    for ax, (measure, m) in zip(axes[0], matrices.items()):
+        matrix = similarity.SimilarityMatrix(torch.tensor(m["values"], dtype=torch.float64), m["rows"], m["cols"],
+                                             measure, n_pairs=m["n_pairs"], n=m["n"])
+        plots.similarity_heatmap(matrix, ax=ax, title=f"{_NAMES[measure]}, {m['n_pairs']} seed pairs, n = {m['n']}",
+                                 xlabel=xlabel, ylabel=ylabel)
+    fig.suptitle(title, fontsize=13)
+    return save(fig, out, f"{name}.png")
+
+
+def _dynamics_figures(out: Path, result: dict) -> list[str]:
+    """The encoder and decoder means, and every layer, of the similarity to the final model over training."""
+    plt = pyplot()
+    fig = plt.figure(figsize=(7.5, 4.5))
+    ax = fig.add_subplot(111)
+    for label, r in result.items():
+        steps = [p["step"] for p in r["curve"]]
+        line, = ax.plot(steps, [p["encoder_diagonal"] for p in r["curve"]], "-o", label=f"{label} encoder")
+        ax.plot(steps, [p["decoder_diagonal"] for p in r["curve"]], "--s", color=line.get_color(),
+                label=f"{label} decoder")
+    ax.set_xlabel("training step of the snapshot")
+    ax.set_ylabel("same-layer CKA to the final model (mean)")
+    ax.set_ylim(0, 1.02)
+    ax.set_title("Encoder vs decoder: similarity to the final model over training\n(different seeds)")
+    ax.legend(fontsize=8, ncol=2)
+    names = [save(fig, out, "dynamics_curve.png")]
+
+    fig, axes = plt.subplots(1, len(result), figsize=(5.0 * len(result), 4.2), squeeze=False)
+    for ax, (label, r) in zip(axes[0], result.items()):
+        steps = [p["step"] for p in r["curve"]]
+        layers = [n for n in r["curve"][0]["diagonal"] if n != "input"]
+        cmap = plt.get_cmap("viridis")
+        for i, n in enumerate(layers):
+            ax.plot(steps, [p["diagonal"][n] for p in r["curve"]], color=cmap(i / max(1, len(layers) - 1)),
+                    label=n, linestyle="--" if n.startswith("dec") else "-")
+        ax.set_title(label)
+        ax.set_xlabel("step")
+        ax.set_ylim(0, 1.02)
+    axes[0, 0].set_ylabel("same-layer CKA to the final model")
+    axes[0, -1].legend(fontsize=7, ncol=2)
+    return names + [save(fig, out, "dynamics_layers.png")]
+
+
+def _retraining_figures(out: Path, c: Config, r: dict, runs: dict, stage_runs: dict) -> list[str]:
+    """The loss per stage, and a reconstruction grid per curve of the first seed."""
+    plt = pyplot()
+    decoder, figures = r["decoder"], []
+    x_grid = _images(_held_out(c, c.target, min(c.grid_n, c.similarity_n), "grid_n"))
+    target_model = runs[(f"target/{c.reference}", c.seeds[0])].model()
+    for name, stages in _retraining_curves(c, decoder):
+        s = stages[0]
+        if s.seed != c.seeds[0]:
+            continue
+        recons = [_stage_model(runs, stage_runs, t, c.reference).reconstruct(x_grid) for t in stages]
+        cols = [x_grid, target_model.reconstruct(x_grid)] + recons
+        grid = torch.stack(cols, 1).reshape(-1, *x_grid.shape[1:])
+        titles = ["input", "target VAE"] + [f"k={t.k}" for t in stages]
+        fig = plots.image_grid(grid, len(cols), titles=titles * len(x_grid),
+                               suptitle=f"{c.source} VAE on {c.target}: decoder layers unfrozen from the {s.side} "
+                                        f"side, mean/logvar {s.latent}, {s.init}")
+        path = f"retraining_{s.side}_{s.latent}_{s.init}.png"
+        plots.save_figure(fig, out / path)
+        figures.append(path)
+    fig = plt.figure(figsize=(8, 4.8))
+    ax = fig.add_subplot(111)
+    for curve in r["curves"].values():
+        if curve["seed"] != c.seeds[0]:
+            continue
+        ax.plot(range(len(curve["loss"])), curve["loss"], "-o" if curve["init"] == "finetune" else "--s",
+                label=f"{curve['side']} side, mean/logvar {curve['latent']}, {curve['init']}")
+    ax.axhline(r["target_model_loss"], color="black", linestyle=":", label=f"{c.target}-trained VAE")
+    ax.set_xlabel("decoder layers retrained (k)")
+    ax.set_ylabel(f"held-out {c.target} reconstruction loss (nats)")
+    ax.set_yscale("log")  # re-initialised stages can be 10× worse than fine-tuned ones
+    ax.set_title(f"Progressive decoder retraining: {c.source} VAE → {c.target}")
+    ax.legend(fontsize=7)
+    return [save(fig, out, "retraining_loss.png")] + figures
+
+
+def _reconstruction_figures(out: Path, c: Config, runs: dict) -> list[str]:
+    """6. Target images through the source VAE (and source images through the target VAE)."""
+    s, ref = c.seeds[0], c.reference
+    src, tgt = runs[(f"source/{ref}", s)].model(), runs[(f"target/{ref}", s)].model()
+    n = min(c.grid_n, c.similarity_n)
+    x_s = _images(_held_out(c, c.source, n, "grid_n"))
+    x_t = _images(_held_out(c, c.target, n, "grid_n"))
+    figures = []
+    for path, x, own, other, own_name, other_name in (
+            ("reconstructions_target_by_source.png", x_t, tgt, src, c.target, c.source),
+            ("reconstructions_source_by_target.png", x_s, src, tgt, c.source, c.target)):
+        fig = plots.reconstructions({f"{own_name} VAE": own, f"{other_name} VAE": other}, x,
+                                    title=f"{own_name} images through a {own_name}-trained and a "
+                                          f"{other_name}-trained VAE (latent mean)")
+        plots.save_figure(fig, out / path)
+        figures.append(path)
+    return figures
+
+
+def _loss_curves(out: Path, c: Config, runs: dict) -> str:
+    """8. The loss of every model over training (Fig. 20), smoothed over the loss window."""
+    plt = pyplot()
     groups = sorted({label for label, _ in runs})
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     cmap = plt.get_cmap("tab10")
-    final = {}
     for i, label in enumerate(groups):
         ax = axes[1] if label.endswith("classifier") else axes[0]
         for s in c.seeds:
             h = runs[(label, s)].history
             loss = h["loss"]
-            w = max(1, min(25, len(loss) // 10))
+            w = _loss_window(len(loss))
             smooth = torch.nn.functional.avg_pool1d(loss.view(1, 1, -1), w, 1).view(-1) if len(loss) >= w else loss
             ax.plot(h["step"][w - 1:] if len(loss) >= w else h["step"], smooth, color=cmap(i % 10), alpha=0.8,
                     label=label if s == c.seeds[0] else None)
-            final[f"{label}/seed={s}"] = round(float(loss[-w:].mean()), 3)
     axes[0].set_yscale("log")
     axes[0].set_title("VAEs: training loss")
     axes[1].set_title("classifier: cross-entropy")
     for ax in axes:
         ax.set_xlabel("step")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    plots.save_figure(fig, out / "loss_curves.png")
-    return {"final_loss": final, "figures": ["loss_curves.png"]}
+    return save(fig, out, "loss_curves.png")
+
+
+def _figures(c: Config, a: dict, ctx) -> list[str]:
+    """Heatmaps and curves from the analysis; reconstruction grids and loss curves from the runs."""
+    out = ctx.out
+    runs, stage_runs, _ = _loaded(c, ctx.runs)
+    dyn = a["dynamics"]["variants"]
+    figures = [_heatmaps(out, f"dynamics_{label}", v["early"],
+                         f"{label} on {c.source}: step {v['early_step']} (rows) vs final step {v['final_step']} "
+                         "(columns)", f"final model (step {v['final_step']})", f"step {v['early_step']}")
+               for label, v in dyn.items()]
+    figures += _dynamics_figures(out, dyn) if dyn else []
+    for section, what in (("regularisation", "Regularisation strength"), ("objectives", "Objectives")):
+        figures += [_heatmaps(out, f"{section}_{key}", v["matrices"], f"{what}: {v['a']} (rows) vs {v['b']} "
+                              f"(columns), final models on {c.source}", v["b"], v["a"]) for key, v in a[section].items()]
+    if a["classifier"]:
+        figures.append(_heatmaps(out, "classifier", a["classifier"]["matrices"],
+                                 f"{c.reference} VAE (rows) vs a {c.classifier_label} classifier with the same conv "
+                                 f"trunk (columns), on {c.source}", "classifier", f"{c.reference} VAE"))
+    for key, v in a["cross_domain"].items():
+        figures.append(_heatmaps(out, f"cross_domain_{key}", v["matrices"], f"On {c.target}: {c.target}-trained "
+                                 f"{c.reference} (rows) vs {v['title']}",
+                                 "target-trained" if key == "same_domain" else f"{c.source}-trained",
+                                 f"{c.target}-trained"))
+    figures += _retraining_figures(out, c, a["retraining"], runs, stage_runs)
+    figures += _reconstruction_figures(out, c, runs)
+    return figures + [_loss_curves(out, c, runs)]
 
 
 # ---------------------------------------------------------------------------------- findings
-def _findings(r: dict) -> dict:
-    """Each effect the paper reports, with the numbers that decide it here."""
-    f = {}
-    dyn = r["dynamics"]["variants"]
-    f["encoder_before_decoder"] = {
-        label: {"step": v["curve"][0]["step"], "encoder": v["curve"][0]["encoder_diagonal"],
-                "decoder": v["curve"][0]["decoder_diagonal"],
-                "holds": v["curve"][0]["encoder_diagonal"] > v["curve"][0]["decoder_diagonal"]}
-        for label, v in dyn.items()}
-    f["collapse_at_sampled"] = {
-        k: {"sampled_row_weak": v["sampled_row_a"], "sampled_col_strong": v["sampled_col_b"], "kl": v["kl"],
-            "active_units": v["active_units"], "holds": v["sampled_col_b"] < v["sampled_row_a"]}
-        for k, v in r["regularisation"].items()}
-    f["encoders_alike_decoders_less"] = {
-        k: {"encoder_mean": v["matrices"]["cka"]["encoder_mean"], "decoder_mean": v["matrices"]["cka"]["decoder_mean"],
-            "holds": v["matrices"]["cka"]["encoder_mean"] > v["matrices"]["cka"]["decoder_mean"]}
-        for k, v in r["objectives"].items()}
-    cd = {k: v["matrices"]["cka"] for k, v in r["cross_domain"].items()}
+PROBE_TOLERANCE = 0.05  #: how far below the own domain's encoders the other domain's may probe and still be "close"
+
+
+def _untrained(a: dict, labels: set[str]) -> str | None:
+    """Why models of ``labels`` cannot support a verdict (a loss that did not fall), or None."""
+    bad = [k for k, m in a["models"].items() if m["label"] in labels and not m["loss_last"] < m["loss_first"]]
+    return f"model(s) {', '.join(bad)} did not train (loss did not fall)" if bad else None
+
+
+def _encoder_before_decoder(c: Config, a: dict) -> Verdict:
+    variants = a["dynamics"]["variants"]
+    if not variants:
+        return undecided("no objective selected for the learning dynamics (dynamics=[])")
+    why = _untrained(a, {f"source/{label}" for label in variants})
+    if why:
+        return undecided(why)
+    first = {label: v["curve"][0] for label, v in variants.items()}
+    return Verdict(all(p["encoder_diagonal"] > p["decoder_diagonal"] for p in first.values()),
+                   {label: {"step": p["step"], "encoder": p["encoder_diagonal"], "decoder": p["decoder_diagonal"]}
+                    for label, p in first.items()})
+
+
+def _pairs_verdict(a: dict, section: str, holds, evidence) -> Verdict:
+    """A rule that must hold for every pair of ``section`` (``regularisation``, ``objectives``)."""
+    pairs = a[section]
+    if not pairs:
+        return undecided(f"no pair selected ({section}=[])")
+    why = _untrained(a, {f"source/{v[side]}" for v in pairs.values() for side in ("a", "b")})
+    if why:
+        return undecided(why)
+    return Verdict(all(holds(v) for v in pairs.values()), {k: evidence(v) for k, v in pairs.items()})
+
+
+def _collapse_at_sampled(c: Config, a: dict) -> Verdict:
+    return _pairs_verdict(a, "regularisation", lambda v: v["sampled_col_b"] < v["sampled_row_a"],
+                          lambda v: {"sampled_row_weak": v["sampled_row_a"], "sampled_col_strong": v["sampled_col_b"],
+                                     "kl": v["kl"], "active_units": v["active_units"]})
+
+
+def _encoders_alike(c: Config, a: dict) -> Verdict:
+    cka = lambda v: v["matrices"]["cka"]  # noqa: E731
+    return _pairs_verdict(a, "objectives", lambda v: cka(v)["encoder_mean"] > cka(v)["decoder_mean"],
+                          lambda v: {"encoder_mean": cka(v)["encoder_mean"], "decoder_mean": cka(v)["decoder_mean"]})
+
+
+def _encoders_generic(c: Config, a: dict) -> Verdict:
+    why = _untrained(a, {f"source/{c.reference}", f"target/{c.reference}"})
+    if why:
+        return undecided(why)
+    cd = {k: v["matrices"]["cka"] for k, v in a["cross_domain"].items()}
     gap = {k: v["encoder_mean"] - v["decoder_mean"] for k, v in cd.items()}
-    f["encoders_generic_decoders_specific"] = {
-        "encoder_mean": {k: v["encoder_mean"] for k, v in cd.items()},
-        "decoder_mean": {k: v["decoder_mean"] for k, v in cd.items()},
-        # how much larger the encoder-minus-decoder gap is across domains than within one: the size
-        # of the effect, to read against the seed-to-seed spread of the heatmaps
-        "gap_as_is_minus_same_domain": round(gap["as_is"] - gap["same_domain"], 4),
-        "holds": (cd["as_is"]["encoder_mean"] - cd["as_is"]["decoder_mean"]
-                  > cd["same_domain"]["encoder_mean"] - cd["same_domain"]["decoder_mean"])
-        and cd["latent_retrained"]["decoder_mean"] < cd["same_domain"]["decoder_mean"]}
-    curves = r["retraining"]["curves"]
+    return Verdict(gap["as_is"] > gap["same_domain"]
+                   and cd["latent_retrained"]["decoder_mean"] < cd["same_domain"]["decoder_mean"],
+                   {"encoder_mean": {k: v["encoder_mean"] for k, v in cd.items()},
+                    "decoder_mean": {k: v["decoder_mean"] for k, v in cd.items()},
+                    # the size of the effect, to read against the seed-to-seed spread of the heatmaps
+                    "gap_as_is_minus_same_domain": round(gap["as_is"] - gap["same_domain"], 4)})
+
+
+def _first_seed_curves(a: dict) -> tuple[dict, dict]:
+    """The retraining curves of the first retrained seed and each one's loss drop from k = 0 to all layers."""
+    curves = a["retraining"]["curves"]
     first = {k: v for k, v in curves.items() if v["seed"] == min(v2["seed"] for v2 in curves.values())}
-    gains = {k: round(v["loss"][0] - v["loss"][-1], 3) for k, v in first.items()}
-    monotone = {k: sum(b <= a for a, b in zip(v["loss"], v["loss"][1:])) / (len(v["loss"]) - 1)
+    return first, {k: round(v["loss"][0] - v["loss"][-1], 3) for k, v in first.items()}
+
+
+def _more_layers_better(c: Config, a: dict) -> Verdict:
+    why = _untrained(a, {f"source/{c.reference}"})
+    if why:
+        return undecided(why)
+    first, drops = _first_seed_curves(a)
+    monotone = {k: round(sum(b <= x for x, b in zip(v["loss"], v["loss"][1:])) / (len(v["loss"]) - 1), 3)
                 for k, v in first.items()}
-    latent_effect = []
-    for k, v in first.items():
-        if v["latent"] == "frozen":
-            twin = k.replace("/frozen/", "/retrained/")
-            if twin in first:
-                latent_effect.append(sum(abs(a - b) for a, b in zip(v["loss"][1:], first[twin]["loss"][1:]))
-                                     / (len(v["loss"]) - 1))
-    inits = sorted({v["init"] for v in first.values()})
-    f["more_layers_better"] = {"loss_drop_k0_to_all": gains,
-                               "fraction_of_non_increasing_steps": {k: round(v, 3) for k, v in monotone.items()},
-                               "holds": all(g > 0 for g in gains.values()),
-                               # fine-tuned and re-initialised layers answer differently at short retraining
-                               "holds_by_init": {i: all(g > 0 for k, g in gains.items() if first[k]["init"] == i)
-                                                 for i in inits}}
-    spread = _mean(list(gains.values()))
-    f["latent_retraining_matters_little"] = {
-        "mean_abs_loss_difference_frozen_vs_retrained": _mean(latent_effect),
-        "mean_loss_drop_from_retraining_the_decoder": spread,
-        "holds": bool(latent_effect) and _mean(latent_effect) < 0.25 * abs(spread or 0.0)}
-    f["probes_source_close_to_target"] = {
-        domain: {"own": v["own"]["average"], "other": v["other"]["average"],
-                 "difference": round(v["other"]["average"]["mean"] - v["own"]["average"]["mean"], 4)}
-        for domain, v in r["probes"].items()}
-    return f
+    # fine-tuned and re-initialised layers answer differently at short retraining
+    by_init = {i: all(d > 0 for k, d in drops.items() if first[k]["init"] == i)
+               for i in sorted({v["init"] for v in first.values()})}
+    return Verdict(all(d > 0 for d in drops.values()), {"loss_drop_k0_to_all": drops,
+                                                        "fraction_of_non_increasing_steps": monotone,
+                                                        "holds_by_init": by_init})
+
+
+def _latent_matters_little(c: Config, a: dict) -> Verdict:
+    first, drops = _first_seed_curves(a)
+    differences = [sum(abs(x - y) for x, y in zip(v["loss"][1:], first[twin]["loss"][1:])) / (len(v["loss"]) - 1)
+                   for k, v in first.items()
+                   if v["latent"] == "frozen" and (twin := k.replace("/frozen/", "/retrained/")) in first]
+    if not differences:
+        return undecided("mean/logvar were not both frozen and retrained (retrain_latent)")
+    why = _untrained(a, {f"source/{c.reference}"})
+    if why:
+        return undecided(why)
+    effect, drop = _mean(differences), _mean(list(drops.values()))
+    return Verdict(effect < 0.25 * abs(drop or 0.0), {"mean_abs_loss_difference_frozen_vs_retrained": effect,
+                                                      "mean_loss_drop_from_retraining_the_decoder": drop})
+
+
+def _probes_close(c: Config, a: dict) -> Verdict:
+    averages = {d: (v["own"]["average"], v["other"]["average"]) for d, v in a["probes"].items()}
+    few = [d for d, pair in averages.items() if min(x["n"] for x in pair) < 2]
+    if few:
+        return undecided(f"fewer than 2 seeds behind the probe accuracies of {', '.join(few)}")
+    why = _untrained(a, {f"source/{c.reference}", f"target/{c.reference}"})
+    if why:
+        return undecided(why)
+    return Verdict(all(other["mean"] >= own["mean"] - PROBE_TOLERANCE for own, other in averages.values()),
+                   {d: {"own": own, "other": other, "difference": round(other["mean"] - own["mean"], 4)}
+                    for d, (own, other) in averages.items()})
+
+
+_PAPER = "How good are variational autoencoders at transfer learning?"
+_TRAINED = " Undecided when a model involved did not train (its loss did not fall)."
+FINDINGS = (
+    Finding("encoder_before_decoder", "Encoders are learned before decoders: early in training the encoder layers are "
+            "already close to the final models, the decoder layers are not.", f"{_PAPER}, §4, Fig. 2, 13, 17–19",
+            "for every objective of `dynamics`, the mean same-layer CKA of the first snapshot to the final models of "
+            "the other seeds is higher over the encoder layers than over the decoder layers." + _TRAINED,
+            _encoder_before_decoder),
+    Finding("collapse_at_sampled", "Strong regularisation shows as a dark `sampled` line: the strongly regularised "
+            "model's sampled representation is less like the other model's layers than the weak model's is.",
+            f"{_PAPER}, §4, Fig. 3, 14",
+            "for every (weak, strong) pair of `regularisation`, the mean CKA of the strong model's `sampled` column "
+            "(input row left out) is below that of the weak model's `sampled` row." + _TRAINED, _collapse_at_sampled),
+    Finding("encoders_alike_decoders_less", "Encoders trained with different objectives are alike, their decoders "
+            "less so.", f"{_PAPER}, §4, Fig. 4, 15",
+            "for every pair of `objectives`, the mean encoder-quadrant CKA (input and `sampled` left out) is above "
+            "the mean decoder-quadrant CKA." + _TRAINED, _encoders_alike),
+    Finding("encoders_generic_decoders_specific", "Source-trained encoders stay similar to target-trained ones on "
+            "target data, while decoders are domain-specific.", f"{_PAPER}, §4, Fig. 5",
+            "on target data, the encoder-minus-decoder quadrant CKA gap of target- vs source-trained models (as they "
+            "are) exceeds that of target-trained models of different seeds, and the decoder-quadrant CKA of source "
+            "models with mean/logvar retrained on the target stays below the same-domain one." + _TRAINED,
+            _encoders_generic),
+    Finding("more_layers_better", "Retraining more decoder layers on the target gives a better target reconstruction.",
+            f"{_PAPER}, §4, Fig. 6, 9",
+            "for every retraining curve of the first retrained seed (side × mean/logvar × init), the held-out target "
+            "reconstruction loss with all decoder layers retrained is below that with none (k = 0)." + _TRAINED,
+            _more_layers_better),
+    Finding("latent_retraining_matters_little", "Whether mean/logvar are retrained matters little next to retraining "
+            "the decoder.", f"{_PAPER}, §4, Fig. 6, 9",
+            "over the first retrained seed's curves, the mean |loss difference| between mean/logvar frozen and "
+            "retrained (stages k ≥ 1, same side and init) is below a quarter of the mean loss drop from k = 0 to all "
+            "layers; undecided unless both are in `retrain_latent`." + _TRAINED, _latent_matters_little),
+    Finding("probes_source_close_to_target", "Gradient-boosted trees on the mean representation of encoders trained on "
+            "the other domain are about as accurate as on encoders trained on the probed domain.",
+            f"{_PAPER}, Tables 1–4",
+            f"on each domain's held-out data, the factor-averaged GBT accuracy (mean over seeds) with the other "
+            f"domain's encoders is at most {PROBE_TOLERANCE} below that with the domain's own encoders; undecided "
+            "with fewer than 2 seeds." + _TRAINED, _probes_close),
+)
 
 
 # ---------------------------------------------------------------------------------- report
-def _report(out: Path, r: dict) -> str:
-    c, bi, f = r["config"], r["build_info"], r["findings"]
-    study = json.loads((out / STUDY_FILE).read_text()) if (out / STUDY_FILE).exists() else {}
-    preset = f", preset `{study['preset']}`" if study.get("preset") else ""
-    yes = {True: "**reproduced**", False: "**not reproduced**"}
-    L = [f"# How good are VAEs at transfer learning? ({c['source']} → {c['target']})", "",
-         f"Study `transfer`{preset}: {len(c['seeds'])} seeds, {c['steps']:,} steps per model, "
-         f"{c['similarity_n']:,} held-out examples per heatmap, comparisons averaged over pairs of different seeds. "
-         f"This invocation took {r['seconds']} s (torch {bi['torch']}, {bi['num_threads']} threads).", "",
-         "## Findings", ""]
-    L.append("1. *Encoder learned before decoder* — same-layer CKA of the first snapshot to the final models: "
-             + "; ".join(f"{k} (step {v['step']}): encoder {v['encoder']}, decoder {v['decoder']}"
-                         for k, v in f["encoder_before_decoder"].items())
-             + f" — {yes[all(v['holds'] for v in f['encoder_before_decoder'].values())]}.")
-    L.append("2. *Collapse shows as a dark `sampled` line for strong regularisation* — mean CKA of the weak model's "
-             "`sampled` row vs the strong model's `sampled` column: "
-             + "; ".join(f"{k}: {v['sampled_row_weak']} vs {v['sampled_col_strong']} (KL {v['kl']}, active units "
-                         f"{v['active_units']})" for k, v in f["collapse_at_sampled"].items())
-             + f" — {yes[all(v['holds'] for v in f['collapse_at_sampled'].values())]}.")
-    L.append("3. *Encoders of different objectives alike, decoders less* — encoder vs decoder quadrant means: "
-             + "; ".join(f"{k}: {v['encoder_mean']} vs {v['decoder_mean']}"
-                         for k, v in f["encoders_alike_decoders_less"].items())
-             + f" — {yes[all(v['holds'] for v in f['encoders_alike_decoders_less'].values())]}.")
-    g = f["encoders_generic_decoders_specific"]
-    L.append(f"4. *Source encoders generic across domains, decoders specific* — on {c['target']}, encoder / decoder "
-             "quadrant means against target-trained models: "
-             + "; ".join(f"{k}: {g['encoder_mean'][k]} / {g['decoder_mean'][k]}" for k in g["encoder_mean"])
-             + f"; encoder-minus-decoder gap across domains minus within the target domain: "
-               f"{g['gap_as_is_minus_same_domain']} — {yes[g['holds']]}.")
-    m = f["more_layers_better"]
-    L.append("5. *More retrained decoder layers → better target reconstruction* — loss drop from k = 0 to all "
-             "layers: " + "; ".join(f"{k}: {v}" for k, v in m["loss_drop_k0_to_all"].items())
-             + f" — {yes[m['holds']]} ("
-             + ", ".join(f"{i}: {yes[h]}" for i, h in m["holds_by_init"].items())
-             + "). *Retraining mean/logvar matters little*: mean |loss difference| frozen vs "
-             f"retrained {f['latent_retraining_matters_little']['mean_abs_loss_difference_frozen_vs_retrained']} "
-             f"nats against a mean drop of {f['latent_retraining_matters_little']['mean_loss_drop_from_retraining_the_decoder']}"
-             f" — {yes[f['latent_retraining_matters_little']['holds']]}.")
-    L.append("6. *GBT accuracy with source encoders close to target encoders* — mean accuracy over factors, own "
-             "domain vs other domain encoders: "
-             + "; ".join(f"{d}: {v['own']['mean']} ± {v['own']['se']} vs {v['other']['mean']} ± {v['other']['se']}"
-                         for d, v in f["probes_source_close_to_target"].items()) + ".")
-    L += ["", "## 1. Learning dynamics", ""]
-    for label, v in r["dynamics"]["variants"].items():
-        L += [f"![{label}]({v['figures'][0]})"]
-    L += [f"![curve]({p})" for p in r["dynamics"]["figures"]]
-    L += ["", "## 2. Regularisation strength", ""] + [f"![{k}]({v['figures'][0]})" for k, v in r["regularisation"].items()]
-    L += ["", "## 3. Objectives", ""] + [f"![{k}]({v['figures'][0]})" for k, v in r["objectives"].items()]
-    if r["classifier"]:
-        q = r["classifier"]["matrices"]["cka"]
-        L += ["", f"VAE vs {r['classifier']['label']} classifier (train accuracy {r['classifier']['train_accuracy']}): "
-              f"encoder quadrant {q['encoder_mean']}, same-layer encoder mean {q['encoder_diagonal_mean']}.", "",
-              f"![classifier]({r['classifier']['figures'][0]})"]
-    L += ["", "## 4. Cross-domain", ""] + [f"![{k}]({v['figures'][0]})" for k, v in r["cross_domain"].items()]
+def _report(r: dict) -> str:
+    c, a = r["config"], r["analysis"]
+    L = [f"**{c['source']} → {c['target']}**: {len(c['seeds'])} seeds, {c['steps']:,} steps per model, "
+         f"{c['similarity_n']:,} held-out examples per heatmap; every comparison averages over pairs of different "
+         "seeds.", "", "## 1. Learning dynamics", ""]
+    dyn = a["dynamics"]["variants"]
+    if dyn:
+        L += markdown_table(["objective", "first snapshot", "same-layer CKA to the final models: encoder", "decoder"],
+                            [[label, v["curve"][0]["step"], v["curve"][0]["encoder_diagonal"],
+                              v["curve"][0]["decoder_diagonal"]] for label, v in dyn.items()])
+        L += [""] + [f"![dynamics_{label}](dynamics_{label}.png)" for label in dyn]
+        L += ["![dynamics_curve](dynamics_curve.png)", "![dynamics_layers](dynamics_layers.png)"]
+    L += ["", "## 2. Regularisation strength", "", "Mean CKA of the weak model's `sampled` row and of the strong "
+          "model's `sampled` column (a dark column: collapse).", ""]
+    L += markdown_table(["pair", "`sampled` row (weak)", "`sampled` column (strong)", "KL (weak, strong)",
+                         "active units (weak, strong)"],
+                        [[k, v["sampled_row_a"], v["sampled_col_b"], ", ".join(fmt(x) for x in v["kl"].values()),
+                          ", ".join(fmt(x) for x in v["active_units"].values())] for k, v in a["regularisation"].items()])
+    L += [""] + [f"![{k}](regularisation_{k}.png)" for k in a["regularisation"]]
+    L += ["", "## 3. Objectives", ""]
+    L += markdown_table(["pair", "encoder-quadrant CKA", "decoder-quadrant CKA"],
+                        [[k, v["matrices"]["cka"]["encoder_mean"], v["matrices"]["cka"]["decoder_mean"]]
+                         for k, v in a["objectives"].items()])
+    L += [""] + [f"![{k}](objectives_{k}.png)" for k in a["objectives"]]
+    if a["classifier"]:
+        q = a["classifier"]["matrices"]["cka"]
+        L += ["", f"VAE vs {a['classifier']['label']} classifier (train accuracy "
+              f"{fmt(a['classifier']['train_accuracy'])}): encoder quadrant {fmt(q['encoder_mean'])}, same-layer "
+              f"encoder mean {fmt(q['encoder_diagonal_mean'])}.", "", "![classifier](classifier.png)"]
+    L += ["", "## 4. Cross-domain", "", f"On {c['target']}: {c['target']}-trained models against", ""]
+    L += markdown_table(["models", "encoder-quadrant CKA", "decoder-quadrant CKA"],
+                        [[v["title"], v["matrices"]["cka"]["encoder_mean"], v["matrices"]["cka"]["decoder_mean"]]
+                         for v in a["cross_domain"].values()])
+    L += [""] + [f"![{k}](cross_domain_{k}.png)" for k in a["cross_domain"]]
+    ret = a["retraining"]
     L += ["", "## 5. Progressive decoder retraining", "",
-          f"Held-out {c['target']} reconstruction loss of the {c['target']}-trained VAE: "
-          f"{r['retraining']['target_model_loss']} nats.", "",
-          "| stage | " + " | ".join(f"k={k}" for k in range(len(r["retraining"]["decoder"]) + 1)) + " |",
-          "| --- |" + " --- |" * (len(r["retraining"]["decoder"]) + 1)]
-    L += [f"| {k} | " + " | ".join(str(x) for x in v["loss"]) + " |" for k, v in r["retraining"]["curves"].items()]
-    L += [""] + [f"![{p}]({p})" for p in r["retraining"]["figures"]]
-    L += ["", "## 6. Reconstructions across domains", ""] + [f"![{p}]({p})" for p in r["reconstructions"]["figures"]]
-    L += ["", "## 7. GBT probes (accuracy on held-out examples, mean ± s.e. over seeds)", ""]
-    for domain, v in r["probes"].items():
-        L += [f"Target domain **{domain}**:", "", "| factor | chance | " + f"{v['own']['trained_on']} encoder | "
-              f"{v['other']['trained_on']} encoder |", "| --- | --- | --- | --- |"]
-        for n in v["factors"]:
-            a, b = v["own"]["factors"][n], v["other"]["factors"][n]
-            L.append(f"| {n} | {v['chance'][n]} | {a['mean']} ± {a['se']} | {b['mean']} ± {b['se']} |")
-        a, b = v["own"]["average"], v["other"]["average"]
-        L += [f"| **average** | | {a['mean']} ± {a['se']} | {b['mean']} ± {b['se']} |", ""]
-    L += ["## 8. Loss curves", "", "![loss curves](loss_curves.png)", ""]
-    return "\n".join(L) + "\n"
+          f"Held-out {c['target']} reconstruction loss (nats) per number k of retrained decoder layers; the "
+          f"{c['target']}-trained VAE: {fmt(ret['target_model_loss'])}.", ""]
+    L += markdown_table(["curve"] + [f"k={k}" for k in range(len(ret["decoder"]) + 1)],
+                        [[k] + v["loss"] for k, v in ret["curves"].items()])
+    L += ["", "![retraining_loss](retraining_loss.png)"]
+    L += [f"![{p}]({p})" for p in r["figures"] if p.startswith("retraining_") and p != "retraining_loss.png"]
+    L += ["", "## 6. Reconstructions across domains", "",
+          "![target by source](reconstructions_target_by_source.png)",
+          "![source by target](reconstructions_source_by_target.png)",
+          "", "## 7. GBT probes (accuracy on held-out examples, mean ± s.e. over seeds)", ""]
+    for domain, v in a["probes"].items():
+        L += [f"Target domain **{domain}**:", ""]
+        L += markdown_table(["factor", "chance", f"{v['own']['trained_on']} encoder", f"{v['other']['trained_on']} encoder"],
+                            [[n, v["chance"][n], v["own"]["factors"][n], v["other"]["factors"][n]] for n in v["factors"]]
+                            + [["**average**", "", v["own"]["average"], v["other"]["average"]]])
+        L.append("")
+    L += ["## 8. Loss curves", "", "![loss curves](loss_curves.png)"]
+    return "\n".join(L)
 
 
-# ---------------------------------------------------------------------------------- run
-def run(config: Config, out_dir: str | Path, *, progress: bool = True) -> dict:
-    """Runs the study into ``out_dir`` (reusing finished work) and returns its results."""
-    out, say = begin(config, Config, out_dir, progress)
-    c = config
-    start = time.perf_counter()
-    shapes = {d: tuple(data.as_dataset(data.load(d, indices=[0])).input_shape) for d in (c.source, c.target)}
-    if shapes[c.source] != shapes[c.target]:
-        raise value_error("target", f"expected the source's input shape {list(shapes[c.source])}, {c.target} has "
-                                    f"{list(shapes[c.target])}")
-    for domain in (c.source, c.target):  # before any training: the held-out rows must suffice
-        for name, count in (("similarity_n", c.similarity_n), ("probe_n", c.probe_n), ("eval_n", c.eval_n)):
-            held = len(_spec(c, domain).rows()[1])
-            if count > held:
-                raise value_error(name, f"{domain} holds out {held} examples (n = {c.n or 'all'}, test_fraction = "
-                                        f"{c.test_fraction}); asked for {count}")
-
-    threads_before = torch.get_num_threads()
-    try:
-        models = _model_sweep(c, out)
-        say(f"[transfer] training {len(models.runs)} models ({c.steps:,} steps each) in {models.out_dir} ...")
-        run_sweep(models, c, "training", progress)
-        runs = _runs_by_label(models)
-        decoder = _decoder_layers()
-        retrain, stage_labels = _retrain_sweep(c, out, models, decoder)
-        say(f"[transfer] retraining: {len(retrain.runs)} runs ({c.retrain_steps:,} steps each) in {retrain.out_dir} ...")
-        run_sweep(retrain, c, "retraining", progress)
-        by_label = {r.params["label"]: load_run(retrain.run_dir(r.id)) for r in retrain.runs}
-        stage_runs = {}
-        for stage in _stages(c, decoder):
-            key = _stage_key(stage, decoder)
-            if key is not None:
-                stage_runs[stage.name] = by_label[stage_labels[key]]
-        retrained = {s: stage_runs[Stage(SIDES[0], "retrained", INITS[0], 0, s).name] for s in c.seeds}
-
-        torch.set_num_threads(max(threads_before, c.threads))
-        key = {"models": {r.id: str(r.config["steps"]) for r in models.runs}, "retraining": [r.id for r in retrain.runs]}
-        raw_s = _held_out(c, c.source, c.similarity_n, "similarity_n")
-        raw_t = _held_out(c, c.target, c.similarity_n, "similarity_n")
-        x_s, x_t = _images(raw_s), _images(raw_t)
-        results = {"study": "transfer", "config": config_to_dict(c), "build_info": build_info(),
-                   "runs": {"models": len(models.runs), "retraining": len(retrain.runs)}}
-
-        def section(name, fn, *args):
-            say(f"[transfer] {name} ...")
-            results[name] = step(out, name, lambda: fn(*args), key=key)
-            for p in (results[name] or {}).get("figures", []) if isinstance(results[name], dict) else []:
-                if not (out / p).exists():  # a figure was removed: redo the step
-                    (out / "steps" / f"{name}.json").unlink()
-                    results[name] = step(out, name, lambda: fn(*args), key=key)
-                    break
-
-        section("dynamics", _dynamics, out, c, runs, x_s)
-        section("regularisation", _pairs_section, out, c, runs, x_s, c.regularisation, "regularisation",
-                "Regularisation strength")
-        section("objectives", _pairs_section, out, c, runs, x_s, c.objectives, "objectives", "Objectives")
-        section("classifier", _classifier, out, c, runs, x_s)
-        section("cross_domain", _cross_domain, out, c, runs, retrained, x_t)
-        x_eval = _images(_held_out(c, c.target, c.eval_n, "eval_n"))
-        section("retraining", _retraining, out, c, runs, stage_runs, decoder, x_eval, x_t[:c.grid_n])
-        section("reconstructions", _reconstructions, out, c, runs, x_s[:c.grid_n], x_t[:c.grid_n])
-        section("probes", _probe_section, c, runs)
-        section("loss_curves", _loss_curves, out, c, runs)
-        results["findings"] = _findings(results)
-        results["seconds"] = round(time.perf_counter() - start, 2)
-        write_json(out / "results.json", results)
-        write_text(out / "index.md", _report(out, results))
-        say(f"[transfer] done in {results['seconds']:.1f} s; see {out / 'index.md'}")
-        return results
-    finally:
-        torch.set_num_threads(threads_before)
+STUDY = Study(name="transfer", title="How good are VAEs at transfer learning?", config=Config, presets=PRESETS,
+              stages=(Stage("models", _model_runs, _train_model), Stage("retraining", _retraining_runs, _retrain)),
+              analyse=_analyse, figures=_figures, findings=FINDINGS, report=_report,
+              description=__doc__.split("\n\n", 1)[1])
