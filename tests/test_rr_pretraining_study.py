@@ -228,13 +228,17 @@ def test_right_singular_vectors_are_those_of_the_first_weight_matrix():
         rr.right_singular_vectors(model, layer="logits2")
 
 
-def test_lambda_sensitivity_reruns_an_experiment_per_lambda(tmp_path):
+def test_lambda_sensitivity_reruns_an_experiment_per_lambda(smoke, tmp_path):
+    out, _ = smoke
     c = studies.override(study.PRESETS["smoke"], {"seeds": [0]})
-    got = study.lambda_sensitivity(c, tmp_path, "mi", [0.5, 0.05], execution=studies.Execution(workers=2, threads=1))
+    with pytest.raises(vt.ArgumentError) as info:  # a diagnostic runs beside a study, never alone
+        study.lambda_sensitivity(c, tmp_path, "mi", [0.5], execution=studies.Execution(workers=2, threads=1))
+    assert info.value.argument == "out_dir"
+    got = study.lambda_sensitivity(c, out, "mi", [0.5, 0.05], execution=studies.Execution(workers=2, threads=1))
     assert set(got) == {0.5, 0.05}
     for per in got.values():
         assert {"accuracy_A", "accuracy_AA", "accuracy_AB", "deep_ixt_A"} <= set(per["rr"])
-    runs = list((tmp_path / "sweeps" / "lambda_mi" / "runs").iterdir())
+    runs = list((out / "sweeps" / "lambda_mi" / "runs").iterdir())
     lams = sorted(load_run(d / "stage_a").config.regularizers[0].params["layer_weights"][0] for d in runs)
     assert lams == [0.05, 0.5]  # each run trained with its own λ
     with pytest.raises(vt.ArgumentError):

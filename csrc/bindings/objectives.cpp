@@ -5,6 +5,7 @@
 #include "bindings/registry.h"
 #include "vaetransfer/common/gaussian.h"
 #include "vaetransfer/common/likelihood.h"
+#include "vaetransfer/objectives/evaluate.h"
 #include "vaetransfer/objectives/vae_objective.h"
 #include "vaetransfer/regularizers/regularizer.h"
 
@@ -18,6 +19,33 @@ void init_objectives(py::module_& m) {
   m.def(
       "make_task", [](const std::string& name, const py::dict& params) { return make_task(name, to_params(params)); },
       py::arg("name"), py::arg("params"));
+
+  m.def(
+      "evaluate",
+      [](nn::Model& model, const Task& task, const at::Tensor& x, const std::optional<at::Tensor>& y,
+         int64_t batch_size, uint64_t seed, double data_scale, const std::optional<at::Tensor>& z) {
+        py::gil_scoped_release no_gil;
+        return evaluate(model, task, x, y.value_or(at::Tensor()),
+                        {batch_size, seed, data_scale, z.value_or(at::Tensor())});
+      },
+      py::arg("model"), py::arg("task"), py::arg("x"), py::arg("y") = py::none(), py::arg("batch_size") = 512,
+      py::arg("seed") = 0, py::arg("data_scale") = 1.0, py::arg("z") = py::none(),
+      "The task's per-example evaluation terms over x (eval mode, no autograd): {name: [N, ...]}.");
+  m.def(
+      "importance_weighted_log_likelihood",
+      [](nn::Model& model, const Task& task, const at::Tensor& x, const at::Tensor& mean, const at::Tensor& logvar,
+         int64_t num_samples, int64_t samples_per_chunk, int64_t seed, int64_t batch_size, double data_scale) {
+        py::gil_scoped_release no_gil;
+        estimators::IWOptions iw;
+        iw.num_samples = num_samples;
+        iw.samples_per_chunk = samples_per_chunk;
+        iw.seed = seed;
+        return importance_weighted_log_likelihood(model, task, x, mean, logvar, iw,
+                                                  {batch_size, 0, data_scale, at::Tensor()});
+      },
+      py::arg("model"), py::arg("task"), py::arg("x"), py::arg("mean"), py::arg("logvar"), py::arg("num_samples") = 500,
+      py::arg("samples_per_chunk") = 50, py::arg("seed") = 0, py::arg("batch_size") = 512, py::arg("data_scale") = 1.0,
+      "log p(x) by importance sampling with the task's likelihood as the decoder (IWEstimate).");
 
   py::class_<Task, std::shared_ptr<Task>>(m, "Task")
       .def_property_readonly("name", &Task::name)

@@ -22,7 +22,7 @@ from ._checks import type_error
 from ._registry import RegisteredConfig, listing
 
 __all__ = ["ObjectiveConfig", "TaskConfig", "make_objective", "registered", "objective_names", "OBJECTIVES",
-           "log_likelihood", "negative_log_likelihood", "gaussian_kl"]
+           "log_likelihood", "negative_log_likelihood", "gaussian_kl", "evaluate", "importance_weighted_log_likelihood"]
 
 
 def registered() -> list[dict]:
@@ -96,6 +96,65 @@ def negative_log_likelihood(x: torch.Tensor, logits: torch.Tensor, likelihood: s
 def gaussian_kl(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     """KL(N(mean, exp(logvar)) ‖ N(0, 1)) per example and latent, [N, latent]."""
     return _C.objectives.gaussian_kl(mean, logvar)
+
+
+
+def _task(objective, n: int) -> "_C.objectives.Task":
+    """The core task of ``objective``; its minibatch estimators' data-set size (unused by the
+    evaluation, required by some objectives) is the ``n`` evaluated examples."""
+    if isinstance(objective, str):
+        objective = TaskConfig(objective)
+    if isinstance(objective, TaskConfig):
+        return make_objective(objective, dataset_size=n)
+    if isinstance(objective, _C.objectives.Task):
+        return objective
+    raise type_error("objective", f"expected a TaskConfig, a registered name or a core task, got {type(objective).__name__}")
+
+
+def _examples(data, label: str | None):
+    """(x, y, data_scale) of anything :func:`vaetransfer.data.as_dataset` accepts."""
+    from .data import as_dataset
+
+    ds = as_dataset(data, label=label)
+    return ds.images, ds.labels, float(ds.scale)
+
+
+def evaluate(model, objective="beta-vae", data=None, *, label: str | None = None, batch_size: int = 512,
+             seed: int = 0, z: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """The objective's per-example evaluation terms on ``data`` (anything
+    :func:`vaetransfer.data.as_dataset` accepts), computed by the core in eval mode without
+    autograd: ``{name: [N, ...]}`` on the CPU. The one place evaluation terms come from:
+
+    * VAE objectives: ``distortion`` −log p(x|z) (z one draw of q(z|x), batch i seeded by
+      (``seed``, i)), ``rate`` KL(q(z|x) ‖ N(0, I)), ``neg_elbo``, ``mean``, ``logvar`` and the
+      drawn ``z`` — nats per example;
+    * ``classification``: ``cross_entropy`` −log p(y|x) and ``correct`` (needs labels);
+    * ``t5-vae``: ``reconstruction`` (token NLL summed over each sentence's real tokens), ``kl``,
+      ``neg_elbo``, ``tokens``, ``mean``, ``logvar``, ``z`` — per sentence, the plain ELBO.
+
+    With latents ``z`` [N, latent] (e.g. the posterior means, or another example's), only the
+    decoder runs: a VAE's ``distortion``, a T5-VAE's ``reconstruction`` and ``tokens`` of decoding them.
+
+    ``objective``: a :class:`TaskConfig`, a registered name or a core task (its likelihood is the
+    one the model trained with)."""
+    x, y, scale = _examples(data, label)
+    task = _task(objective, len(x))
+    return dict(_C.objectives.evaluate(model._impl, task, x, y if task.needs_labels else None, int(batch_size),
+                                       int(seed), scale, z))
+
+
+def importance_weighted_log_likelihood(model, objective="beta-vae", data=None, *, mean: torch.Tensor,
+                                       logvar: torch.Tensor, num_samples: int = 500, samples_per_chunk: int = 50,
+                                       batch_size: int = 512, seed: int = 0):
+    """``log p(x)`` of every example of ``data`` by importance sampling (Burda et al. 2016) with K =
+    ``num_samples`` draws of q(z|x) = N(``mean``, diag exp(``logvar``)) [N, latent] (e.g. from
+    :func:`evaluate`) and the objective's own likelihood decoded by the core model — no Python
+    callback. Returns :class:`vaetransfer.estimators.IWEstimate` (``log_px`` and the Monte-Carlo
+    ``elbo`` of the same samples, [N] each)."""
+    x, _, scale = _examples(data, None)
+    task = _task(objective, len(x))
+    return _C.objectives.importance_weighted_log_likelihood(model._impl, task, x, mean, logvar, int(num_samples),
+                                                            int(samples_per_chunk), int(seed), int(batch_size), scale)
 
 
 __doc__ = (__doc__ or "") + listing(registered())

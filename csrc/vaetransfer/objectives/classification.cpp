@@ -36,7 +36,7 @@ class Classification : public Task {
       if (ctx.capture_layers) o.layers.emplace_back(n, t);
       if (n == "logits") logits = t;
     });
-    auto ce = -log_likelihood(batch.y, logits, Likelihood::Categorical).mean();
+    auto ce = -vaetransfer::log_likelihood(batch.y, logits, Likelihood::Categorical).mean();
     at::Tensor accuracy;
     {
       at::NoGradGuard no_grad;
@@ -45,6 +45,18 @@ class Classification : public Task {
     o.loss = ce;
     o.scalars = {{"cross_entropy", ce}, {"accuracy", accuracy}};
     return o;
+  }
+
+  // cross_entropy −log p(y|x) and correct (1 when the argmax is the label) per example.
+  Named evaluate(nn::Model& model, const Batch& batch, const EvalContext&) const override {
+    at::NoGradGuard no_grad;
+    VT_CHECK_ARG(batch.y.defined(), "labels", "the classification evaluation needs labels");
+    at::Tensor logits;
+    model.run_layers(batch.x, {}, [&](const std::string& n, const at::Tensor& t) {
+      if (n == "logits") logits = t;
+    });
+    return {{"cross_entropy", -vaetransfer::log_likelihood(batch.y, logits, Likelihood::Categorical)},
+            {"correct", logits.argmax(1).eq(batch.y).to(at::kFloat)}};
   }
 };
 

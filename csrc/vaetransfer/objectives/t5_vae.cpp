@@ -34,6 +34,37 @@ class T5VAEObjective : public TextTask {
     return {"reconstruction", "kl", "kl_thresholded", "neg_elbo", "cross_entropy", "accuracy", "tokens"};
   }
 
+  // Per sentence, the plain ELBO (no deletion, no threshold) as evaluation reports it: reconstruction
+  // (token NLL summed over the sentence's real tokens, z one draw of q(z|x)), kl, neg_elbo, tokens
+  // (real tokens, eos included), mean, logvar, the drawn z. Given ctx.z, only the decoder runs: reconstruction
+  // and tokens of decoding those latents.
+  Named evaluate(nn::Model& model, const Batch& batch, const EvalContext& ctx) const override {
+    at::NoGradGuard no_grad;
+    auto& vae = dynamic_cast<text::T5VAE&>(model);
+    const auto& x = batch.x;
+    if (ctx.z.defined()) {
+      VT_CHECK_ARG(ctx.z.dim() == 2 && ctx.z.size(0) == x.size(0), "z", "expected latents [", x.size(0),
+                   ", latent], got ", ctx.z.sizes());
+      auto nll = sentence_nll(vae, x, ctx.z.to(at::kFloat));
+      return {{"reconstruction", nll.per_sequence}, {"tokens", nll.tokens}};
+    }
+    VT_CHECK_ARG(ctx.noise != nullptr, "seed", "evaluation by sampling needs a noise stream");
+    auto q = vae.posterior(x, x.ne(vae.config().pad_token_id), nn::Emit());
+    auto z = q.mean + q.log_sigma.exp() * vae.draw_noise(x.size(0), *ctx.noise).to(q.mean.scalar_type());
+    auto nll = sentence_nll(vae, x, z);
+    auto kl = (0.5 * (q.mean.pow(2) + (2 * q.log_sigma).exp() - 1 - 2 * q.log_sigma)).sum(1);
+    return {{"reconstruction", nll.per_sequence}, {"kl", kl}, {"neg_elbo", nll.per_sequence + kl},
+            {"tokens", nll.tokens}, {"mean", q.mean}, {"logvar", 2 * q.log_sigma}, {"z", z}};
+  }
+
+  at::Tensor log_likelihood(nn::Model& model, const Batch& batch, const at::Tensor& z) const override {
+    auto& vae = dynamic_cast<text::T5VAE&>(model);
+    const int64_t b = batch.x.size(0);
+    VT_CHECK_ARG(z.dim() == 2 && b > 0 && z.size(0) % b == 0, "z", "expected [B·S, latent] latents for ", b,
+                 " sentences, got ", z.sizes());
+    return -sentence_nll(vae, batch.x.repeat_interleave(z.size(0) / b, 0), z).per_sequence;
+  }
+
   TaskOutput step(nn::Model& model, const Batch& batch, const StepContext& ctx) const override {
     auto& vae = dynamic_cast<text::T5VAE&>(model);
     const auto& c = vae.config();
@@ -74,6 +105,13 @@ class T5VAEObjective : public TextTask {
   }
 
  private:
+  // Teacher-forced token NLL of clean sentences x decoded from z; the log-softmax in float64, so
+  // that differences of summed NLLs (e.g. latent use) keep their digits.
+  static text::TokenLoss sentence_nll(text::T5VAE& vae, const at::Tensor& x, const at::Tensor& z) {
+    auto labels = x.masked_fill(x.eq(vae.config().pad_token_id), -100);
+    return text::token_loss(vae.decode_latent(vae.shift_right(labels), z, nn::Emit()).to(at::kDouble), labels);
+  }
+
   double beta_, free_bits_, deletion_;
 };
 

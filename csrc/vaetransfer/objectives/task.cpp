@@ -49,4 +49,14 @@ std::vector<std::string> expand_columns(const Named& scalars) {
   return out;
 }
 
+Named Task::evaluate(nn::Model&, const Batch&, const EvalContext&) const {
+  VT_CHECK_ARG(false, "objective", "'", name(), "' has no per-example evaluation");
+  return {};
+}
+
+at::Tensor Task::log_likelihood(nn::Model&, const Batch&, const at::Tensor&) const {
+  VT_CHECK_ARG(false, "objective", "'", name(), "' defines no likelihood p(x|z)");
+  return {};
+}
+
 }  // namespace vaetransfer::objectives

@@ -44,6 +44,13 @@ struct TaskOutput {
   const nn::UnitTraces* traces = nullptr;
 };
 
+// What a per-example evaluation may be given: the noise stream of z = μ + σ ⊙ ε, or the latents
+// to decode from instead (e.g. z = μ, or another example's μ), [B, latent].
+struct EvalContext {
+  at::Generator* noise = nullptr;
+  at::Tensor z;
+};
+
 struct WeightSpec {
   std::string name;
   train::SchedulePtr schedule;  // the default, from the task's parameters
@@ -62,6 +69,15 @@ class Task : public Registered {
   // Checks a data set for this task and model (shapes, labels); ArgumentError naming "data"/"labels".
   virtual void check_data(const nn::Model& model, const at::Tensor& x, const at::Tensor& y) const;
   virtual TaskOutput step(nn::Model& model, const Batch& batch, const StepContext& ctx) const = 0;
+
+  // Per-example evaluation terms of a batch, each [B, ...], without autograd, in the model's current
+  // mode (evaluation in one place: studies read these instead of re-deriving the objective): e.g. a
+  // VAE's distortion −log p(x|z), rate KL(q(z|x) ‖ N(0, I)), neg_elbo and its posterior's mean and
+  // logvar; a classifier's cross_entropy and correct. The default refuses (ArgumentError "objective").
+  virtual Named evaluate(nn::Model& model, const Batch& batch, const EvalContext& ctx) const;
+  // log p(x_b|z) of each example for latents z [B·S, latent], example-major (row b·S + s is sample s
+  // of example b): [B·S]. The decoder of the importance-weighted log p(x); the default refuses.
+  virtual at::Tensor log_likelihood(nn::Model& model, const Batch& batch, const at::Tensor& z) const;
 
   // Every weight's value at `step` under the default schedules.
   Weights default_weights(int64_t step) const;

@@ -47,7 +47,7 @@ std::vector<std::string> VAEObjective::columns(const nn::Model& model) const {
 
 VAETerms VAEObjective::terms(const at::Tensor& x, const nn::VAEOutputs& out, const Weights& weights) const {
   VAETerms t;
-  t.reconstruction = -log_likelihood(x, out.logits, likelihood_, gaussian_std_).mean();
+  t.reconstruction = -log_likelihood_per_example(x, out.logits).mean();
   t.kl_per_dim = gaussian_kl(out.mean, out.logvar).mean(0);
   t.kl = t.kl_per_dim.sum();
   t.regularizer = regularizer(out, weights, t);
@@ -74,6 +74,35 @@ TaskOutput VAEObjective::step(nn::Model& model, const Batch& batch, const StepCo
   for (auto& e : t.extra) o.scalars.push_back(e);
   o.scalars.emplace_back("kl_", t.kl_per_dim);
   return o;
+}
+
+Named VAEObjective::evaluate(nn::Model& model, const Batch& batch, const EvalContext& ctx) const {
+  at::NoGradGuard no_grad;
+  auto& vae = dynamic_cast<nn::VAE&>(model);
+  if (ctx.z.defined()) {  // decoding given latents: the decoder only
+    VT_CHECK_ARG(ctx.z.dim() == 2 && ctx.z.size(0) == batch.x.size(0) && ctx.z.size(1) == vae.latent_dim(), "z",
+                 "expected latents [", batch.x.size(0), ", ", vae.latent_dim(), "], got ", ctx.z.sizes());
+    return {{"distortion", -log_likelihood_per_example(batch.x, vae.decode(ctx.z.to(at::kFloat)))}};
+  }
+  VT_CHECK_ARG(ctx.noise != nullptr, "seed", "evaluation by sampling needs a noise stream");
+  auto q = vae.encode(batch.x);
+  auto z = q.mean + (0.5 * q.logvar).exp() * vae.draw_noise(batch.x.size(0), *ctx.noise).to(q.mean.scalar_type());
+  auto distortion = -log_likelihood_per_example(batch.x, vae.decode(z));
+  auto rate = gaussian_kl(q.mean, q.logvar).sum(1);
+  return {{"distortion", distortion}, {"rate", rate}, {"neg_elbo", distortion + rate}, {"mean", q.mean},
+          {"logvar", q.logvar}, {"z", z}};
+}
+
+at::Tensor VAEObjective::log_likelihood(nn::Model& model, const Batch& batch, const at::Tensor& z) const {
+  auto& vae = dynamic_cast<nn::VAE&>(model);
+  const int64_t b = batch.x.size(0);
+  VT_CHECK_ARG(z.dim() == 2 && b > 0 && z.size(0) % b == 0, "z", "expected [B·S, latent] latents for ", b,
+               " examples, got ", z.sizes());
+  return log_likelihood_per_example(batch.x.repeat_interleave(z.size(0) / b, 0), vae.decode(z));
+}
+
+at::Tensor VAEObjective::log_likelihood_per_example(const at::Tensor& x, const at::Tensor& logits) const {
+  return vaetransfer::log_likelihood(x, logits, likelihood_, gaussian_std_);
 }
 
 }  // namespace vaetransfer::objectives

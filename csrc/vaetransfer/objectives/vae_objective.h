@@ -24,6 +24,10 @@ class VAEObjective : public Task {
   std::string family() const override { return "vae"; }
   std::vector<std::string> columns(const nn::Model& model) const override;
   TaskOutput step(nn::Model& model, const Batch& batch, const StepContext& ctx) const override;
+  // distortion −log p(x|z) (z one draw of q(z|x)), rate KL(q(z|x) ‖ N(0, I)), neg_elbo, mean, logvar
+  // and the drawn z — per example, nats; given ctx.z, only the distortion of decoding those latents.
+  Named evaluate(nn::Model& model, const Batch& batch, const EvalContext& ctx) const override;
+  at::Tensor log_likelihood(nn::Model& model, const Batch& batch, const at::Tensor& z) const override;
 
   // Reconstruction and KL, then R = regularizer(...), then loss; TC reported when report_tc.
   VAETerms terms(const at::Tensor& x, const nn::VAEOutputs& out, const Weights& weights) const;
@@ -37,6 +41,8 @@ class VAEObjective : public Task {
 
  protected:
   explicit VAEObjective(const Params& p);
+  // log p(x|logits) of each example under the objective's likelihood, summed over pixels: [N].
+  at::Tensor log_likelihood_per_example(const at::Tensor& x, const at::Tensor& logits) const;
   int64_t dataset_size() const { return dataset_size_; }
 
  private:

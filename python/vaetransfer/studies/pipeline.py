@@ -38,7 +38,7 @@ from ..config import config_from_dict, config_to_dict, diff_keys
 from ..io import write_json, write_text
 
 __all__ = ["Study", "Stage", "Finding", "Verdict", "undecided", "Execution", "RunResult", "Job", "Context", "run",
-           "run_sweep", "execute_job", "scalars", "STUDY_FILE", "RESULTS_FILE", "INDEX_FILE", "STEPS_DIR", "SWEEPS_DIR", "MEASURED_FILE",
+           "run_beside", "run_sweep", "execute_job", "scalars", "STUDY_FILE", "RESULTS_FILE", "INDEX_FILE", "STEPS_DIR", "SWEEPS_DIR", "MEASURED_FILE",
            "RESULTS_SCHEMA"]
 
 RESULTS_FILE = "results.json"
@@ -428,6 +428,25 @@ class _Lock:
 
     def __exit__(self, *exc):
         self.file.close()
+
+
+def run_beside(out_dir: str | os.PathLike, study: Study, name: str, stage: Stage, config, rows: list[dict],
+               execution: Execution | None = None, progress: bool = True) -> list[RunResult]:
+    """A diagnostic beside a study: ``rows`` of ``stage`` (under ``config``, e.g. the study's with one
+    setting changed) as the sweep ``sweeps/<name>`` of the study's directory ``out_dir``, under the
+    directory's one-writer lock; the study's own results stand. Runs of ``stage`` reach the study's
+    earlier stages (``job.earlier``) as the study's runs do."""
+    out = Path(out_dir)
+    try:
+        recorded = json.loads((out / STUDY_FILE).read_text()).get("study")
+    except (OSError, json.JSONDecodeError):
+        recorded = None
+    if recorded != study.name:
+        raise value_error("out_dir", f"{out} holds no {study.name} study (run it first)")
+    if not isinstance(name, str) or not _NAME.match(name) or name in {s.name for s in study.stages}:
+        raise value_error("name", f"expected a new sweep name of letters, digits and _.=-, got {name!r}")
+    with _Lock(out):
+        return run_sweep(out / SWEEPS_DIR / name, study, stage, config, rows, execution or Execution(), progress)
 
 
 def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Execution | None = None,

@@ -44,11 +44,11 @@ from pathlib import Path
 
 import torch
 
-from .. import data, estimators, plots
+from .. import data, estimators, objectives, plots
 from .._checks import value_error
 from ..config import config_from_dict
 from ..nn import ModelConfig
-from ..objectives import TaskConfig, gaussian_kl, negative_log_likelihood
+from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, TrainingDivergedError, load_run, train
 from .figures import pyplot, save
 from .pipeline import Finding, RunResult, Stage, Study, Verdict, undecided
@@ -243,30 +243,15 @@ def _train_config(c: Config, row: dict) -> TrainConfig:
                        eval_every=c.eval_every, keep_best=True, dataset="tetrominoes")
 
 
-def _encode(model, x: torch.Tensor, chunk: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
-    parts = [model.encode(xb) for xb in x.split(chunk)]
-    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-
-
-def distortion_rate(model, x: torch.Tensor, seed: int, chunk: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per example: distortion −log p(x|z) with z drawn once from q(z|x) (seeded), and rate
-    KL(q(z|x) ‖ N(0, I)) in closed form; float [N] each (nats)."""
-    ds, rs = [], []
-    with torch.no_grad():
-        for i, xb in enumerate(x.split(chunk)):
-            mean, logvar = model.encode(xb)
-            z = estimators.sample_gaussian(mean, logvar, seed=seed * 1_000_003 + i)[0]
-            ds.append(negative_log_likelihood(xb, model.decode(z)))
-            rs.append(gaussian_kl(mean, logvar).sum(1))
-    return torch.cat(ds), torch.cat(rs)
-
-
-def _dr_metrics(model, sets: dict[str, torch.Tensor], seed: int, prefix: str = "") -> dict:
+def _dr_metrics(model, objective, sets: dict[str, torch.Tensor], seed: int, prefix: str = "") -> dict:
+    """Mean distortion −log p(x|z) (z one draw of q(z|x)), rate KL(q(z|x) ‖ N(0, I)) and −ELBO of
+    each set, from the objective's evaluation in the core."""
     out = {}
     for name, x in sets.items():
-        d, r = distortion_rate(model, x, seed)
-        out.update({f"{prefix}{name}_distortion": float(d.mean()), f"{prefix}{name}_rate": float(r.mean()),
-                    f"{prefix}{name}_neg_elbo": float((d + r).mean())})
+        ev = objectives.evaluate(model, objective, x, seed=seed)
+        out.update({f"{prefix}{name}_distortion": float(ev["distortion"].mean()),
+                    f"{prefix}{name}_rate": float(ev["rate"].mean()),
+                    f"{prefix}{name}_neg_elbo": float(ev["neg_elbo"].mean())})
     return out
 
 
@@ -300,19 +285,21 @@ def train_and_measure(c: Config, row: dict, job) -> dict:
          "diverged": float(diverged), "trained": float(bool(loss[-window:].mean() < loss[:window].mean())),
          "early_stopping_step": run.best["step"], "early_stopping_validation_loss": run.best["eval_loss"]}
     with torch.no_grad():
-        m.update(_dr_metrics(final, {"train": x_train, "test": x_test}, seed))
-        m.update(_dr_metrics(best, {"train": x_train, "test": x_test}, seed, prefix="es_"))
-        mean, logvar = _encode(final, train_set.float_images())
+        objective = run.config.objective
+        m.update(_dr_metrics(final, objective, {"train": x_train, "test": x_test}, seed))
+        m.update(_dr_metrics(best, objective, {"train": x_train, "test": x_test}, seed, prefix="es_"))
+        encoded = objectives.evaluate(final, objective, train_set, seed=seed)
+        mean, logvar = encoded["mean"], encoded["logvar"]
         for kind, key in (("minibatch", "minibatch"), ("whole-dataset", "whole")):
             rd = estimators.rate_decomposition(mean, logvar, estimator=kind, batch_size=c.rate_batch, seed=seed)
             m.update({f"mi_{key}": rd.mutual_information, f"marginal_kl_{key}": rd.marginal_kl,
                       f"rate_{key}": rd.rate})
         m["rate_analytic"] = rd.rate_analytic
         for name, x in (("train", x_train[:c.iw_n]), ("test", x_test[:c.iw_n])):
-            mu, lv = final.encode(x)
-            iw = estimators.importance_weighted_log_likelihood(
-                x, mu, lv, decoder=final.decode, likelihood="bernoulli", num_samples=c.iw_samples,
-                samples_per_chunk=min(c.iw_samples, 50), seed=seed)
+            q = objectives.evaluate(final, objective, x, seed=seed)
+            iw = objectives.importance_weighted_log_likelihood(final, objective, x, mean=q["mean"], logvar=q["logvar"],
+                                                               num_samples=c.iw_samples,
+                                                               samples_per_chunk=min(c.iw_samples, 50), seed=seed)
             m[f"{name}_log_px"] = float(iw.log_px.mean())
     return m
 

@@ -56,7 +56,7 @@ from ..nn import ModelConfig
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
 from .figures import pyplot, save
-from .pipeline import Execution, Finding, Stage, Study, Verdict, run_sweep, undecided
+from .pipeline import Execution, Finding, Stage, Study, Verdict, run_beside, undecided
 from .report import markdown_table
 from .stats import mean_se
 
@@ -445,7 +445,8 @@ def lambda_sensitivity(c: Config, out_dir: str | Path, experiment: str, lambdas,
                        execution: Execution = Execution(), progress: bool = False) -> dict:
     """A diagnostic beside the study (its findings unchanged): ``experiment`` re-run for every λ
     of ``lambdas`` (the field :data:`LAMBDA_FIELDS` names) with each of ``methods`` and every seed,
-    as the sweep ``out_dir/sweeps/lambda_<experiment>`` under ``execution`` (resumable). Returns
+    as the sweep ``sweeps/lambda_<experiment>`` beside the study in ``out_dir`` (run the study
+    there first) under ``execution`` (resumable). Returns
     {λ: {method: {metric: mean ± se}}} of the runs' headline accuracies, distances and deep I(X; D)."""
     if experiment not in LAMBDA_FIELDS:
         raise value_error("experiment", f"expected one of {list(LAMBDA_FIELDS)}, got {experiment!r}")
@@ -456,7 +457,7 @@ def lambda_sensitivity(c: Config, out_dir: str | Path, experiment: str, lambdas,
         raise value_error("lambdas", f"expected positive values, got {lambdas}")
     rows = [{"experiment": experiment, "lambda": lam, "method": m, "seed": s}
             for lam in lambdas for m in methods for s in c.seeds]
-    runs = run_sweep(Path(out_dir) / "sweeps" / f"lambda_{experiment}", STUDY, TRAIN, c, rows, execution, progress)
+    runs = run_beside(out_dir, STUDY, f"lambda_{experiment}", TRAIN, c, rows, execution, progress)
     out: dict = {}
     for lam in lambdas:
         for m in methods:

@@ -53,7 +53,7 @@ from ..config import config_from_dict, config_to_dict
 from ..io import atomic_path
 from . import t5_pretrain
 from .figures import pyplot, save
-from .pipeline import (RESULTS_FILE, STUDY_FILE, SWEEPS_DIR, Execution, Finding, Stage, Study, Verdict, run_sweep,
+from .pipeline import (RESULTS_FILE, STUDY_FILE, SWEEPS_DIR, Execution, Finding, Stage, Study, Verdict, run_beside,
                        undecided)
 from .report import fmt, markdown_table, verdict_text
 from .stats import mean_se, spearman
@@ -701,8 +701,7 @@ def run_diagnostic(out_dir, name: str, *, execution: Execution | None = None, pr
     c = config_from_dict(Config, recorded["config"])
     variants, changes = DIAGNOSTICS[name]
     dc = dataclasses.replace(c, variants=tuple(v for v in variants if v in c.variants), **changes(c))
-    runs = run_sweep(out / SWEEPS_DIR / name, STUDY, STUDY.stage(FINETUNE), dc, _finetune_runs(dc, {}),
-                     execution or Execution(), progress)
+    runs = run_beside(out, STUDY, name, STUDY.stage(FINETUNE), dc, _finetune_runs(dc, {}), execution, progress)
     results = _measurements(runs)
     analysis = _analysis(results)
     return {"name": name, "changes": changes(c), "config": config_to_dict(dc), "runs": len(runs), "analysis": analysis,

@@ -43,11 +43,11 @@ from pathlib import Path
 
 import torch
 
-from .. import data, plots, probes, similarity
+from .. import data, objectives, plots, probes, similarity
 from .. import sweep as vsweep
 from .._checks import value_error
 from ..nn import ModelConfig, build_model
-from ..objectives import ObjectiveConfig, negative_log_likelihood
+from ..objectives import ObjectiveConfig
 from ..train import OptimizerConfig, Run, TrainConfig, load_run, train
 from .figures import pyplot, save
 from .pipeline import Finding, Stage, Study, Verdict, undecided
@@ -77,7 +77,7 @@ VARIANTS: tuple[Variant, ...] = (
 SIDES = ("latent", "output")          # which end of the decoder is unfrozen first
 INITS = ("finetune", "reinit")        # unfrozen layers keep their weights / are re-initialised
 LATENT = ("frozen", "retrained")      # mean/logvar during decoder retraining
-MEASURES = ("cka", "procrustes")      # both: the paper's min(CKA, Procrustes) view is added
+MEASURES = similarity.MEASURES       # any registered measure; cka and procrustes together add min(CKA, Procrustes)
 
 
 @dataclass
@@ -513,13 +513,11 @@ def _cross_domain(c: Config, runs: dict, retrained: dict, x_t: torch.Tensor) -> 
 
 
 def _recon_loss(model, x: torch.Tensor, chunk: int = 256) -> float:
-    """Mean −log p(x | z = posterior mean) per example (nats, summed over pixels)."""
-    total = 0.0
+    """Mean −log p(x | z = posterior mean) per example (nats, summed over pixels), by the Bernoulli
+    likelihood every model of this study trains with (the objective's evaluation in the core)."""
     with torch.no_grad():
-        for xb in x.split(chunk):
-            mean, _ = model.encode(xb)
-            total += float(negative_log_likelihood(xb, model.decode(mean)).sum())
-    return total / len(x)
+        mean = torch.cat([model.encode(xb)[0] for xb in x.split(chunk)])
+    return float(objectives.evaluate(model, "beta-vae", x, z=mean, batch_size=chunk)["distortion"].mean())
 
 
 def _stage_model(runs: dict, stage_runs: dict, stage: RetrainStage, reference: str):
@@ -613,7 +611,7 @@ def _heatmaps(out: Path, name: str, matrices: dict, title: str, xlabel: str, yla
     for ax, (measure, m) in zip(axes[0], matrices.items()):
         matrix = similarity.SimilarityMatrix(torch.tensor(m["values"], dtype=torch.float64), m["rows"], m["cols"],
                                              measure, n_pairs=m["n_pairs"], n=m["n"])
-        plots.similarity_heatmap(matrix, ax=ax, title=f"{_NAMES[measure]}, {m['n_pairs']} seed pairs, n = {m['n']}",
+        plots.similarity_heatmap(matrix, ax=ax, title=f"{_NAMES.get(measure, measure)}, {m['n_pairs']} seed pairs, n = {m['n']}",
                                  xlabel=xlabel, ylabel=ylabel)
     fig.suptitle(title, fontsize=13)
     return save(fig, out, f"{name}.png")

@@ -156,8 +156,7 @@ def evaluate(model: T5VAE, ids: torch.Tensor, *, batch_size: int = 128, iw_sampl
       held-out accuracy of a gradient-boosted-tree probe predicting it from μ, and
       ``probe_<name>_chance``, the majority-class rate.
     """
-    from .. import estimators
-    from .. import _C as _core  # the objective's own step computes the ELBO terms
+    from .. import estimators, objectives
     from ..probes import gbt_probe
 
     if not isinstance(model, T5VAE):
@@ -167,73 +166,42 @@ def evaluate(model: T5VAE, ids: torch.Tensor, *, batch_size: int = 128, iw_sampl
     n = ids.shape[0]
     if n < 2:
         raise value_error("ids", f"expected at least 2 sentences, got {n}")
-    was_training = model.training
-    model.eval()
-    try:
-        task = _core.objectives.make_task("t5-vae", {})
-        sums = {"reconstruction": 0.0, "kl": 0.0, "tokens": 0.0}
-        means, log_sigmas = [], []
-        with torch.no_grad():
-            for i, chunk in enumerate(ids.split(batch_size)):
-                _, s = task.step(model._impl, chunk, None, {"beta": 1.0}, seed + i)
-                b = chunk.shape[0]
-                sums["reconstruction"] += s["reconstruction"] * b
-                sums["kl"] += s["kl"] * b
-                sums["tokens"] += s["tokens"]
-                mean, log_sigma = model.posterior(chunk, chunk.ne(model.pad_id))
-                means.append(mean)
-                log_sigmas.append(log_sigma)
-            mean, logvar = torch.cat(means).double(), 2 * torch.cat(log_sigmas).double()
-            own, other = 0.0, 0.0
-            shifted = torch.roll(torch.cat(means), -1, 0)  # sentence i decoded from sentence i+1's mean
-            for chunk, z_own, z_other in zip(ids.split(batch_size), torch.cat(means).split(batch_size),
-                                             shifted.split(batch_size)):
-                own += _token_nll(model, chunk, z_own)
-                other += _token_nll(model, chunk, z_other)
-        out = {"n": n, "reconstruction": sums["reconstruction"] / n, "kl": sums["kl"] / n,
-               "tokens": sums["tokens"] / n, "nll_own_mean": own / n, "nll_other_mean": other / n}
-        out["latent_use"] = out["nll_other_mean"] - out["nll_own_mean"]
-        out["neg_elbo"] = out["reconstruction"] + out["kl"]
-        out["ppl_elbo"] = math.exp(out["neg_elbo"] / out["tokens"])
-        if iw_samples:
-            total = 0.0
-            for i, chunk in enumerate(ids.split(batch_size)):
-                mask = chunk.ne(model.pad_id)
-                dec = model.shift_right(chunk.masked_fill(~mask, -100))
-                with torch.no_grad():
-                    m, ls = model.posterior(chunk, mask)
-
-                def decoder(z, dec=dec, b=chunk.shape[0]):
-                    return model.decode_latent(dec.repeat_interleave(z.shape[0] // b, 0), z.to(m.dtype))
-
-                est = estimators.importance_weighted_log_likelihood(
-                    chunk, m.double(), 2 * ls.double(), decoder=decoder, likelihood="categorical", mask=mask.long(),
-                    num_samples=iw_samples, samples_per_chunk=samples_per_chunk, seed=seed + i)
-                total += float(est.log_px.sum())
-            out["log_px"] = total / n
-            out["ppl_iw"] = math.exp(-total / sums["tokens"])
-            out["iw_samples"] = iw_samples
-        mi = estimators.rate_decomposition(mean, logvar, estimator="whole-dataset", samples=mi_samples, seed=seed)
-        out["mi"], out["mi_cap"] = float(mi.mutual_information), float(mi.log_n)
-        if minibatch_mi:
-            mb = estimators.mutual_information(mean, logvar, batch_size=int(minibatch_mi), samples=mi_samples,
-                                               seed=seed)
-            out["mi_minibatch"], out["mi_minibatch_cap"] = float(mb.value), float(mb.cap)
-        out["active_units"] = int(estimators.active_units(mean.float()).count)
-        for name, labels in (attributes or {}).items():
-            y = torch.as_tensor(labels).long()
-            if y.shape != (n,):
-                raise value_error("attributes", f"'{name}': expected {n} labels, got shape {tuple(y.shape)}")
-            out[f"probe_{name}"] = float(gbt_probe(mean.float(), y, seed=seed))
-            out[f"probe_{name}_chance"] = float(torch.bincount(y).max()) / n
-        return out
-    finally:
-        model.train(was_training)
-
-
-def _token_nll(model: T5VAE, ids: torch.Tensor, z: torch.Tensor) -> float:
-    """Σ over sentences and real tokens of −log p(x_t | x_<t, z) (teacher forcing)."""
-    mask = ids.ne(model.pad_id)
-    logits = model.decode_latent(model.shift_right(ids.masked_fill(~mask, -100)), z)
-    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2).double(), ids, reduction="none")
-    return float((nll * mask).sum())
+    # Every term comes from the objective's per-example evaluation in the core: one encoder and one
+    # decoder pass per chunk for the ELBO (which also returns the posterior), one decoder pass per
+    # chunk for each of z = own μ and z = the next sentence's μ (no encoder), and the IW decoder passes.
+    task = objectives.make_objective(objectives.TaskConfig("t5-vae"))
+    ev = objectives.evaluate(model, task, ids, batch_size=batch_size, seed=seed)
+    mean, logvar = ev["mean"].double(), ev["logvar"].double()
+    own = objectives.evaluate(model, task, ids, batch_size=batch_size, z=ev["mean"])["reconstruction"]
+    other = objectives.evaluate(model, task, ids, batch_size=batch_size,
+                                z=torch.roll(ev["mean"], -1, 0))["reconstruction"]  # sentence i from i+1's μ
+    tokens = float(ev["tokens"].double().sum())
+    out = {"n": n, "reconstruction": float(ev["reconstruction"].double().mean()),
+           "kl": float(ev["kl"].double().mean()), "tokens": tokens / n,
+           "nll_own_mean": float(own.double().mean()), "nll_other_mean": float(other.double().mean())}
+    out["latent_use"] = out["nll_other_mean"] - out["nll_own_mean"]
+    out["neg_elbo"] = out["reconstruction"] + out["kl"]
+    out["ppl_elbo"] = math.exp(out["neg_elbo"] / out["tokens"])
+    if iw_samples:
+        est = objectives.importance_weighted_log_likelihood(model, task, ids, mean=mean, logvar=logvar,
+                                                            num_samples=iw_samples,
+                                                            samples_per_chunk=samples_per_chunk,
+                                                            batch_size=batch_size, seed=seed)
+        total = float(est.log_px.sum())
+        out["log_px"] = total / n
+        out["ppl_iw"] = math.exp(-total / tokens)
+        out["iw_samples"] = iw_samples
+    mi = estimators.rate_decomposition(mean, logvar, estimator="whole-dataset", samples=mi_samples, seed=seed)
+    out["mi"], out["mi_cap"] = float(mi.mutual_information), float(mi.log_n)
+    if minibatch_mi:
+        mb = estimators.mutual_information(mean, logvar, batch_size=int(minibatch_mi), samples=mi_samples,
+                                           seed=seed)
+        out["mi_minibatch"], out["mi_minibatch_cap"] = float(mb.value), float(mb.cap)
+    out["active_units"] = int(estimators.active_units(mean.float()).count)
+    for name, labels in (attributes or {}).items():
+        y = torch.as_tensor(labels).long()
+        if y.shape != (n,):
+            raise value_error("attributes", f"'{name}': expected {n} labels, got shape {tuple(y.shape)}")
+        out[f"probe_{name}"] = float(gbt_probe(mean.float(), y, seed=seed))
+        out[f"probe_{name}_chance"] = float(torch.bincount(y).max()) / n
+    return out
