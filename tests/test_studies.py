@@ -497,3 +497,43 @@ def test_step_runs_once_per_key_and_outputs(tmp_path):
     assert len(calls) == 3  # a new key redoes it once
     with pytest.raises(vaetransfer.ArgumentError):
         studies.step(tmp_path, "../escape", compute)
+
+
+# ---------------------------------------------------------------------------------- every registered study
+def _stage_files(out):
+    """What a re-run must not touch: each run's measurements and snapshots, each analysis step."""
+    paths = sorted((out / pipeline.SWEEPS_DIR).rglob(pipeline.MEASURED_FILE)) + \
+        sorted((out / pipeline.SWEEPS_DIR).rglob("*.pt")) + sorted((out / pipeline.STEPS_DIR).glob("*.json"))
+    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in paths}
+
+
+@pytest.mark.parametrize("name", studies.available())
+def test_every_study_runs_at_smoke_with_one_schema_and_resumes(name, study_smoke):
+    out, r = study_smoke(name)
+    study = studies.get_study(name)
+    assert set(r) == {"schema", "study", "title", "preset", "config", "execution", "build_info", "runs", "analysis",
+                      "findings", "figures", "seconds"}
+    assert (r["schema"], r["study"], r["preset"], r["title"]) == (pipeline.RESULTS_SCHEMA, name, "smoke", study.title)
+    assert r["config"] == vconfig.config_to_dict(study.presets["smoke"])
+    assert set(r["runs"]) == {s.name for s in study.stages}
+    for stage, counts in r["runs"].items():
+        assert set(counts) == {"runs", "done", "seconds"} and counts["done"] == counts["runs"], stage
+    assert [f["name"] for f in r["findings"]] == [f.name for f in study.findings]
+    for f in r["findings"]:
+        assert set(f) == FINDING_KEYS
+        assert f["reproduced"] in (True, False, None) and isinstance(f["evidence"], dict)
+        assert all(isinstance(f[k], str) and f[k] for k in ("claim", "source", "rule"))
+        assert (f["reason"] is None) == (f["reproduced"] is not None)
+    index = (out / "index.md").read_text()
+    assert index.startswith(f"# {study.title}")
+    for f in r["findings"]:
+        assert f"`{f['name']}`" in index
+    for fig in r["figures"]:
+        assert (out / fig).read_bytes()[:8] == PNG and f"({fig})" in index, fig
+    # A second run reuses everything: no run re-measured, no snapshot rewritten, no step redone.
+    before = _stage_files(out)
+    assert before
+    again = studies.run_study(name, out, preset="smoke", progress=False,
+                              execution=studies.Execution(workers=2, threads=1))
+    assert _stage_files(out) == before
+    assert again["analysis"] == r["analysis"] and again["findings"] == r["findings"]
