@@ -71,9 +71,9 @@ def main() -> None:
 
     idx = torch.randperm(data.DSPRITES_COUNT, generator=torch.Generator().manual_seed(0))[:n_ref]
     sub = data.dsprites(idx)
-    t_ref = best_of(lambda: reference_dsprites(sub.latents_values.numpy()), 1)
+    t_ref = best_of(lambda: reference_dsprites(sub.factor_values.numpy()), 1)
     t_ours = best_of(lambda: data.dsprites(idx), 3)
-    agree = (reference_dsprites(sub.latents_values.numpy()) == sub.imgs.numpy()).mean()
+    agree = (reference_dsprites(sub.factor_values.numpy()) == sub.images[:, 0].numpy()).mean()
     row("dSprites subset", f"{n_ref} × 64×64", t_ref, t_ours, f"pixel agreement {agree:.4f}")
     t_full = best_of(lambda: data.dsprites(), 1)
     row("dSprites full (ref projected)", f"{data.DSPRITES_COUNT:,} × 64×64",
@@ -93,9 +93,9 @@ def main() -> None:
 
     idx = torch.randperm(data.TETROMINOES_COUNT, generator=torch.Generator().manual_seed(0))[:n_ref]
     sub = data.tetrominoes(idx)
-    t_ref = best_of(lambda: reference_tetrominoes(sub.factors.numpy()), 1)
+    t_ref = best_of(lambda: reference_tetrominoes(sub.factor_values.numpy()), 1)
     t_ours = best_of(lambda: data.tetrominoes(idx), 3)
-    diff = np.abs(reference_tetrominoes(sub.factors.numpy()).astype(int) - sub.images.numpy().astype(int)).mean()
+    diff = np.abs(reference_tetrominoes(sub.factor_values.numpy()).astype(int) - sub.images.numpy().astype(int)).mean()
     row("Tetrominoes subset", f"{n_ref} × 3×32×32", t_ref, t_ours, f"mean |ref − ours| {diff:.2f}/255 (4×4 samples vs exact area)")
     t_full = best_of(lambda: data.tetrominoes(), 1)
     row("Tetrominoes full (ref projected)", f"{data.TETROMINOES_COUNT:,} × 3×32×32",

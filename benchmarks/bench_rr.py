@@ -59,8 +59,8 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     header("RR reverse pass: overhead over Std, and ours vs plain PyTorch")
-    shapes = vt.data.object_shapes(range(1024)).to_dataset("label")
-    tex = vt.data.texture_shapes(range(1024), style="textured").to_dataset("label")
+    shapes = vt.data.as_dataset(vt.data.object_shapes(range(1024)), label="label")
+    tex = vt.data.as_dataset(vt.data.texture_shapes(range(1024), style="textured"), label="label")
     bits = vt.data.twelve_bit_task()
     cases = [
         ("(a) conv4-64, object_shapes", vt.ModelConfig("conv4", input_shape=[3, 32, 32], channels=64),
@@ -69,7 +69,7 @@ def main() -> None:
          tex.images.float() * tex.scale, tex.labels, 64, "local", "mean"),
         ("(c) MLP 12-10-7-5-4-3-2, 12-bit", vt.ModelConfig("mlp-classifier", input_shape=[12], hidden=[10, 7, 5, 4, 3],
                                                            activation="tanh", num_classes=2),
-         bits.inputs.float(), bits.labels, 256, "full", "sum"),
+         bits.images.float(), bits.labels, 256, "full", "sum"),
     ]
     print(f"{'case':<34} {'N':>6} {'Std s/ep':>9} {'RR s/ep':>9} {'overhead':>9} {'py RR s/ep':>10} {'py/ours':>8}")
     for name, model, x, y, batch, variant, reduction in cases:

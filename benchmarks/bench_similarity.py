@@ -167,8 +167,7 @@ def main() -> None:
 
     g = torch.Generator().manual_seed(args.seed)
     idx = torch.randperm(int(vaetransfer._C.data.DSPRITES_COUNT), generator=g)[: args.n].sort().values
-    imgs = vaetransfer._C.data.dsprites(idx, True)[0]
-    x = imgs.reshape(args.n, 1, 64, 64).float()
+    x = vaetransfer.data.dsprites(idx).float_images()
     eps = torch.randn(args.n, 10, generator=g)
 
     if args.models:

@@ -117,12 +117,12 @@ def main() -> None:
     bits = ((torch.arange(4096).unsqueeze(1) >> torch.arange(11, -1, -1)) & 1).to(torch.uint8)
 
     def hue_labelled():
-        d = vt.data.tetrominoes(torch.arange(0, 163840, 20)).to_dataset(label="hue")
+        d = vt.data.as_dataset(vt.data.tetrominoes(torch.arange(0, 163840, 20)), label="hue")
         return d.images, d.labels
 
     cases = [
         ("(a) conv VAE, dSprites", vt.ModelConfig(),
-         lambda: (vt.data.dsprites(torch.arange(0, 737280, 90)).imgs.unsqueeze(1), None), 64, 1.0, 20, 1.1),
+         lambda: (vt.data.dsprites(torch.arange(0, 737280, 90)).images, None), 64, 1.0, 20, 1.1),
         ("(b) MLP 3x512, Tetrominoes", vt.ModelConfig(architecture="mlp", input_shape=(3, 32, 32), depth=3),
          lambda: (vt.data.tetrominoes(torch.arange(0, 163840, 20)).images, None), 128, 1 / 255, 100, 1.3),
         ("(c) tiny MLP 12-10-7-5-4-3-2", vt.ModelConfig(architecture="mlp", input_shape=(12,), hidden=(10, 7, 5, 4, 3),

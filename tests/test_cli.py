@@ -1,5 +1,6 @@
 """The command line and its main job."""
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -9,10 +10,18 @@ from vaetransfer import cli
 def test_quickstart_is_the_small_quickstart_study(tmp_path, monkeypatch):
     """`vaetransfer quickstart` = `vaetransfer run quickstart --preset small`; the old options map to --set.
     (The study itself runs in tests/test_studies.py with its smoke preset.)"""
-    from vaetransfer.experiments import quickstart
+    from vaetransfer import studies
+    from vaetransfer.studies import pipeline, quickstart
 
     seen = []
-    monkeypatch.setattr(quickstart, "run", lambda config, out_dir, progress=True: seen.append((config, out_dir, progress)))
+    real_run = pipeline.run
+
+    def pin_only(study, config, out_dir, *, progress=True, **kw):  # the config and study.json, no training
+        seen.append((config, Path(out_dir), progress))
+        return real_run(pipeline.dataclasses.replace(study, stages=(), analyse=lambda c, r, x: {}, figures=None,
+                                                      findings=(), report=None), config, out_dir, progress=False, **kw)
+
+    monkeypatch.setattr(studies, "_run", pin_only)
     assert cli.main(["quickstart", "--out", str(tmp_path / "a"), "--quiet"]) == 0
     assert seen[-1] == (quickstart.PRESETS["small"], tmp_path / "a", False)
     assert cli.main(["quickstart", "--out", str(tmp_path / "b"), "--seed", "3", "--steps", "30", "--n", "512",

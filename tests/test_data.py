@@ -24,11 +24,12 @@ def full_tetrominoes():
 def test_dsprites_factor_grid_matches_the_public_layout(full_dsprites):
     d = full_dsprites
     assert len(d) == 737_280 == data.DSPRITES_COUNT
-    assert d.imgs.shape == (737_280, 64, 64) and d.imgs.dtype == torch.uint8
-    assert d.latents_values.dtype == torch.float64 and d.latents_classes.dtype == torch.int64
+    assert d.images.shape == (737_280, 1, 64, 64) and d.images.dtype == torch.uint8
+    assert d.factor_values.dtype == torch.float64 and d.factors.dtype == torch.int64
+    assert d.factor_sizes == data.DSPRITES_SIZES and d.scale == 1.0 and d.labels is None
     # Row i is the mixed-radix expansion of i: colour column first, posY fastest.
     expected = np.stack(np.unravel_index(np.arange(737_280), (1, 3, 6, 40, 32, 32)), axis=1)
-    np.testing.assert_array_equal(d.latents_classes.numpy(), expected)
+    np.testing.assert_array_equal(d.factors.numpy(), expected)
     grids = {
         0: np.array([1.0]),
         1: np.array([1.0, 2.0, 3.0]),
@@ -38,19 +39,20 @@ def test_dsprites_factor_grid_matches_the_public_layout(full_dsprites):
         5: np.linspace(0.0, 1.0, 32),
     }
     for col, grid in grids.items():
-        np.testing.assert_allclose(d.latents_values[:, col].numpy(), grid[expected[:, col]], rtol=0, atol=1e-12)
-    assert set(np.unique(d.imgs[::997].numpy())) == {0, 1}
+        np.testing.assert_allclose(d.factor_values[:, col].numpy(), grid[expected[:, col]], rtol=0, atol=1e-12)
+    assert set(np.unique(d.images[::997].numpy())) == {0, 1}
 
 
 def test_dsprites_subsets_equal_rows_of_the_full_set(full_dsprites):
     idx = torch.randint(0, data.DSPRITES_COUNT, (500,))
     sub = data.dsprites(idx)
-    assert torch.equal(sub.imgs, full_dsprites.imgs[idx])
-    assert torch.equal(sub.latents_classes, full_dsprites.latents_classes[idx])
-    assert torch.equal(data.dsprites(slice(1000, 1100)).imgs, full_dsprites.imgs[1000:1100])
-    assert torch.equal(data.dsprites(np.arange(5, 9)).latents_values, full_dsprites.latents_values[5:9])
-    latents_only = data.dsprites(idx, images=False)
-    assert latents_only.imgs is None and torch.equal(latents_only.latents_classes, sub.latents_classes)
+    assert torch.equal(sub.images, full_dsprites.images[idx])
+    assert torch.equal(sub.factors, full_dsprites.factors[idx])
+    assert torch.equal(data.dsprites(slice(1000, 1100)).images, full_dsprites.images[1000:1100])
+    assert torch.equal(data.dsprites(np.arange(5, 9)).factor_values, full_dsprites.factor_values[5:9])
+    factors_only = data.dsprites(idx, images=False)
+    assert factors_only.images is None and torch.equal(factors_only.factors, sub.factors)
+    assert len(factors_only) == len(idx)
 
 
 def test_dsprites_is_deterministic_and_thread_independent():
@@ -58,22 +60,22 @@ def test_dsprites_is_deterministic_and_thread_independent():
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        one = data.dsprites(idx).imgs
+        one = data.dsprites(idx).images
     finally:
         torch.set_num_threads(before)
-    assert torch.equal(one, data.dsprites(idx).imgs)
+    assert torch.equal(one, data.dsprites(idx).images)
 
 
 def test_dsprites_shapes_stay_inside_and_scale_with_their_factor(full_dsprites):
-    imgs = full_dsprites.imgs
-    border = torch.cat([imgs[:, 0, :], imgs[:, -1, :], imgs[:, :, 0], imgs[:, :, -1]], dim=1)
+    pixels = full_dsprites.images[:, 0]
+    border = torch.cat([pixels[:, 0, :], pixels[:, -1, :], pixels[:, :, 0], pixels[:, :, -1]], dim=1)
     assert int(border.max()) == 0  # no shape touches the border, at any position/scale
     # Chunked: a whole-set reduction of uint8 would first widen 3 GB of pixels to int64.
-    area = torch.cat([chunk.flatten(1).sum(1) for chunk in imgs.split(16_384)]).double()
+    area = torch.cat([chunk.flatten(1).sum(1) for chunk in pixels.split(16_384)]).double()
     assert int(area.min()) > 0  # every image shows its shape
-    scale = full_dsprites.latents_values[:, 2]
+    scale = full_dsprites.factor_values[:, 2]
     for shape in (1, 2, 3):
-        sel = full_dsprites.latents_values[:, 1] == shape
+        sel = full_dsprites.factor_values[:, 1] == shape
         small, large = area[sel & (scale == 0.5)].mean(), area[sel & (scale == 1.0)].mean()
         assert large / small == pytest.approx(4.0, rel=0.08)  # area ∝ scale²
 
@@ -81,10 +83,10 @@ def test_dsprites_shapes_stay_inside_and_scale_with_their_factor(full_dsprites):
 def test_dsprites_render_moves_with_position():
     # posX moves the shape right, posY down: the centre of mass follows.
     classes = torch.tensor([[0, 0, 5, 0, x, y] for x, y in [(0, 0), (31, 0), (0, 31)]])
-    imgs = data.render_dsprites(classes).double()
+    pixels = data.render_dsprites(classes).double()
     grid = torch.arange(64, dtype=torch.float64) + 0.5
-    cx = (imgs.sum(1) * grid).sum(1) / imgs.sum((1, 2))
-    cy = (imgs.sum(2) * grid).sum(1) / imgs.sum((1, 2))
+    cx = (pixels.sum(1) * grid).sum(1) / pixels.sum((1, 2))
+    cy = (pixels.sum(2) * grid).sum(1) / pixels.sum((1, 2))
     assert cx[1] - cx[0] == pytest.approx(40.0, abs=0.5) and cy[1] == pytest.approx(cy[0], abs=0.5)
     assert cy[2] - cy[0] == pytest.approx(40.0, abs=0.5)
 
@@ -93,14 +95,16 @@ def test_dsprites_npz_loader_reads_the_public_format(tmp_path):
     idx = torch.arange(0, data.DSPRITES_COUNT, 4099)
     src = data.dsprites(idx)
     path = tmp_path / "dsprites_ndarray_co1sh3sc6or40x32y32_64x64.npz"
-    np.savez_compressed(path, imgs=src.imgs.numpy(), latents_values=src.latents_values.numpy(),
-                        latents_classes=src.latents_classes.numpy())
+    # The public file's keys: imgs [N, 64, 64], latents_values, latents_classes.
+    np.savez_compressed(path, imgs=src.images[:, 0].numpy(), latents_values=src.factor_values.numpy(),
+                        latents_classes=src.factors.numpy())
     loaded = data.load_dsprites_npz(path)
-    assert torch.equal(loaded.imgs, src.imgs)
-    assert torch.equal(loaded.latents_values, src.latents_values)
-    assert torch.equal(loaded.latents_classes, src.latents_classes)
+    assert torch.equal(loaded.images, src.images)
+    assert torch.equal(loaded.factor_values, src.factor_values)
+    assert torch.equal(loaded.factors, src.factors)
+    assert (loaded.name, loaded.factor_names, loaded.scale) == ("dsprites", data.DSPRITES_FACTORS, 1.0)
     part = data.load_dsprites_npz(path, indices=[3, 1])
-    assert torch.equal(part.imgs, src.imgs[[3, 1]])
+    assert torch.equal(part.images, src.images[[3, 1]])
     assert loaded.float_images().shape == (len(idx), 1, 64, 64)
 
 
@@ -132,31 +136,32 @@ def test_tetrominoes_are_one_uniform_sample_per_cell(full_tetrominoes):
     assert t.images.shape == (163_840, 3, 32, 32) and t.images.dtype == torch.uint8
     # Row i is cell i of the grid (y fastest): exactly one sample per cell.
     expected = np.stack(np.unravel_index(np.arange(163_840), SIZES), axis=1)
-    assert np.array_equal(t.bins.numpy(), expected)
+    assert np.array_equal(t.factors.numpy(), expected) and t.factor_sizes == SIZES
     for f, ((lo, hi), k) in enumerate(zip(RANGES, SIZES)):
         width = (hi - lo) / k
-        v = t.factors[:, f]
+        v = t.factor_values[:, f]
         # each value lies in its cell's interval [lo + b·w, lo + (b+1)·w) ...
-        assert (v >= lo + t.bins[:, f] * width).all() and (v < lo + (t.bins[:, f] + 1) * width).all()
+        assert (v >= lo + t.factors[:, f] * width).all() and (v < lo + (t.factors[:, f] + 1) * width).all()
         # ... uniformly: the position inside the cell is U[0, 1) (mean 1/2, variance 1/12)
-        u = ((v - lo) / width - t.bins[:, f]).numpy()
+        u = ((v - lo) / width - t.factors[:, f]).numpy()
         assert abs(u.mean() - 0.5) < 0.005 and abs(u.var() - 1 / 12) < 0.002
-    assert 0.0 <= float(t.factors[:, 0].min()) and float(t.factors[:, 0].max()) < 337.5
+    assert 0.0 <= float(t.factor_values[:, 0].min()) and float(t.factor_values[:, 0].max()) < 337.5
 
 
 def test_tetrominoes_determinism_by_seed():
     idx = torch.arange(0, data.TETROMINOES_COUNT, 97)
     a, b, c = data.tetrominoes(idx, seed=1), data.tetrominoes(idx, seed=1), data.tetrominoes(idx, seed=2)
-    assert torch.equal(a.images, b.images) and torch.equal(a.factors, b.factors)
-    assert torch.equal(a.bins, c.bins)  # the cell design does not depend on the seed
-    assert not torch.allclose(a.factors, c.factors)
+    assert torch.equal(a.images, b.images) and torch.equal(a.factor_values, b.factor_values)
+    assert torch.equal(a.factors, c.factors)  # the cell design does not depend on the seed
+    assert not torch.allclose(a.factor_values, c.factor_values)
+    assert a.extras["seed"] == 1 and c.extras["seed"] == 2
     assert (a.images != c.images).any()
 
 
 def test_tetrominoes_subsets_equal_rows_of_the_full_set(full_tetrominoes):
     idx = torch.randint(0, data.TETROMINOES_COUNT, (300,))
     sub = data.tetrominoes(idx, seed=3)
-    for name in ("images", "factors", "bins"):
+    for name in ("images", "factor_values", "factors"):
         assert torch.equal(getattr(sub, name), getattr(full_tetrominoes, name)[idx]), name
 
 
@@ -235,7 +240,7 @@ def test_tetromino_rendering_matches_exact_coverage_and_hsv(row):
 def test_tetrominoes_rows_render_their_factors(full_tetrominoes):
     t = full_tetrominoes
     idx = torch.arange(0, len(t), 4093)
-    assert torch.equal(data.render_tetrominoes(t.factors[idx]), t.images[idx])
+    assert torch.equal(data.render_tetrominoes(t.factor_values[idx]), t.images[idx])
 
 
 def _coverage(images):
@@ -271,7 +276,9 @@ def test_float_images_convert_on_demand():
 def test_registry_builds_by_name():
     assert data.load("tetrominoes", indices=[4], seed=1).factors.shape == (1, 5)
     with pytest.raises(ValueError, match="argument 'name'"):
-        data.load("mnist")
+        data.load("no_such_set")
+    with pytest.raises(ValueError, match="argument 'data_dir'"):
+        data.load("mnist")  # a loader of files: it needs their folder
 
 
 # ---------------------------------------------------------------- bad input
@@ -287,14 +294,15 @@ def test_registry_builds_by_name():
         (lambda: data.tetrominoes([data.TETROMINOES_COUNT]), ValueError, "indices"),
         (lambda: data.tetrominoes([0], seed=-1), ValueError, "seed"),
         (lambda: data.tetrominoes([0], seed=1.5), TypeError, "seed"),
-        (lambda: data.render_dsprites(torch.zeros(2, 5, dtype=torch.long)), ValueError, "latents_classes"),
-        (lambda: data.render_dsprites(torch.tensor([[0, 3, 0, 0, 0, 0]])), ValueError, "latents_classes"),
-        (lambda: data.render_dsprites(torch.zeros(1, 6)), TypeError, "latents_classes"),
-        (lambda: data.render_tetrominoes(torch.tensor([[0.0, 0.5, 20.0, 15.0, 15.0]])), ValueError, "factors"),
-        (lambda: data.render_tetrominoes(torch.tensor([[math.nan, 0.5, 3.0, 15.0, 15.0]])), ValueError, "factors"),
-        (lambda: data.render_tetrominoes(torch.tensor([[0.0, 0.5, 3.0, 40.0, 15.0]])), ValueError, "factors"),
-        (lambda: data.render_tetrominoes(torch.tensor([[0.0, 1.5, 3.0, 15.0, 15.0]])), ValueError, "factors"),
-        (lambda: data.render_tetrominoes(torch.zeros(2, 4, dtype=torch.float64)), ValueError, "factors"),
+        (lambda: data.render_dsprites(torch.zeros(2, 5, dtype=torch.long)), ValueError, "factors"),
+        (lambda: data.render_dsprites(torch.tensor([[0, 3, 0, 0, 0, 0]])), ValueError, "factors"),
+        (lambda: data.render_dsprites(torch.zeros(1, 6)), TypeError, "factors"),
+        (lambda: data.render_tetrominoes(torch.tensor([[0.0, 0.5, 20.0, 15.0, 15.0]])), ValueError, "factor_values"),
+        (lambda: data.render_tetrominoes(torch.tensor([[math.nan, 0.5, 3.0, 15.0, 15.0]])), ValueError,
+         "factor_values"),
+        (lambda: data.render_tetrominoes(torch.tensor([[0.0, 0.5, 3.0, 40.0, 15.0]])), ValueError, "factor_values"),
+        (lambda: data.render_tetrominoes(torch.tensor([[0.0, 1.5, 3.0, 15.0, 15.0]])), ValueError, "factor_values"),
+        (lambda: data.render_tetrominoes(torch.zeros(2, 4, dtype=torch.float64)), ValueError, "factor_values"),
         (lambda: data.tetrominoes_split("diagonal"), ValueError, "kind"),
         (lambda: data.tetrominoes_split("cv"), TypeError, "ratio"),
         (lambda: data.tetrominoes_split("cv", 1.5), ValueError, "ratio"),
@@ -312,7 +320,7 @@ def test_bad_arguments_raise_named_errors(call, exc, arg):
 
 
 def test_empty_subsets_are_empty():
-    assert len(data.dsprites([])) == 0 and data.dsprites([]).imgs.shape == (0, 64, 64)
+    assert len(data.dsprites([])) == 0 and data.dsprites([]).images.shape == (0, 1, 64, 64)
     assert data.tetrominoes([]).images.shape == (0, 3, 32, 32)
 
 
@@ -329,56 +337,58 @@ def _named(exc, arg, call):
 
 
 def _tiny(n=10, labelled=True):
-    """n one-pixel 'images' whose value is their row index, labels row % 3, one factor = 2·row."""
+    """n one-pixel 'images' whose value is their row index, labels row % 3, one continuous factor
+    = 2·row (no factor classes)."""
     images = torch.arange(n, dtype=torch.float32).reshape(n, 1)
     return data.Dataset(images, labels=torch.arange(n) % 3 if labelled else None,
-                        factors=2.0 * torch.arange(n, dtype=torch.float64)[:, None], factor_names=("double",),
+                        factor_values=2.0 * torch.arange(n, dtype=torch.float64)[:, None], factor_names=("double",),
                         name="tiny")
 
 
-def test_dsprites_to_dataset_takes_labels_from_a_factor():
+def test_as_dataset_takes_dsprites_labels_from_a_factor():
     src = data.dsprites(SPREAD)
-    ds = src.to_dataset(label="shape")
+    assert isinstance(src, data.Dataset) and src.labels is None and src.num_classes is None
+    ds = data.as_dataset(src, label="shape")
     assert isinstance(ds, data.Dataset) and len(ds) == len(SPREAD) and ds.name == "dsprites"
     assert ds.images.shape == (len(SPREAD), 1, 64, 64) and ds.images.dtype == torch.uint8
     assert ds.input_shape == (1, 64, 64) and ds.scale == 1.0
-    assert torch.equal(ds.images[:, 0], src.imgs)
-    assert ds.labels.dtype == torch.int64 and torch.equal(ds.labels, src.latents_classes[:, 1])
+    assert ds.images is src.images  # labelling shares the rows
+    assert ds.labels.dtype == torch.int64 and torch.equal(ds.labels, src.factors[:, 1])
     assert ds.num_classes == 3 and set(ds.labels.tolist()) == {0, 1, 2}
-    assert ds.factors.dtype == torch.float64 and torch.equal(ds.factors, src.latents_values)
+    assert ds.factor_values.dtype == torch.float64 and torch.equal(ds.factor_values, src.factor_values)
     assert ds.factor_names == data.DSPRITES_FACTORS
     x = ds.float_images()
     assert x.dtype == torch.float32 and x.shape == (len(SPREAD), 1, 64, 64) and torch.equal(x, src.float_images())
-    pos = src.to_dataset(label="posX")
-    assert pos.num_classes == 32 and torch.equal(pos.labels, src.latents_classes[:, 4])
-    plain = src.to_dataset()
-    assert plain.labels is None and plain.num_classes is None and plain.factors is not None
-    # as_dataset goes through the same protocol.
+    pos = data.as_dataset(src, label="posX")
+    assert pos.num_classes == 32 and torch.equal(pos.labels, src.factors[:, 4])
+    assert data.as_dataset(src.subset([0]), label="posX").num_classes == 32  # a subset keeps the grid's classes
     via = data.as_dataset(src, label="orientation")
-    assert via.num_classes == 40 and torch.equal(via.labels, src.latents_classes[:, 3])
+    assert via.num_classes == 40 and torch.equal(via.labels, src.factors[:, 3])
 
 
-def test_tetrominoes_to_dataset_takes_labels_from_the_strata():
+def test_as_dataset_takes_tetrominoes_labels_from_the_strata():
     src = data.tetrominoes(range(0, data.TETROMINOES_COUNT, 1013), seed=2)
-    ds = src.to_dataset(label="hue")
+    ds = data.as_dataset(src, label="hue")
     assert ds.name == "tetrominoes" and ds.input_shape == (3, 32, 32) and ds.scale == pytest.approx(1 / 255)
-    assert torch.equal(ds.images, src.images) and torch.equal(ds.factors, src.factors)
-    assert torch.equal(ds.labels, src.bins[:, 1]) and ds.num_classes == 8
-    assert src.to_dataset(label="scale").num_classes == 5 and src.to_dataset(label="angle").num_classes == 16
+    assert torch.equal(ds.images, src.images) and torch.equal(ds.factor_values, src.factor_values)
+    assert torch.equal(ds.labels, src.factors[:, 1]) and ds.num_classes == 8
+    assert data.as_dataset(src, label="scale").num_classes == 5 and data.as_dataset(src, label="angle").num_classes == 16
     assert ds.factor_names == data.TETROMINOES_FACTORS
     assert torch.equal(ds.float_images([3, 0]), src.float_images([3, 0]))
     assert float(ds.float_images().max()) <= 1.0
 
 
 @pytest.mark.parametrize("obj", ["dsprites", "tetrominoes"])
-def test_to_dataset_names_unknown_factors(obj):
+def test_as_dataset_names_unknown_factors(obj):
     src = data.dsprites([0, 1]) if obj == "dsprites" else data.tetrominoes([0, 1])
-    err = _named(ValueError, "label", lambda: src.to_dataset(label="colour_of_the_sky"))
+    err = _named(ValueError, "label", lambda: data.as_dataset(src, label="colour_of_the_sky"))
     assert "colour_of_the_sky" in str(err)
-    _named(TypeError, "label", lambda: src.to_dataset(label=1))
+    _named(TypeError, "label", lambda: data.as_dataset(src, label=1))
     _named(ValueError, "label", lambda: data.as_dataset(src, label="nope"))
     no_images = data.dsprites([0], images=False) if obj == "dsprites" else data.tetrominoes([0], images=False)
-    _named(ValueError, "images", lambda: no_images.to_dataset())
+    _named(ValueError, "images", lambda: no_images.float_images())
+    _named(ValueError, "images", lambda: no_images.input_shape)
+    assert data.as_dataset(no_images, label="shape" if obj == "dsprites" else "hue").labels.shape == (1,)
 
 
 def test_as_dataset_accepts_tensors_and_pairs():
@@ -408,28 +418,28 @@ def test_as_dataset_passes_datasets_through_and_relabels_them():
     assert data.as_dataset(ds, num_classes=5).num_classes == 5
 
 
-def test_as_dataset_looks_up_registered_names(monkeypatch):
+def test_as_dataset_looks_up_registered_names():
     ds = data.as_dataset("tetrominoes", label="x")
     assert len(ds) == data.TETROMINOES_COUNT and ds.name == "tetrominoes" and ds.num_classes == 16
-    assert torch.equal(ds.labels[::4099], data.tetrominoes(range(0, data.TETROMINOES_COUNT, 4099), images=False).bins[:, 3])
-    monkeypatch.setitem(data.REGISTRY, "tiny-sprites", lambda: data.dsprites([0, 40_000, 700_000]))
-    tiny = data.as_dataset("tiny-sprites", label="shape")
-    assert tiny.labels.tolist() == [0, 0, 2] and tiny.input_shape == (1, 64, 64)
+    cells = data.tetrominoes(range(0, data.TETROMINOES_COUNT, 4099), images=False).factors
+    assert torch.equal(ds.labels[::4099], cells[:, 3])
+    rows = torch.tensor([0, 40_000, 700_000])
+    data.register("tiny-sprites", lambda indices=None, images=True: data.dsprites(rows if indices is None else
+                                                                                  rows[indices], images=images),
+                  count=3, factor_names=data.DSPRITES_FACTORS, label="shape")
+    try:
+        tiny = data.as_dataset("tiny-sprites", label="shape")
+        assert tiny.labels.tolist() == [0, 0, 2] and tiny.input_shape == (1, 64, 64)
+    finally:
+        data.unregister("tiny-sprites")
 
 
-def test_as_dataset_accepts_any_object_with_to_dataset():
-    class Source:
-        def to_dataset(self, label=None):
-            return _tiny() if label is None else data.as_dataset(_tiny(), labels=torch.zeros(10, dtype=torch.long))
-
-    assert data.as_dataset(Source()).num_classes == 3
-    assert data.as_dataset(Source(), label="anything").labels.sum() == 0
-
-    class Broken:
-        def to_dataset(self, label=None):
-            return torch.zeros(3, 3)
-
-    _named(TypeError, "data", lambda: data.as_dataset(Broken()))
+def test_as_dataset_labels_any_dataset_with_factor_classes():
+    ds = data.Dataset(torch.zeros(4, 2), factors=torch.tensor([[0, 2], [1, 0], [1, 1], [0, 2]]),
+                      factor_names=("a", "b"), factor_sizes=(2, 5))
+    labelled = data.as_dataset(ds, label="b")
+    assert labelled.labels.tolist() == [2, 0, 1, 2] and labelled.num_classes == 5  # the factor's size, not max + 1
+    assert data.Dataset(torch.zeros(2, 2), factors=torch.tensor([[0], [3]]), factor_names=("c",)).factor_sizes == (4,)
 
 
 @pytest.mark.parametrize(
@@ -440,7 +450,8 @@ def test_as_dataset_accepts_any_object_with_to_dataset():
         (lambda: data.as_dataset({"x": torch.zeros(2, 2)}), TypeError, "data"),
         (lambda: data.as_dataset(torch.zeros(4, 2, dtype=torch.int32)), TypeError, "data"),  # int64: token ids,
         (lambda: data.as_dataset(torch.zeros(4, dtype=torch.float32)), ValueError, "data"),
-        (lambda: data.as_dataset("mnist"), ValueError, "data"),
+        (lambda: data.as_dataset("no_such_set"), ValueError, "data"),
+        (lambda: data.as_dataset("mnist"), ValueError, "data_dir"),
         (lambda: data.as_dataset((torch.zeros(4, 2), torch.zeros(4, dtype=torch.long), None)), ValueError, "data"),
         (lambda: data.as_dataset(("images", torch.zeros(4, dtype=torch.long))), TypeError, "data"),
         (lambda: data.as_dataset(torch.zeros(4, 2), label="shape"), ValueError, "label"),
@@ -460,9 +471,20 @@ def test_as_dataset_accepts_any_object_with_to_dataset():
         (lambda: data.Dataset([[0.0]]), TypeError, "images"),
         (lambda: data.Dataset(torch.zeros(3, 2), scale=0.0), ValueError, "scale"),
         (lambda: data.Dataset(torch.zeros(3, 2), scale="1"), TypeError, "scale"),
-        (lambda: data.Dataset(torch.zeros(3, 2), factors=torch.zeros(2, 1), factor_names=("a",)), ValueError, "factors"),
-        (lambda: data.Dataset(torch.zeros(3, 2), factors=torch.zeros(3, 2), factor_names=("a",)), ValueError,
+        (lambda: data.Dataset(torch.zeros(3, 2), factor_values=torch.zeros(2, 1), factor_names=("a",)), ValueError,
+         "factor_values"),
+        (lambda: data.Dataset(torch.zeros(3, 2), factor_values=torch.zeros(3, 2), factor_names=("a",)), ValueError,
          "factor_names"),
+        (lambda: data.Dataset(torch.zeros(3, 2), factors=torch.zeros(3, 1), factor_names=("a",)), TypeError, "factors"),
+        (lambda: data.Dataset(torch.zeros(3, 2), factors=torch.zeros(3, 1, dtype=torch.long),
+                              factor_values=torch.zeros(3, 2), factor_names=("a",)), ValueError, "factor_values"),
+        (lambda: data.Dataset(torch.zeros(2, 2), factors=torch.tensor([[0], [3]]), factor_names=("a",),
+                              factor_sizes=(3,)), ValueError, "factors"),
+        (lambda: data.Dataset(torch.zeros(2, 2), factor_sizes=(3,)), ValueError, "factor_sizes"),
+        (lambda: data.Dataset(torch.zeros(2, 2), row_extras={"masks": torch.zeros(3, 4)}), ValueError, "row_extras"),
+        (lambda: data.Dataset(torch.zeros(2, 2), row_extras={"masks": 3}), TypeError, "row_extras"),
+        (lambda: data.Dataset(torch.zeros(2, 2), extras=[1]), TypeError, "extras"),
+        (lambda: data.Dataset(None), TypeError, "images"),
         (lambda: data.Dataset(torch.zeros(3, 2), factor_names=("a",)), ValueError, "factor_names"),
         (lambda: data.Dataset(torch.zeros(3, 2), labels=torch.zeros(0, dtype=torch.long)), ValueError, "labels"),
         (lambda: data.Dataset(torch.zeros(0, 2), labels=torch.zeros(0, dtype=torch.long)), ValueError, "num_classes"),
@@ -477,12 +499,17 @@ def test_subset_selects_rows_of_every_field():
     ds = _tiny()
     sub = ds.subset([7, 2, 9])
     assert sub.images[:, 0].tolist() == [7.0, 2.0, 9.0] and sub.labels.tolist() == [1, 2, 0]
-    assert sub.factors[:, 0].tolist() == [14.0, 4.0, 18.0]
+    assert sub.factor_values[:, 0].tolist() == [14.0, 4.0, 18.0]
     assert (sub.name, sub.factor_names, sub.num_classes, sub.scale) == (ds.name, ds.factor_names, 3, ds.scale)
     assert ds.subset([0, 3]).num_classes == 3  # keeps the class count although class 1, 2 are absent
     assert ds.subset(slice(8, None)).images[:, 0].tolist() == [8.0, 9.0]
     assert ds.subset(range(2)).labels.tolist() == [0, 1]
-    assert ds.subset(np.array([4])).factors.tolist() == [[8.0]]
+    assert ds.subset(np.array([4])).factor_values.tolist() == [[8.0]]
+    extra = data.Dataset(torch.zeros(3, 1), row_extras={"id": torch.arange(3), "file": ("a", "b", "c")},
+                         extras={"kind": "x"})
+    picked = extra.subset([2, 0])
+    assert picked.row_extras["id"].tolist() == [2, 0] and picked.row_extras["file"] == ("c", "a")
+    assert picked.extras == {"kind": "x"}
     mask = torch.arange(10) % 4 == 0
     assert ds.subset(mask).images[:, 0].tolist() == [0.0, 4.0, 8.0]
     assert len(ds.subset([])) == 0 and ds.subset([]).labels.shape == (0,)
@@ -585,7 +612,7 @@ def test_split_bad_arguments_raise_named_errors(kwargs, exc, arg):
 
 def test_split_takes_only_datasets():
     _named(TypeError, "dataset", lambda: data.split(torch.zeros(10, 2)))
-    _named(TypeError, "dataset", lambda: data.split(data.tetrominoes(range(10))))
+    _named(TypeError, "dataset", lambda: data.split((torch.zeros(10, 2), torch.zeros(10, dtype=torch.long))))
 
 
 # ---------------------------------------------------------------- Tetrominoes splits
@@ -614,7 +641,7 @@ def test_cv_split_trains_on_a_random_fraction_of_everything(ratio):
     assert s.sizes[0] == round(ratio * 163_840) and s.name == f"cv({ratio:g})"
     _disjoint_cover(s, 163_840)
     # the training rows are spread over the whole factor box (constant volume)
-    f = data.tetrominoes(s.train, images=False).factors
+    f = data.tetrominoes(s.train, images=False).factor_values
     for col, (lo, hi) in enumerate(RANGES):
         assert float(f[:, col].min()) < lo + 0.05 * (hi - lo) and float(f[:, col].max()) > hi - 0.05 * (hi - lo)
 
@@ -622,7 +649,7 @@ def test_cv_split_trains_on_a_random_fraction_of_everything(ratio):
 def test_checkerboard_split_is_the_parity_of_the_five_half_indices():
     s = data.tetrominoes_split("checkerboard", data_seed=2)
     _disjoint_cover(s, 163_840)
-    f = data.tetrominoes(images=False, seed=2).factors.numpy()
+    f = data.tetrominoes(images=False, seed=2).factor_values.numpy()
     halves = sum(((f[:, c] - lo) / ((hi + 1e-9 - lo) / 2)).astype(np.int64) for c, (lo, hi) in enumerate(RANGES))
     assert np.array_equal(np.flatnonzero(halves % 2 == 0), s.train.numpy())
     # Every stratum but scale's middle one lies in one half, so the sizes are near 81,920 each.
@@ -638,7 +665,7 @@ def test_cd_split_shrinks_the_factor_box_of_the_random_split(ratio):
     half = data.tetrominoes_split("random", seed=3, data_seed=1)
     _disjoint_cover(s)
     assert np.isin(s.train.numpy(), half.train.numpy()).all() and np.isin(s.test.numpy(), half.test.numpy()).all()
-    f = data.tetrominoes(images=False, seed=1).factors.numpy()
+    f = data.tetrominoes(images=False, seed=1).factor_values.numpy()
     inside = np.ones(len(f), bool)
     for c, (lo, hi) in enumerate(RANGES):
         centre, reach = (lo + hi) / 2, ratio ** 0.2 * (hi - lo) / 2

@@ -62,9 +62,9 @@ def _sampled_coverage(inside, sub=16):
 def test_solids_factor_grid():
     d = data.solids(images=False)
     assert len(d) == data.SOLIDS_COUNT == 294_912 == math.prod(data.SOLIDS_SIZES)
-    assert data.SOLIDS_SIZES == (6, 12, 4, 4, 4, 8, 8) and len(data.SOLIDS_FACTORS) == 7 and d.imgs is None
+    assert data.SOLIDS_SIZES == (6, 12, 4, 4, 4, 8, 8) and len(data.SOLIDS_FACTORS) == 7 and d.images is None
     expected = np.stack(np.unravel_index(np.arange(data.SOLIDS_COUNT), data.SOLIDS_SIZES), axis=1)
-    np.testing.assert_array_equal(d.latents_classes.numpy(), expected)  # posY fastest
+    np.testing.assert_array_equal(d.factors.numpy(), expected)  # posY fastest
     grids = {
         0: np.arange(6.0),
         1: 2 * np.pi * np.arange(12) / 12,
@@ -75,32 +75,32 @@ def test_solids_factor_grid():
         6: np.linspace(0, 1, 8),
     }
     for col, values in grids.items():
-        np.testing.assert_allclose(d.latents_values[:, col].numpy(), values[expected[:, col]], rtol=0, atol=1e-12)
-    assert len(data.SOLIDS_SHAPES) == 6 and data.REGISTRY["solids"] is data.solids
+        np.testing.assert_allclose(d.factor_values[:, col].numpy(), values[expected[:, col]], rtol=0, atol=1e-12)
+    assert len(data.SOLIDS_SHAPES) == 6 and data.domain("solids").source is data.solids
 
 
 def test_solids_images_are_inside_and_never_empty(grid):
-    imgs = grid.imgs
-    assert imgs.shape == (len(GRID), 64, 64) and imgs.dtype == torch.uint8
-    border = torch.cat([imgs[:, 0, :], imgs[:, -1, :], imgs[:, :, 0], imgs[:, :, -1]], dim=1)
+    assert grid.images.shape == (len(GRID), 1, 64, 64) and grid.images.dtype == torch.uint8
+    pixels = grid.images[:, 0]
+    border = torch.cat([pixels[:, 0, :], pixels[:, -1, :], pixels[:, :, 0], pixels[:, :, -1]], dim=1)
     assert int(border.max()) == 0
-    assert int(imgs.flatten(1).amax(1).min()) > 0
+    assert int(pixels.flatten(1).amax(1).min()) > 0
     # Anti-aliased and shaded: many grey levels, not a binary mask.
-    assert torch.unique(imgs[:200]).numel() > 100
+    assert torch.unique(pixels[:200]).numel() > 100
 
 
 def test_solids_subsets_equal_rows_and_do_not_depend_on_threads(grid):
     pick = torch.randint(0, len(GRID), (300,))
     sub = data.solids(GRID[pick])
-    assert torch.equal(sub.imgs, grid.imgs[pick]) and torch.equal(sub.latents_values, grid.latents_values[pick])
-    assert torch.equal(data.solids(slice(70, 90)).imgs, data.solids(range(0, 100)).imgs[70:90])
+    assert torch.equal(sub.images, grid.images[pick]) and torch.equal(sub.factor_values, grid.factor_values[pick])
+    assert torch.equal(data.solids(slice(70, 90)).images, data.solids(range(0, 100)).images[70:90])
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        one = data.solids(GRID[:400]).imgs
+        one = data.solids(GRID[:400]).images
     finally:
         torch.set_num_threads(before)
-    assert torch.equal(one, grid.imgs[:400])
+    assert torch.equal(one, grid.images[:400])
 
 
 # ---------------------------------------------------------------- Solids: images follow factors
@@ -110,7 +110,7 @@ def test_solids_centroid_moves_with_position():
         for az, el, light in [(0, 0, 0), (5, 2, 3), (7, 3, 1)]:
             base = dict(shape=shape, azimuth=az, elevation=el, light=light, scale=2)
             rows = [_row(**base, posX=px, posY=py)[1] for px, py in [(0, 0), (7, 0), (0, 7), (3, 5)]]
-            cx, cy = _centroid(data.solids(rows).imgs)
+            cx, cy = _centroid(data.solids(rows).images[:, 0])
             shifts_x.append([cx[1] - cx[0], cy[1] - cy[0], cx[3] - cx[0]])
             shifts_y.append([cy[2] - cy[0], cx[2] - cx[0], cy[3] - cy[0]])
     sx, sy = torch.tensor(shifts_x), torch.tensor(shifts_y)
@@ -126,15 +126,15 @@ def test_solids_centroid_moves_with_position():
 def test_solids_silhouette_area_grows_with_scale_squared(grid):
     # Pairs of rows that differ only in scale (class 0 vs 3, 1 vs 2): scale's stride is 8 · 8.
     for small, large in [(0, 3), (1, 2)]:
-        rows = GRID[grid.latents_classes[:, 4] == small]
+        rows = GRID[grid.factors[:, 4] == small]
         pair = data.solids(torch.cat([rows, rows + 64 * (large - small)]), shading="flat")
-        area = (pair.imgs.double().sum((1, 2)) / 255.0).view(2, -1)
-        ratio = (pair.latents_values[len(rows), 4] / pair.latents_values[0, 4]) ** 2
+        area = (pair.images.double().sum((1, 2, 3)) / 255.0).view(2, -1)
+        ratio = (pair.factor_values[len(rows), 4] / pair.factor_values[0, 4]) ** 2
         assert torch.allclose(area[1] / area[0], torch.full_like(area[0], float(ratio)), rtol=0.03), (small, large)
     # The shaded images have the same silhouette, never brighter than it and at least the
     # ambient level where the silhouette covers a whole pixel.
-    flat = data.solids(GRID[:2000], shading="flat").imgs
-    shaded = grid.imgs[:2000]
+    flat = data.solids(GRID[:2000], shading="flat").images
+    shaded = grid.images[:2000]
     assert bool((shaded <= flat).all()) and bool(((shaded > 0) <= (flat > 0)).all())
     assert int(shaded[flat == 255].min()) >= round(0.25 * 255)
 
@@ -148,7 +148,7 @@ def test_cube_face_on_matches_a_hand_computed_square():
     # From the grid (azimuth 0, elevation 0, scale 0.5, posX 3/7, posY 6/7), shaded: the one
     # visible face has the Lambert shade of a light 45° off the view axis.
     _, index = _row(shape=1, scale=0, posX=3, posY=6)
-    img = data.solids([index]).imgs[0].double().numpy()
+    img = data.solids([index]).images[0, 0].double().numpy()
     cov = _square_coverage(12 + 40 * 3 / 7, 12 + 40 * 6 / 7, 0.5 * half)
     shade = 0.25 + 0.75 * math.cos(math.pi / 4)
     assert ((img > 0.5 * 255 * shade) != (cov > 0.5)).sum() <= 4
@@ -198,13 +198,14 @@ def test_solids_light_and_shapes_change_the_image():
     assert differ[~torch.eye(6, dtype=torch.bool)].min() >= 10  # six different shapes
 
 
-def test_solids_to_dataset():
+def test_solids_as_labelled_dataset():
     d = data.solids(range(0, data.SOLIDS_COUNT, 997))
-    ds = d.to_dataset(label="shape")
+    ds = data.as_dataset(d, label="shape")
     assert ds.name == "solids" and ds.input_shape == (1, 64, 64) and ds.scale == pytest.approx(1 / 255)
-    assert ds.num_classes == 6 and torch.equal(ds.labels, d.latents_classes[:, 0])
-    assert ds.factor_names == data.SOLIDS_FACTORS and torch.equal(ds.factors, d.latents_values)
-    assert data.solids([0, 1]).to_dataset(label="azimuth").num_classes == 12
+    assert ds.num_classes == 6 and torch.equal(ds.labels, d.factors[:, 0])
+    assert ds.factor_names == data.SOLIDS_FACTORS and torch.equal(ds.factor_values, d.factor_values)
+    assert d.extras == {"shading": "lambert"}
+    assert data.as_dataset(data.solids([0, 1]), label="azimuth").num_classes == 12
     assert float(ds.float_images().max()) <= 1.0 and d.float_images([0]).shape == (1, 1, 64, 64)
     assert data.as_dataset(data.load("solids", indices=[5, 6]), label="posY").labels.tolist() == [5, 6]
 
@@ -216,30 +217,32 @@ SPRITES = torch.arange(0, data.DSPRITES_COUNT, 2039)  # 362 rows over the whole 
 def test_color_dsprites_keep_the_sprite_mask_and_colour_it():
     base = data.dsprites(SPRITES)
     c = data.color_dsprites(SPRITES)
-    assert c.imgs.shape == (len(SPRITES), 3, 64, 64) and c.imgs.dtype == torch.uint8
-    assert torch.equal(c.latents_classes, base.latents_classes) and torch.equal(c.latents_values, base.latents_values)
+    assert c.images.shape == (len(SPRITES), 3, 64, 64) and c.images.dtype == torch.uint8
+    assert torch.equal(c.factors, base.factors) and torch.equal(c.factor_values, base.factor_values)
     assert c.factor_names == data.DSPRITES_FACTORS and c.factor_sizes == data.DSPRITES_SIZES
-    assert torch.equal(c.imgs.amax(1) > 0, base.imgs == 1)
-    assert c.colors.shape == (len(SPRITES), 3) and 0.5 <= float(c.colors.min()) and float(c.colors.max()) < 1.0
-    expected = torch.round(255 * c.colors).to(torch.uint8)[:, :, None, None] * base.imgs[:, None]
-    assert torch.equal(c.imgs, expected)
-    assert c.colors.std(0).min() > 0.1  # colours really vary, per channel
-    ds = c.to_dataset(label="shape")
+    assert torch.equal(c.images.amax(1, keepdim=True) > 0, base.images == 1)
+    colors = c.row_extras["colors"]
+    assert colors.shape == (len(SPRITES), 3) and 0.5 <= float(colors.min()) and float(colors.max()) < 1.0
+    expected = torch.round(255 * colors).to(torch.uint8)[:, :, None, None] * base.images
+    assert torch.equal(c.images, expected)
+    assert colors.std(0).min() > 0.1  # colours really vary, per channel
+    assert torch.equal(c.subset([3, 1]).row_extras["colors"], colors[[3, 1]])
+    ds = data.as_dataset(c, label="shape")
     assert ds.input_shape == (3, 64, 64) and ds.name == "color_dsprites" and ds.num_classes == 3
 
 
 def test_noisy_dsprites_keep_a_white_sprite_on_noise():
     base = data.dsprites(SPRITES)
     n = data.noisy_dsprites(SPRITES)
-    assert n.imgs.shape == (len(SPRITES), 3, 64, 64) and torch.equal(n.latents_classes, base.latents_classes)
-    mask = (base.imgs == 1)[:, None].expand(-1, 3, -1, -1)
-    assert bool((n.imgs[mask] == 255).all())
-    background = n.imgs[~mask].double()
+    assert n.images.shape == (len(SPRITES), 3, 64, 64) and torch.equal(n.factors, base.factors)
+    mask = (base.images == 1).expand(-1, 3, -1, -1)
+    assert bool((n.images[mask] == 255).all())
+    background = n.images[~mask].double()
     assert background.mean().item() == pytest.approx(127.5, abs=1.0)
     assert background.std().item() == pytest.approx(math.sqrt((256**2 - 1) / 12), rel=0.02)  # uniform on 0..255
-    counts = torch.bincount(n.imgs[~mask].long(), minlength=256).double()
+    counts = torch.bincount(n.images[~mask].long(), minlength=256).double()
     assert counts.min() > 0.8 * counts.mean() and counts.max() < 1.2 * counts.mean()
-    assert (n.imgs[:, 0] != n.imgs[:, 1]).any()  # independent channels, not grey noise
+    assert (n.images[:, 0] != n.images[:, 1]).any()  # independent channels, not grey noise
 
 
 @pytest.mark.parametrize("make", [data.color_dsprites, data.noisy_dsprites])
@@ -247,17 +250,17 @@ def test_dsprites_variants_are_deterministic_by_index(make):
     big = make(SPRITES)
     pick = torch.tensor([5, 0, 300, 17])
     sub = make(SPRITES[pick])
-    assert torch.equal(sub.imgs, big.imgs[pick])
+    assert torch.equal(sub.images, big.images[pick])
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        assert torch.equal(make(SPRITES[:64]).imgs, big.imgs[:64])
+        assert torch.equal(make(SPRITES[:64]).images, big.images[:64])
     finally:
         torch.set_num_threads(before)
     other = make(SPRITES[:64], seed=1)  # another stream: other colours / noise, the same sprites
-    assert not torch.equal(other.imgs, big.imgs[:64]) and torch.equal(other.latents_classes, big.latents_classes[:64])
-    assert make(SPRITES[:3], images=False).imgs is None
-    assert data.load(make.__name__, indices=[0]).imgs.shape == (1, 3, 64, 64)
+    assert not torch.equal(other.images, big.images[:64]) and torch.equal(other.factors, big.factors[:64])
+    assert make(SPRITES[:3], images=False).images is None
+    assert data.load(make.__name__, indices=[0]).images.shape == (1, 3, 64, 64)
 
 
 # ---------------------------------------------------------------- Cars3D (.mat folder)
@@ -276,20 +279,20 @@ def _write_cars(folder, n_cars=3, size=16):
 def test_cars3d_loader_round_trips_the_mat_files(tmp_path):
     cars = _write_cars(tmp_path)
     d = data.load_cars3d(tmp_path, image_size=None)
-    assert len(d) == 3 * 96 and d.imgs.shape == (288, 3, 16, 16) and d.factor_sizes == (3, 4, 24)
-    assert d.files == ("car_001_mesh.mat", "car_002_mesh.mat", "car_003_mesh.mat")
+    assert len(d) == 3 * 96 and d.images.shape == (288, 3, 16, 16) and d.factor_sizes == (3, 4, 24)
+    assert d.extras["files"] == ("car_001_mesh.mat", "car_002_mesh.mat", "car_003_mesh.mat")
     for row in (0, 1, 24, 95, 96 + 30, 287):
-        obj, elevation, azimuth = d.latents_classes[row].tolist()
+        obj, elevation, azimuth = d.factors[row].tolist()
         assert (obj, elevation, azimuth) == (row // 96, row % 96 // 24, row % 24)
-        np.testing.assert_array_equal(d.imgs[row].numpy(), cars[obj][:, :, :, azimuth, elevation].transpose(2, 0, 1))
+        np.testing.assert_array_equal(d.images[row].numpy(), cars[obj][:, :, :, azimuth, elevation].transpose(2, 0, 1))
     small = data.load_cars3d(tmp_path, image_size=8, indices=[100, 5])
     for i, row in enumerate((100, 5)):
         im = cars[row // 96][:, :, :, row % 24, row % 96 // 24].transpose(2, 0, 1).astype(float)
         blocks = im.reshape(3, 8, 2, 8, 2).mean((2, 4))
-        assert np.abs(small.imgs[i].numpy() - blocks).max() <= 0.5
-    latents = data.load_cars3d(tmp_path, images=False)
-    assert latents.imgs is None and torch.equal(latents.latents_classes, d.latents_classes)
-    ds = d.to_dataset(label="object")
+        assert np.abs(small.images[i].numpy() - blocks).max() <= 0.5
+    factors_only = data.load_cars3d(tmp_path, images=False)
+    assert factors_only.images is None and torch.equal(factors_only.factors, d.factors)
+    ds = data.as_dataset(d, label="object")
     assert ds.num_classes == 3 and ds.input_shape == (3, 16, 16) and ds.name == "cars3d"
 
 
@@ -335,30 +338,33 @@ def test_smallnorb_loader_round_trips_the_binary_files(tmp_path):
     dat, cat, info = _write_norb(tmp_path)
     header = (tmp_path / "smallnorb-5x46789x9x18x6x2x96x96-training-cat.mat").read_bytes()[:20]
     assert header[:4] == bytes.fromhex("544c3d1e") and struct.unpack("<4i", header[4:])[:2] == (1, 12)
-    d = data.load_smallnorb(tmp_path, image_size=None)
-    assert d.imgs.shape == (12, 2, 96, 96) and torch.equal(d.imgs, torch.from_numpy(dat))
+    both = data.load_smallnorb(tmp_path, image_size=None, camera=None)
+    assert both.images.shape == (12, 2, 96, 96) and torch.equal(both.images, torch.from_numpy(dat))
+    d = data.load_smallnorb(tmp_path, image_size=None)  # camera 0
+    assert d.images.shape == (12, 1, 96, 96) and torch.equal(d.images, both.images[:, :1])
     expected = np.stack([cat, info[:, 0], info[:, 1], info[:, 2] // 2, info[:, 3]], 1)
-    np.testing.assert_array_equal(d.latents_classes.numpy(), expected)
-    np.testing.assert_allclose(d.latents_values[:, 2].numpy(), 30 + 5 * info[:, 1])  # degrees
-    np.testing.assert_allclose(d.latents_values[:, 3].numpy(), 10 * info[:, 2])
-    assert d.factor_names == data.SMALLNORB_FACTORS and d.split == "training"
+    np.testing.assert_array_equal(d.factors.numpy(), expected)
+    np.testing.assert_allclose(d.factor_values[:, 2].numpy(), 30 + 5 * info[:, 1])  # degrees
+    np.testing.assert_allclose(d.factor_values[:, 3].numpy(), 10 * info[:, 2])
+    assert d.factor_names == data.SMALLNORB_FACTORS and d.extras["split"] == "training"
     np.testing.assert_array_equal(data.read_norb_matrix(tmp_path / "smallnorb-5x46789x9x18x6x2x96x96-training-info.mat"),
                                   info)
-    assert data.load_smallnorb(tmp_path, indices=[3, 0]).imgs.shape == (2, 2, 64, 64)  # the default size
-    halved = data.load_smallnorb(tmp_path, indices=[3, 0], image_size=48)  # 2 × 2 block means
+    assert data.load_smallnorb(tmp_path, indices=[3, 0]).images.shape == (2, 1, 64, 64)  # the default size
+    halved = data.load_smallnorb(tmp_path, indices=[3, 0], image_size=48, camera=None)  # 2 × 2 block means
     blocks = dat[[3, 0]].astype(float).reshape(2, 2, 48, 2, 48, 2).mean((3, 5))
-    assert np.abs(halved.imgs.numpy() - blocks).max() <= 0.5
-    ds = d.to_dataset(label="category")
-    assert ds.input_shape == (1, 96, 96) and torch.equal(ds.images[:, 0], d.imgs[:, 0]) and ds.num_classes == 5
-    assert d.to_dataset(camera=1).images[:, 0].equal(d.imgs[:, 1]) and d.to_dataset(camera=None).input_shape == (2, 96, 96)
-    latents = data.load_smallnorb(tmp_path, images=False)
-    assert latents.imgs is None and torch.equal(latents.latents_classes, d.latents_classes)
+    assert np.abs(halved.images.numpy() - blocks).max() <= 0.5
+    ds = data.as_dataset(d, label="category")
+    assert ds.input_shape == (1, 96, 96) and torch.equal(ds.images[:, 0], both.images[:, 0]) and ds.num_classes == 5
+    right = data.load_smallnorb(tmp_path, image_size=None, camera=1)
+    assert right.images[:, 0].equal(both.images[:, 1]) and both.input_shape == (2, 96, 96)
+    factors_only = data.load_smallnorb(tmp_path, images=False)
+    assert factors_only.images is None and torch.equal(factors_only.factors, d.factors)
 
 
 def test_smallnorb_loader_reads_gzip_and_the_testing_split(tmp_path):
     dat, cat, _ = _write_norb(tmp_path, split="testing", n=5, compress=True)
-    d = data.load_smallnorb(tmp_path, "testing", image_size=None)
-    assert torch.equal(d.imgs, torch.from_numpy(dat)) and d.latents_classes[:, 0].tolist() == cat.tolist()
+    d = data.load_smallnorb(tmp_path, "testing", image_size=None, camera=None)
+    assert torch.equal(d.images, torch.from_numpy(dat)) and d.factors[:, 0].tolist() == cat.tolist()
     _named(ValueError, "path", lambda: data.load_smallnorb(tmp_path))  # no training files here
 
 
@@ -374,7 +380,8 @@ def test_smallnorb_loader_rejects_bad_files(tmp_path):
     _named(ValueError, "path", lambda: data.load_smallnorb(tmp_path))
     cat.write_bytes(good)
     _named(ValueError, "split", lambda: data.load_smallnorb(tmp_path, "train"))
-    _named(ValueError, "camera", lambda: data.load_smallnorb(tmp_path).to_dataset(camera=2))
+    _named(ValueError, "camera", lambda: data.load_smallnorb(tmp_path, camera=2))
+    _named(TypeError, "camera", lambda: data.load_smallnorb(tmp_path, camera="left"))
 
 
 # ---------------------------------------------------------------- CelebA (images + attribute list)
@@ -408,27 +415,27 @@ def test_celeba_loader_round_trips_images_and_attributes(tmp_path):
     pytest.importorskip("PIL")
     images, pixels, values = _write_celeba(tmp_path)
     d = data.load_celeba(images, crop=None, image_size=None)  # the list is found in the parent folder
-    assert d.imgs.shape == (5, 3, 24, 20) and torch.equal(d.imgs, torch.from_numpy(pixels.transpose(0, 3, 1, 2)))
+    assert d.images.shape == (5, 3, 24, 20) and torch.equal(d.images, torch.from_numpy(pixels.transpose(0, 3, 1, 2)))
     assert d.factor_names == ATTRIBUTES and d.factor_sizes == (2, 2, 2)
-    np.testing.assert_array_equal(d.latents_values.numpy(), values)
-    np.testing.assert_array_equal(d.latents_classes.numpy(), (values > 0).astype(np.int64))
-    assert d.filenames == tuple(f"{i:06d}.png" for i in range(1, 6))
+    np.testing.assert_array_equal(d.factor_values.numpy(), values)
+    np.testing.assert_array_equal(d.factors.numpy(), (values > 0).astype(np.int64))
+    assert d.row_extras["filenames"] == tuple(f"{i:06d}.png" for i in range(1, 6))
     small = data.load_celeba(images, tmp_path / "list_attr_celeba.txt", indices=[4, 1], crop=16, image_size=8)
     for i, row in enumerate((4, 1)):
         crop = pixels[row, 4:20, 2:18].astype(float).transpose(2, 0, 1)  # centre 16×16 of 24×20
-        assert np.abs(small.imgs[i].numpy() - crop.reshape(3, 8, 2, 8, 2).mean((2, 4))).max() <= 0.5
-    assert small.filenames == ("000005.png", "000002.png")
-    ds = d.to_dataset(label="Smiling")
+        assert np.abs(small.images[i].numpy() - crop.reshape(3, 8, 2, 8, 2).mean((2, 4))).max() <= 0.5
+    assert small.row_extras["filenames"] == ("000005.png", "000002.png")
+    ds = data.as_dataset(d, label="Smiling")
     assert ds.num_classes == 2 and torch.equal(ds.labels, torch.from_numpy((values[:, 2] > 0).astype(np.int64)))
-    assert data.load_celeba(images, images=False).imgs is None
+    assert data.load_celeba(images, images=False).images is None
 
 
 def test_celeba_loader_reads_jpegs(tmp_path):
     pytest.importorskip("PIL")
     images, pixels, _ = _write_celeba(tmp_path, ext="jpg", h=32, w=24)
     d = data.load_celeba(images, crop=None, image_size=None)
-    assert d.imgs.shape == (5, 3, 32, 24)
-    assert np.abs(d.imgs.numpy().astype(float) - pixels.transpose(0, 3, 1, 2)).mean() < 2  # lossy, but close
+    assert d.images.shape == (5, 3, 32, 24)
+    assert np.abs(d.images.numpy().astype(float) - pixels.transpose(0, 3, 1, 2)).mean() < 2  # lossy, but close
 
 
 def test_celeba_loader_rejects_bad_files(tmp_path):
@@ -466,21 +473,21 @@ def _named(exc, arg, call):
         (lambda: data.solids([0], shading="phong"), ValueError, "shading"),
         (lambda: data.solids([0], shading=None), TypeError, "shading"),
         (lambda: data.solids([0], images="yes"), TypeError, "images"),
-        (lambda: data.render_solids(_values(shape=6)), ValueError, "latents_values"),
-        (lambda: data.render_solids(_values(shape=1.5)), ValueError, "latents_values"),
-        (lambda: data.render_solids(_values(scale=0.0)), ValueError, "latents_values"),
-        (lambda: data.render_solids(_values(scale=1.5)), ValueError, "latents_values"),
-        (lambda: data.render_solids(_values(x=1.2)), ValueError, "latents_values"),
-        (lambda: data.render_solids(_values(azimuth=math.nan)), ValueError, "latents_values"),
-        (lambda: data.render_solids(torch.zeros(2, 6, dtype=torch.float64)), ValueError, "latents_values"),
-        (lambda: data.render_solids(torch.zeros(2, 7, dtype=torch.long)), TypeError, "latents_values"),
+        (lambda: data.render_solids(_values(shape=6)), ValueError, "factor_values"),
+        (lambda: data.render_solids(_values(shape=1.5)), ValueError, "factor_values"),
+        (lambda: data.render_solids(_values(scale=0.0)), ValueError, "factor_values"),
+        (lambda: data.render_solids(_values(scale=1.5)), ValueError, "factor_values"),
+        (lambda: data.render_solids(_values(x=1.2)), ValueError, "factor_values"),
+        (lambda: data.render_solids(_values(azimuth=math.nan)), ValueError, "factor_values"),
+        (lambda: data.render_solids(torch.zeros(2, 6, dtype=torch.float64)), ValueError, "factor_values"),
+        (lambda: data.render_solids(torch.zeros(2, 7, dtype=torch.long)), TypeError, "factor_values"),
         (lambda: data.render_solids(_values(), shading="smooth"), ValueError, "shading"),
         (lambda: data.color_dsprites([data.DSPRITES_COUNT]), ValueError, "indices"),
         (lambda: data.color_dsprites([0], seed=-1), ValueError, "seed"),
         (lambda: data.noisy_dsprites([0], seed=1.5), TypeError, "seed"),
         (lambda: data.noisy_dsprites([-3]), ValueError, "indices"),
-        (lambda: data.solids([0]).to_dataset(label="hue"), ValueError, "label"),
-        (lambda: data.solids([0], images=False).to_dataset(), ValueError, "images"),
+        (lambda: data.as_dataset(data.solids([0]), label="hue"), ValueError, "label"),
+        (lambda: data.solids([0], images=False).float_images(), ValueError, "images"),
         (lambda: data.load_cars3d(3), TypeError, "path"),
         (lambda: data.load_cars3d(".", image_size=0), ValueError, "image_size"),
         (lambda: data.load_smallnorb(".", split=1), TypeError, "split"),
@@ -518,17 +525,18 @@ def mnist_folder(tmp_path):
 def test_mnist_loader_reads_gzipped_and_plain_idx(mnist_folder):
     folder, images, labels = mnist_folder
     train = data.load_mnist(folder)
-    assert train.imgs.shape == (12, 28, 28) and train.imgs.dtype == torch.uint8 and train.split == "train"
-    assert np.array_equal(train.imgs.numpy(), images["train"])
-    assert np.array_equal(train.latents_classes[:, 0].numpy(), labels["train"])
+    assert train.images.shape == (12, 1, 28, 28) and train.images.dtype == torch.uint8
+    assert train.extras["split"] == "train"
+    assert np.array_equal(train.images[:, 0].numpy(), images["train"])
+    assert np.array_equal(train.factors[:, 0].numpy(), labels["train"])
     test = data.load_mnist(folder, "test", name="fashion_mnist")
-    assert np.array_equal(test.imgs.numpy(), images["t10k"]) and test.name == "fashion_mnist"
-    ds = test.to_dataset(label="label")
+    assert np.array_equal(test.images[:, 0].numpy(), images["t10k"]) and test.name == "fashion_mnist"
+    ds = data.as_dataset(test, label="label")
     assert ds.input_shape == (1, 28, 28) and ds.num_classes == 10 and ds.labels.tolist() == [0, 1, 2, 3, 4]
     assert ds.scale == pytest.approx(1 / 255) and float(ds.float_images().max()) <= 1.0
     some = data.load_mnist(folder, indices=[3, 0])
-    assert np.array_equal(some.imgs.numpy(), images["train"][[3, 0]])
-    assert data.load_mnist(folder, images=False).imgs is None
+    assert np.array_equal(some.images[:, 0].numpy(), images["train"][[3, 0]])
+    assert data.load_mnist(folder, images=False).images is None
     # other element types of the format, big-endian
     arr = np.arange(6, dtype=np.int16).reshape(2, 3) - 3
     _write_idx(folder / "x.idx", arr, 0x0B)

@@ -12,7 +12,7 @@ from vaetransfer.text import T5Config, T5VAE, T5VAEConfig
 @pytest.fixture(scope="module")
 def vae_and_data():
     model = nn.build_model(nn.ModelConfig(), seed=0)
-    ds = data.dsprites(range(0, data.DSPRITES_COUNT, 9000)).to_dataset()  # 82 images
+    ds = data.dsprites(range(0, data.DSPRITES_COUNT, 9000))  # 82 images
     x = ds.images.float() * ds.scale  # [N, 1, 64, 64]
     return model, ds, x
 

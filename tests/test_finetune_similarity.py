@@ -86,7 +86,7 @@ def test_cka_to_the_initial_representation_is_one_at_step_0(smoke):
                 epoch, value = c["cka"][first][layer][0]
                 assert epoch == 0 and abs(value - 1.0) < 1e-12, (run_dir, layer, value)
     model = build_model(_setup(64, 32, 16, channels=4).model_config(), seed=3).eval()
-    x = data.object_shapes(range(30)).to_dataset().float_images()
+    x = data.object_shapes(range(30)).float_images()
     values = fs.layer_cka(model, x, OrderedDict(init=fs._activations(model, x)))
     assert all(abs(v - 1.0) < 1e-12 for v in values.values())
 
@@ -115,8 +115,8 @@ def test_cka_compares_whole_layers_on_held_out_rows(tmp_path):
 def test_training_rows_are_disjoint_from_test_rows_and_test_labels_stay_true():
     a = _setup(50, 40, 10, randomness=9, seed=2, channels=4)
     train_set, test_set, _ = a.datasets()
-    truth_train = data.object_shapes(range(50), images=False).latents_classes[:, 0]
-    truth_test = data.object_shapes(range(50_000, 50_040), images=False).latents_classes[:, 0]
+    truth_train = data.object_shapes(range(50), images=False).factors[:, 0]
+    truth_test = data.object_shapes(range(50_000, 50_040), images=False).factors[:, 0]
     assert torch.equal(test_set.labels, truth_test)
     assert torch.equal(train_set.labels, data.partially_random_labels(truth_train, 9, seed=a.config.label_seed + 2))
     randomized = _setup(50, 40, 10, randomness=9, seed=2, randomize_test=True).datasets()[1]
@@ -127,8 +127,8 @@ def test_training_rows_are_disjoint_from_test_rows_and_test_labels_stay_true():
     # Same-domain fine-tuning: the pretraining domain's test part, train and test halves disjoint.
     ft_train, ft_test, _ = _setup(50, 40, 10, same_domain_finetune=True).datasets()
     half = (data.OBJECT_SHAPES_COUNT - 50_000) // 2
-    assert torch.equal(ft_train.images, data.object_shapes(range(50_000, 50_050)).imgs)
-    assert torch.equal(ft_test.images, data.object_shapes(range(50_000 + half, 50_000 + half + 40)).imgs)
+    assert torch.equal(ft_train.images, data.object_shapes(range(50_000, 50_050)).images)
+    assert torch.equal(ft_test.images, data.object_shapes(range(50_000 + half, 50_000 + half + 40)).images)
 
 
 def test_kept_initialisation_is_the_one_pretraining_started_from(tmp_path):
@@ -206,7 +206,7 @@ def test_file_domains_are_studied_from_their_folders(tmp_path):
     dirs = {"cifar10": str(tmp_path / "cifar")}
     ds = fs.domain_rows("cifar10", "test", 2, 5, data_dirs=dirs)
     ref = data.load_cifar10(tmp_path / "cifar", "test")
-    assert torch.equal(ds.images, ref.imgs[2:7]) and torch.equal(ds.labels, ref.latents_classes[2:7, 0])
+    assert torch.equal(ds.images, ref.images[2:7]) and torch.equal(ds.labels, ref.factors[2:7, 0])
     with pytest.raises(vt.ArgumentError, match="count"):
         fs.domain_rows("cifar10", "test", 10, 5, data_dirs=dirs)
     config = studies.make_config("finetune_similarity", "smoke", sets=[

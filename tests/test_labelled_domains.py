@@ -72,28 +72,28 @@ def test_generated_domains_are_deterministic_by_index(name):
     full = gen(range(40), seed=5)
     pick = [33, 2, 17, 2]
     part = gen(pick, seed=5)
-    assert torch.equal(part.imgs, full.imgs[pick]) and torch.equal(part.latents_classes, full.latents_classes[pick])
+    assert torch.equal(part.images, full.images[pick]) and torch.equal(part.factors, full.factors[pick])
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
         single = gen(range(40), seed=5)
     finally:
         torch.set_num_threads(threads)
-    assert torch.equal(single.imgs, full.imgs)
+    assert torch.equal(single.images, full.images)
     other = gen(range(40), seed=6)
-    assert not torch.equal(other.imgs, full.imgs)
-    assert torch.equal(other.latents_classes[:, 0], full.latents_classes[:, 0])  # labels: row mod 10
-    assert full.imgs.dtype == torch.uint8 and full.imgs.shape == (40, 3, 32, 32)
+    assert not torch.equal(other.images, full.images)
+    assert torch.equal(other.factors[:, 0], full.factors[:, 0])  # labels: row mod 10
+    assert full.images.dtype == torch.uint8 and full.images.shape == (40, 3, 32, 32) and full.extras["seed"] == 5
     labels_only = gen(range(40), seed=5, images=False)
-    assert labels_only.imgs is None and torch.equal(labels_only.latents_classes, full.latents_classes)
+    assert labels_only.images is None and torch.equal(labels_only.factors, full.factors)
 
 
 @pytest.mark.parametrize("name", list(GENERATORS))
 def test_generated_domains_balance_classes_and_vary_nuisances(name):
     d = GENERATORS[name](range(1000, 3000), images=False)
-    assert torch.equal(torch.bincount(d.latents_classes[:, 0], minlength=10), torch.full((10,), 200))
+    assert torch.equal(torch.bincount(d.factors[:, 0], minlength=10), torch.full((10,), 200))
     for f in range(1, len(d.factor_names)):  # every nuisance kind occurs, roughly evenly
-        counts = torch.bincount(d.latents_classes[:, f], minlength=d.factor_sizes[f])
+        counts = torch.bincount(d.factors[:, f], minlength=d.factor_sizes[f])
         assert counts.numel() == d.factor_sizes[f] and counts.min() > 2000 / d.factor_sizes[f] * 0.8
     ds = data.as_dataset(GENERATORS[name](range(10)), label="label")
     assert ds.num_classes == 10 and ds.input_shape == (3, 32, 32) and ds.scale == pytest.approx(1 / 255)
@@ -129,14 +129,15 @@ def test_sklearn_digits_are_the_shipped_images_resized():
 
     ref = load_digits()
     d = data.load_sklearn_digits()
-    assert d.imgs.shape == (1797, 3, 32, 32) and d.imgs.dtype == torch.uint8
-    assert torch.equal(d.latents_classes[:, 0], torch.from_numpy(ref.target.astype(np.int64)))
-    assert torch.equal(d.imgs[:, 0], d.imgs[:, 2])  # grey in every channel
+    assert d.images.shape == (1797, 3, 32, 32) and d.images.dtype == torch.uint8
+    assert len(d) == data.SKLEARN_DIGITS_COUNT
+    assert torch.equal(d.factors[:, 0], torch.from_numpy(ref.target.astype(np.int64)))
+    assert torch.equal(d.images[:, 0], d.images[:, 2])  # grey in every channel
     raw = data.load_sklearn_digits(image_size=None, channels=1, indices=[0, 5])
     expected = np.rint(ref.images[[0, 5]] * 255.0 / 16.0).astype(np.uint8)
-    assert raw.imgs.shape == (2, 1, 8, 8) and np.array_equal(raw.imgs[:, 0].numpy(), expected)
+    assert raw.images.shape == (2, 1, 8, 8) and np.array_equal(raw.images[:, 0].numpy(), expected)
     # Bilinear resizing keeps the mean brightness (to rounding) and the dark/bright layout.
-    big = d.imgs[[0, 5], 0].double()
+    big = d.images[[0, 5], 0].double()
     assert torch.allclose(big.mean(dim=(1, 2)), torch.from_numpy(expected).double().mean(dim=(1, 2)), atol=4.0)
     with pytest.raises(vt.ArgumentError, match="channels"):
         data.load_sklearn_digits(channels=2)
@@ -161,15 +162,15 @@ def _write_cifar(folder, rows_per_batch=3, seed=0):
 def test_cifar10_loader_reads_python_batches(tmp_path):
     w = _write_cifar(tmp_path)
     tr = data.load_cifar10(tmp_path)
-    assert tr.imgs.shape == (15, 3, 32, 32) and tr.classes[0] == "airplane"
+    assert tr.images.shape == (15, 3, 32, 32) and tr.extras["classes"][0] == "airplane"
     x1, y1 = w["data_batch_1"]
     # Row layout: 1,024 red, then green, then blue values, each plane row-major.
-    assert np.array_equal(tr.imgs[1, 1, 2, 5].item(), x1[1, 1024 + 2 * 32 + 5])
-    assert tr.latents_classes[:3, 0].tolist() == y1
-    assert tr.latents_classes[3:6, 0].tolist() == w["data_batch_2"][1]
+    assert np.array_equal(tr.images[1, 1, 2, 5].item(), x1[1, 1024 + 2 * 32 + 5])
+    assert tr.factors[:3, 0].tolist() == y1
+    assert tr.factors[3:6, 0].tolist() == w["data_batch_2"][1]
     te = data.load_cifar10(tmp_path, "test", indices=[2, 0])
-    assert np.array_equal(te.imgs.reshape(2, -1).numpy(), w["test_batch"][0][[2, 0]])
-    assert data.load_cifar10(tmp_path, images=False).imgs is None
+    assert np.array_equal(te.images.reshape(2, -1).numpy(), w["test_batch"][0][[2, 0]])
+    assert data.load_cifar10(tmp_path, images=False).images is None
     ds = data.as_dataset(te, label="label")
     assert ds.input_shape == (3, 32, 32) and ds.labels.tolist() == [w["test_batch"][1][2], w["test_batch"][1][0]]
 
@@ -207,11 +208,11 @@ def test_svhn_loader_reads_mat_files_and_maps_10_to_0(tmp_path):
     y = np.array([[10], [1], [2], [10], [9], [5], [3]], dtype=np.uint8)
     scipy.io.savemat(tmp_path / "test_32x32.mat", {"X": x, "y": y})
     d = data.load_svhn(tmp_path, "test")
-    assert d.imgs.shape == (7, 3, 32, 32)
-    assert d.imgs[4, 2, 7, 11].item() == x[7, 11, 2, 4]  # [n, c, h, w] = X[h, w, c, n]
-    assert d.latents_classes[:, 0].tolist() == [0, 1, 2, 0, 9, 5, 3]
+    assert d.images.shape == (7, 3, 32, 32)
+    assert d.images[4, 2, 7, 11].item() == x[7, 11, 2, 4]  # [n, c, h, w] = X[h, w, c, n]
+    assert d.factors[:, 0].tolist() == [0, 1, 2, 0, 9, 5, 3]
     part = data.load_svhn(tmp_path, "test", indices=[6, 1])
-    assert torch.equal(part.imgs, d.imgs[[6, 1]]) and part.latents_classes[:, 0].tolist() == [3, 1]
+    assert torch.equal(part.images, d.images[[6, 1]]) and part.factors[:, 0].tolist() == [3, 1]
     with pytest.raises(vt.ArgumentError, match="train_32x32"):
         data.load_svhn(tmp_path, "train")
     scipy.io.savemat(tmp_path / "extra_32x32.mat", {"X": x[:, :, :2], "y": y})

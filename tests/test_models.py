@@ -173,3 +173,26 @@ def test_activations_of_a_plain_module_by_hooks():
     acts = vt.activations.activations(twin, x, ["input", "block2", "logits"], batch_size=4)
     assert list(acts) == ["input", "block2", "logits"] and acts["block2"].shape == (9, 64 * 8 * 8)
     assert vt.similarity.activations is vt.activations.activations
+
+
+def test_model_configs_come_from_the_core_registry():
+    """ModelConfig declares no parameter of its own: names, defaults and checks are the core's."""
+    from vaetransfer import nn
+
+    c = nn.ModelConfig("mlp-classifier", input_shape=(12,), hidden=[10, 7], num_classes=3)
+    assert c.input_shape == [12] and c.hidden == [10, 7]          # set values, tuples as lists
+    entry = next(e for e in nn.architectures() if e["name"] == "mlp-classifier")
+    defaults = {p["name"]: p["default"] for p in entry["params"]}
+    assert c.width == defaults["width"] and c.residual == defaults["residual"]  # unset: the core's default
+    assert c.latent_dim is None                                    # another architecture's parameter
+    with pytest.raises(AttributeError):
+        c.no_such_parameter
+    assert nn.ModelConfig.from_dict(c.to_dict()) == c
+    assert c.to_dict() == {"architecture": "mlp-classifier", "input_shape": [12], "hidden": [10, 7], "num_classes": 3}
+    legacy = {"architecture": "mlp-classifier", "input_shape": [12], "options": {"residual": True}}
+    assert nn.ModelConfig.from_dict(legacy) == nn.ModelConfig("mlp-classifier", input_shape=[12], residual=True)
+    assert c.replace(num_classes=None, width=4) == nn.ModelConfig("mlp-classifier", input_shape=[12], hidden=[10, 7],
+                                                                   width=4)
+    with pytest.raises(vt.ArgumentError) as info:
+        nn.build_model(nn.ModelConfig("mlp-classifier", input_shape=[12], kernel_sizes=[3]))
+    assert "kernel_sizes" in str(info.value)

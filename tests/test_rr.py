@@ -1,4 +1,4 @@
-"""The RR reverse pass, its loss and the SRIP baseline ("Unsupervised pretraining with a reverse
+"""The RR reverse pass, its loss and the SRIP baseline ("Reviving Autoencoder Pretraining"
 pass", §2, App. A.3, App. B.1) against plain-PyTorch twins written here."""
 import math
 
@@ -125,8 +125,9 @@ def _twin_pass(model, x, variant, out_act="none"):
 def _mlp(seed=0, residual=False, **kw):
     cfg = dict(input_shape=[12], hidden=[10, 7, 5], num_classes=3, batch_norm=True, activation="tanh")
     cfg.update(kw)
-    options = {"residual": True} if residual else {}  # a parameter without a ModelConfig field
-    return vt.build_model(vt.ModelConfig("mlp-classifier", **cfg, options=options), seed=seed)
+    if residual:
+        cfg["residual"] = True  # any parameter the core declares for the architecture
+    return vt.build_model(vt.ModelConfig("mlp-classifier", **cfg), seed=seed)
 
 
 def _conv4(seed=0, size=8, **kw):

@@ -70,7 +70,7 @@ def test_each_method_trains_what_it_should(smoke):
 
 def test_mi_of_the_input_layer_is_twelve_bits():
     t = data.twelve_bit_task()
-    mi = estimators.binned_mutual_information(t.inputs.float(), t.labels, 30)
+    mi = estimators.binned_mutual_information(t.images.float(), t.labels, 30)
     assert float(mi.i_xt) == pytest.approx(12.0, abs=1e-9)  # 4,096 distinct patterns: H(X) = 12 bits
     assert 0.0 < float(mi.i_ty) <= 1.0
     p = float(t.labels.float().mean())
@@ -81,7 +81,7 @@ def test_layer_mi_reports_every_layer_in_bits():
     t = data.twelve_bit_task()
     model = vt.build_model(vt.ModelConfig("mlp-classifier", input_shape=[12], hidden=[10, 7], activation="tanh",
                                           num_classes=2), seed=0)
-    values = study.layer_mi(model, t.inputs.float(), t.labels, 30)
+    values = study.layer_mi(model, t.images.float(), t.labels, 30)
     assert list(values) == ["fc1", "fc2", "logits"]
     for v in values.values():
         assert 0.0 <= v["ity"] <= v["ixt"] + 1e-9 <= 12.0 + 1e-9

@@ -281,7 +281,7 @@ def normal_logpdf(z, mean, logvar):
 
 
 def test_rate_ablation_objective_trains_and_logs_both_terms(tmp_path):
-    data = vt.data.tetrominoes(range(0, 163_840, 160)).to_dataset()  # 1,024 images
+    data = vt.data.tetrominoes(range(0, 163_840, 160))  # 1,024 images
     cfg = vt.TrainConfig(model=vt.ModelConfig("mlp", input_shape=(3, 32, 32), depth=1, width=64),
                          objective=vt.ObjectiveConfig(name="marginal-kl-vae", beta=1.0),
                          optimizer=vt.OptimizerConfig(lr=1e-3), steps=20, batch_size=64)
@@ -294,7 +294,7 @@ def test_rate_ablation_objective_trains_and_logs_both_terms(tmp_path):
 
 
 def test_keep_best_keeps_the_weights_of_the_lowest_held_out_loss(tmp_path):
-    data = vt.data.tetrominoes(range(0, 163_840, 128)).to_dataset()  # 1,280 images
+    data = vt.data.tetrominoes(range(0, 163_840, 128))  # 1,280 images
     train_set, held_out = vt.data.split(data, 0.2, seed=0)
     cfg = vt.TrainConfig(model=vt.ModelConfig("mlp", input_shape=(3, 32, 32), depth=1, width=32),
                          optimizer=vt.OptimizerConfig(lr=3e-2), steps=40, batch_size=32, eval_every=5,

@@ -22,7 +22,7 @@ from vaetransfer import _C
 @pytest.fixture(scope="module")
 def shapes():
     """dSprites (a spread of the grid) labelled by shape: 3 classes, chance 1/3."""
-    ds = vt.data.dsprites(torch.arange(0, 737280, 90)).to_dataset(label="shape")  # 8,192 images
+    ds = vt.data.as_dataset(vt.data.dsprites(torch.arange(0, 737280, 90)), label="shape")  # 8,192 images
     return vt.data.split(ds, 0.25, seed=0)
 
 
@@ -37,7 +37,7 @@ def _clf_config(**kw):
 
 def test_conv4_learns_a_built_in_labelled_set_well_above_chance(tmp_path):
     """Tetrominoes labelled by hue stratum: 8 classes, chance 1/8 (BatchNorm in training mode)."""
-    labelled = vt.data.tetrominoes(torch.arange(0, 163840, 40)).to_dataset(label="hue")  # 4,096 images
+    labelled = vt.data.as_dataset(vt.data.tetrominoes(torch.arange(0, 163840, 40)), label="hue")  # 4,096 images
     train_set, test_set = vt.data.split(labelled, 0.25, seed=0)
     cfg = vt.TrainConfig(model=vt.ModelConfig(architecture="conv4", channels=16, num_classes=8),
                          objective=vt.TaskConfig("classification"), steps=120, batch_size=32, seed=1,
@@ -57,7 +57,7 @@ _KILLED_RUN = textwrap.dedent("""
     import sys, torch, vaetransfer as vt
     sys.path.insert(0, {tests!r})
     from test_training_core import _clf_config
-    ds = vt.data.dsprites(torch.arange(0, 737280, 90)).to_dataset(label="shape")
+    ds = vt.data.as_dataset(vt.data.dsprites(torch.arange(0, 737280, 90)), label="shape")
     train_set, test_set = vt.data.split(ds, 0.25, seed=0)
     torch.set_num_threads(1)
     vt.train(_clf_config(steps=100000, snapshot_every=7, threads=1), train_set, {out!r}, progress=False)

@@ -129,8 +129,9 @@ def test_held_out_rows_are_distinct_unseen_and_can_include_the_last_row():
     assert len(held) == round(c.test_fraction * c.n) and len(train_rows) + len(held) == c.n
     assert torch.unique(held).numel() == len(held)
     assert not set(held.tolist()) & set(train_rows.tolist())
-    raw = transfer._held_out(c, "dsprites", 32, "similarity_n")
-    assert len(raw) == 32 and torch.equal(raw.latents_classes, data.dsprites(held[:32]).latents_classes)
+    held_set = spec.held_out(32, argument="similarity_n")
+    assert len(held_set) == 32 and torch.equal(held_set.factors, data.dsprites(held[:32]).factors)
+    assert torch.equal(transfer._held_out(c, "dsprites", 32, "similarity_n"), held_set.float_images())
     # Over split seeds, the last row of a 10-row set is held out as often as any other row.
     hits = [int(9 in data.split_indices(10, 0.3, seed=s)[1].tolist()) for s in range(200)]
     assert 0.2 < sum(hits) / len(hits) < 0.4
@@ -141,8 +142,8 @@ def test_dataspec_rows_are_the_rows_build_returns():
     train_rows, held = spec.rows()
     train_ds, test_ds = spec.build()
     full = data.solids(torch.cat([train_rows, held]))
-    assert torch.equal(train_ds.images, data.as_dataset(data.solids(train_rows)).images)
-    assert torch.equal(test_ds.images, data.as_dataset(data.solids(held)).images)
+    assert torch.equal(train_ds.images, data.solids(train_rows).images)
+    assert torch.equal(test_ds.images, data.solids(held).images)
     assert len(full) == 300
 
 

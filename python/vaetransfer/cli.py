@@ -82,7 +82,7 @@ def registries() -> dict[str, list[str]]:
 
     return {"models": names(_C.nn.registered()), "objectives": names(_C.objectives.registered()),
             "regularizers": names(_C.regularizers.registered()), "schedules": names(_C.train.registered_schedules()),
-            "similarity_measures": sorted(similarity.MEASURES), "datasets": sorted(data.REGISTRY),
+            "similarity_measures": names(similarity.registered()), "datasets": sorted(data.DOMAINS),
             "studies": studies.available()}
 
 

@@ -63,6 +63,12 @@ def coerce(value, tp, key: str):
         if not isinstance(value, Mapping):
             raise type_error(key, f"expected an object of {tp.__name__} fields, got {value!r}")
         return config_from_dict(tp, value, argument=key)
+    if isinstance(tp, type) and callable(getattr(tp, "from_dict", None)):  # e.g. a registered objective's config
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise type_error(key, f"expected an object of {tp.__name__} fields, got {value!r}")
+        return tp.from_dict(dict(value))
     if tp is bool:
         if isinstance(value, str) and value.lower() in ("true", "false"):
             return value.lower() == "true"
@@ -98,6 +104,8 @@ def coerce(value, tp, key: str):
     if origin is dict or tp is dict:
         if not isinstance(value, Mapping):
             raise type_error(key, f"expected a JSON object, got {value!r}")
+        if len(args) == 2:
+            return {coerce(k, args[0], key): coerce(v, args[1], f"{key}.{k}") for k, v in value.items()}
         return dict(value)
     if isinstance(tp, type) and not isinstance(value, tp):
         raise type_error(key, f"expected {_type_name(tp)}, got {value!r}")
@@ -112,20 +120,27 @@ def field_types(cls: type, key_prefix: str) -> dict[str, Any]:
 
 
 def config_to_dict(config) -> dict:
-    """A config dataclass as plain JSON data: nested dataclasses as objects, tuples as lists."""
+    """A config dataclass as plain JSON data: its fields, nested values by their own ``to_dict``
+    when they have one (a registered objective's config, a model config that leaves out unset
+    fields), nested dataclasses as objects, tuples as lists."""
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise type_error("config", f"expected a dataclass instance, got {type(config).__name__}")
 
     def plain(v):
+        if callable(getattr(v, "to_dict", None)) and not isinstance(v, type):
+            return plain(v.to_dict())
         if dataclasses.is_dataclass(v) and not isinstance(v, type):
-            return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+            return fields_of(v)
         if isinstance(v, (list, tuple)):
             return [plain(x) for x in v]
         if isinstance(v, Mapping):
             return {str(k): plain(x) for k, x in v.items()}
         return v
 
-    return plain(config)
+    def fields_of(v):
+        return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+
+    return fields_of(config)
 
 
 def config_from_dict(cls: type, d: Mapping, *, argument: str = "") -> Any:

@@ -32,3 +32,17 @@ def write_json(path: str | os.PathLike, obj) -> None:
 def write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+def read_json(path: str | os.PathLike, argument: str):
+    """The JSON data in ``path``; a file that cannot be read or parsed is an ArgumentError naming
+    ``argument`` (never a bare OSError or JSONDecodeError)."""
+    from ._checks import value_error
+
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise value_error(argument, f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise value_error(argument, f"{str(path)!r} is not valid JSON: {exc}") from exc

@@ -20,7 +20,6 @@ layer, a parameter name or any dotted prefix (``"block1.bn"``).
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field, fields
 from typing import Sequence
 
 import torch
@@ -36,53 +35,65 @@ def architectures() -> list[dict]:
     return list(_C.nn.registered())
 
 
-@dataclass
 class ModelConfig:
-    """What to build. ``None`` fields take the architecture's defaults; a field that does not
-    apply to the architecture is an error naming it. ``options`` holds parameters of a
-    registered architecture that have no field here."""
+    """What to build: an ``architecture`` registered in the core (:func:`architectures`) and its
+    parameters, e.g. ``ModelConfig("mlp-classifier", input_shape=[12], hidden=[10, 7], num_classes=3)``.
 
-    architecture: str = "conv"
-    input_shape: tuple[int, ...] | None = None
-    latent_dim: int | None = None
-    kernel_sizes: tuple[int, ...] | None = None
-    decoder_kernel_sizes: tuple[int, ...] | None = None
-    depth: int | None = None
-    width: int | None = None
-    hidden: tuple[int, ...] | None = None
-    num_classes: int | None = None
-    channels: int | None = None
-    blocks: int | None = None
-    block_order: str | None = None
-    batch_norm: bool | None = None
-    activation: str | None = None
-    options: dict = field(default_factory=dict)
+    The parameters and their defaults are declared once, in the core: a parameter reads like an
+    attribute (an unset one gives the architecture's default, None where the core declares none), a
+    parameter the architecture does not have is an error naming it when the model is built, and a
+    new architecture needs no change here. ``None`` values are left unset."""
+
+    def __init__(self, architecture: str = "conv", **params):
+        self.architecture = architecture
+        self._params = {k: _plain(v) for k, v in params.items() if v is not None}
 
     def params(self) -> dict:
-        """The parameters handed to the core (set fields and options)."""
-        out = {}
-        for f in fields(self):
-            if f.name in ("architecture", "options"):
-                continue
-            v = getattr(self, f.name)
-            if v is not None:
-                out[f.name] = list(v) if isinstance(v, tuple) else v
-        out.update(self.options)
-        return out
+        """The parameters handed to the core (the ones set)."""
+        return dict(self._params)
+
+    def replace(self, **changes) -> "ModelConfig":
+        """A copy with ``changes`` set (None unsets a parameter)."""
+        merged = {**self._params, **changes}
+        return ModelConfig(self.architecture, **{k: v for k, v in merged.items() if v is not None})
+
+    def __getattr__(self, key: str):
+        if key.startswith("_"):
+            raise AttributeError(key)
+        if key in self._params:
+            return self._params[key]
+        entries = architectures()
+        for e in entries:
+            if e["name"] == self.architecture:
+                for p in e["params"]:
+                    if p["name"] == key:
+                        return p["default"]
+        if any(p["name"] == key for e in entries for p in e["params"]):
+            return None  # a parameter of other architectures: this one does not have it
+        raise AttributeError(f"no architecture has a parameter {key!r}")
 
     def to_dict(self) -> dict:
-        d = {"architecture": self.architecture, **{k: v for k, v in self.params().items() if k not in self.options}}
-        if self.options:
-            d["options"] = dict(self.options)
-        return d
+        return {"architecture": self.architecture, **self._params}
 
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
-        names = {f.name for f in fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise value_error("config", f"unknown model fields {sorted(unknown)}")
-        return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()})
+        if not isinstance(d, dict):
+            raise type_error("model", f"expected an object of model parameters, got {d!r}")
+        d = dict(d)
+        options = d.pop("options", None) or {}  # config.json of earlier releases: parameters without a field
+        return cls(d.pop("architecture", "conv"), **d, **options)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ModelConfig) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        args = ", ".join([repr(self.architecture)] + [f"{k}={v!r}" for k, v in self._params.items()])
+        return f"ModelConfig({args})"
+
+
+def _plain(v):
+    """JSON-like parameter values: tuples as lists (one form for equality and saved configs)."""
+    return [_plain(x) for x in v] if isinstance(v, (tuple, list)) else v
 
 
 def _build(config: ModelConfig, seed: int, device: str):

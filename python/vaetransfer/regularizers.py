@@ -7,7 +7,7 @@ column named ``label`` (default: the regulariser's name), and a scheduled λ the
 (:func:`registered`, from the core):
 
 * ``l2`` — Σ‖θ‖² over the parameters of ``groups`` (gradient 2λθ).
-* ``rr`` — the reverse-pass loss Σ_m λ_m‖d_m − d'_m‖² of "Unsupervised pretraining with a reverse
+* ``rr`` — the reverse-pass loss Σ_m λ_m‖d_m − d'_m‖² of "Reviving Autoencoder Pretraining"
   pass" (Eq. 7; ``variant`` full or local, ``layer_weights``, ``input_only`` for RR¹,
   ``output_activation``); parts: one term per reconstructed activation (``input``, then each layer
   before the head). See :mod:`vaetransfer.rr`.

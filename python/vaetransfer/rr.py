@@ -1,4 +1,4 @@
-"""RR: pretraining with a reverse pass ("Unsupervised pretraining with a reverse pass", §2–3,
+"""RR: pretraining with a reverse pass ("Reviving Autoencoder Pretraining", §2–3,
 App. A–B), its baselines and its analysis tools. The computation lives in the C++ core
 (``csrc/vaetransfer/rr``, ``csrc/vaetransfer/regularizers/{rr,srip}.cpp``); this module configures
 and inspects it.

@@ -476,7 +476,7 @@ def _activate(name: str, x: torch.Tensor) -> torch.Tensor:
 
 
 def rr_reverse_pass(model: nn.Module, x: torch.Tensor, variant: str = "full", output_activation: str = "none"):
-    """The RR reverse pass ("Unsupervised pretraining with a reverse pass", §2, App. A.3) written in
+    """The RR reverse pass ("Reviving Autoencoder Pretraining", §2, App. A.3) written in
     plain PyTorch on a twin (the reference of ``vaetransfer.rr``): returns (logits, d_m, d'_m) with
     d_1 the input and d_{m+1} each unit's output before pooling. The reverse of unit m is
     f_{m−1}(BN_{m−1}(UP(M_mᵀ(v − b_m)))), BN with the forward batch's statistics (running ones in

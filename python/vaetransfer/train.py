@@ -23,7 +23,7 @@ import csv
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -32,6 +32,7 @@ import torch
 from . import _C
 from ._checks import ArgumentError, type_error, value_error
 from .data import Dataset, as_dataset
+from .config import config_from_dict, config_to_dict
 from .io import write_json, write_text
 from .nn import Model, ModelConfig, build_model
 from .objectives import TaskConfig, make_objective
@@ -84,16 +85,6 @@ class PhaseConfig:
     freeze: tuple[str, ...] = ()
 
 
-def _plain(v):
-    if hasattr(v, "to_dict"):
-        return v.to_dict()
-    if isinstance(v, (tuple, list)):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    return v
-
-
 @dataclass
 class TrainConfig:
     """Everything that defines a run (saved as config.json)."""
@@ -125,9 +116,7 @@ class TrainConfig:
     EXECUTION_FIELDS = ("device", "threads")
 
     def to_dict(self) -> dict:
-        d = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
-        d["optimizer"] = _plain(asdict(self.optimizer))
-        d["phases"] = [{"steps": p.steps, "freeze": list(p.freeze)} for p in self.phases]
+        d = config_to_dict(self)
         if not self.keep_best:  # absent when off: configs (and sweep run ids) from before it stay the same
             del d["keep_best"]
         return d
@@ -138,28 +127,7 @@ class TrainConfig:
         if "report_tc" in d:  # earlier releases: a run option, now an objective parameter
             if d.pop("report_tc"):
                 d["objective"] = {**d.get("objective", {}), "report_tc": True}
-        unknown = set(d) - {f.name for f in fields(cls)}
-        if unknown:
-            raise value_error("config", f"unknown fields {sorted(unknown)}")
-        if "model" in d:
-            d["model"] = ModelConfig.from_dict(d["model"])
-        if "objective" in d:
-            d["objective"] = TaskConfig.from_dict(d["objective"])
-        if "optimizer" in d:
-            o = dict(d["optimizer"])
-            if "betas" in o:
-                o["betas"] = tuple(o["betas"])
-            d["optimizer"] = OptimizerConfig(**o)
-        if "regularizers" in d:
-            d["regularizers"] = tuple(RegularizerConfig.from_dict(r) for r in d["regularizers"])
-        if "schedules" in d:
-            d["schedules"] = {k: ScheduleConfig.from_dict(v) for k, v in d["schedules"].items()}
-        if "phases" in d:
-            d["phases"] = tuple(PhaseConfig(p["steps"], tuple(p.get("freeze", ()))) for p in d["phases"])
-        for k in ("freeze", "reinit"):
-            if k in d:
-                d[k] = tuple(d[k])
-        return cls(**d)
+        return config_from_dict(cls, d)
 
     def save(self, path: str | os.PathLike) -> None:
         write_json(path, self.to_dict())
@@ -332,10 +300,12 @@ def _initial_weights(path: str) -> dict:
 
 def _dataset(data, model_shape: tuple[int, ...], argument: str) -> Dataset:
     ds = as_dataset(data) if not isinstance(data, Dataset) else data
+    if ds.images is None:
+        raise value_error(argument, f"expected images; {ds.name!r} was built without them (images=False)")
     x = ds.images
     # Single-channel images given without their channel axis.
     if x.dim() == len(model_shape) and len(model_shape) == 3 and model_shape[0] == 1:
-        ds = Dataset(x.unsqueeze(1), ds.labels, ds.factors, ds.factor_names, ds.scale, ds.name, ds.num_classes)
+        ds = replace(ds, images=x.unsqueeze(1))
     if len(ds) == 0:
         raise value_error(argument, "expected a non-empty data set")
     return ds
@@ -347,9 +317,10 @@ def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=No
     """Trains (or resumes, or returns the finished) run in ``out_dir``.
 
     ``data`` / ``eval_data``: anything :func:`vaetransfer.data.as_dataset` accepts — a
-    :class:`~vaetransfer.data.Dataset` (e.g. from :func:`vaetransfer.data.split`), a ``vaetransfer.data``
-    object, an ``(x, y)`` pair, a tensor or a registered name — with examples of the model's input
-    shape in CPU memory. The objective decides whether labels are needed (classification).
+    :class:`~vaetransfer.data.Dataset` (what every ``vaetransfer.data`` generator and loader
+    returns, e.g. cut by :func:`vaetransfer.data.split`), an ``(x, y)`` pair, a tensor or a
+    registered name — with examples of the model's input shape in CPU memory. The objective
+    decides whether labels are needed (classification).
     ``eval_data`` is evaluated every ``config.eval_every`` steps in eval mode without changing the
     training trajectory; its ``eval_*`` values (the objective's loss and scalars; regulariser terms
     are not part of ``eval_loss``) go to metrics.jsonl. ``metrics_hook(model, report)
@@ -493,8 +464,10 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     from . import data as vdata
 
     p = argparse.ArgumentParser(prog="vaetransfer train", description="Train a model (resumes a half-finished run).")
-    p.add_argument("--dataset", choices=["dsprites", "tetrominoes"], required=True)
-    p.add_argument("--label", default=None, help="a factor used as class label (classification), e.g. shape")
+    p.add_argument("--dataset", choices=sorted(vdata.DOMAINS), required=True, help="a registered data set")
+    p.add_argument("--data-dir", default=None, help="the folder of a data set read from files (e.g. cifar10)")
+    p.add_argument("--label", default=None, help="a factor used as class label (classification; default for a "
+                                                 "classifier: the data set's own, e.g. shape for dsprites)")
     p.add_argument("--n", type=int, default=0, help="use a random subset of n examples (0: all)")
     p.add_argument("--objective", default=None, help="a registered objective (default beta-vae, or classification "
                                                      "for classifiers): " + ", ".join(
@@ -503,7 +476,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
                    help="an objective parameter, e.g. --set beta=4 --set tc_sampling=mss")
     p.add_argument("--beta", type=float, default=None, help="shorthand for --set beta=…")
     p.add_argument("--architecture", default=None,
-                   help="a registered architecture (default: conv for dSprites, mlp for Tetrominoes)")
+                   help="a registered architecture (default: conv for 64×64 images, e.g. dSprites, else mlp)")
     p.add_argument("--depth", type=int, default=None)
     p.add_argument("--latent-dim", type=int, default=None)
     p.add_argument("--num-classes", type=int, default=None)
@@ -512,7 +485,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--momentum", type=float, default=0.0)
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--steps", type=int, default=3000)
-    p.add_argument("--batch-size", type=int, default=None, help="default 64 (dSprites) / 128 (Tetrominoes)")
+    p.add_argument("--batch-size", type=int, default=None, help="default 64 for 64×64 images, else 128")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--snapshot-every", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
@@ -521,17 +494,15 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true")
     a = p.parse_args(argv)
 
-    if a.dataset == "dsprites":
-        count, arch, batch = vdata.DSPRITES_COUNT, a.architecture or "conv", a.batch_size or 64
-        shape = (1, 64, 64)
-    else:
-        count, arch, batch = vdata.TETROMINOES_COUNT, a.architecture or "mlp", a.batch_size or 128
-        shape = (3, 32, 32)
+    domain = vdata.domain(a.dataset, argument="dataset")
     idx = None
     if a.n:
+        count = domain.size(a.data_dir)
         idx = torch.randperm(count, generator=torch.Generator().manual_seed(a.seed))[: a.n].sort().values
-    raw = vdata.dsprites(idx) if a.dataset == "dsprites" else vdata.tetrominoes(idx)
-    data = raw.to_dataset(label=a.label)
+    raw = domain.build(idx, data_dir=a.data_dir)
+    shape = raw.input_shape
+    paper_sized = shape[1:] == (64, 64)  # the paper's conv net and batch take 64×64 images
+    arch, batch = a.architecture or ("conv" if paper_sized else "mlp"), a.batch_size or (64 if paper_sized else 128)
     params = {}
     for item in a.set:
         key, sep, value = item.partition("=")
@@ -541,6 +512,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     if a.beta is not None:
         params["beta"] = a.beta
     family = next((e["family"] for e in _C.nn.registered() if e["name"] == arch), "vae")
+    data = vdata.as_dataset(raw, label=a.label if a.label is not None or family != "classifier" else domain.label)
     objective = a.objective or ("classification" if family == "classifier" else "beta-vae")
     model = ModelConfig(architecture=arch, input_shape=shape, depth=a.depth, latent_dim=a.latent_dim,
                         num_classes=a.num_classes if a.num_classes is not None else (

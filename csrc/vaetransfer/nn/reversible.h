@@ -1,4 +1,4 @@
-// Networks with a reverse pass ("Unsupervised pretraining with a reverse pass", §2 and App. A.3):
+// Networks with a reverse pass ("Reviving Autoencoder Pretraining", §2 and App. A.3):
 // a feed-forward stack of units, each
 //     affine map (Linear or Conv2d, weight M, bias b) → [BatchNorm] and activation → [MaxPool 2×2],
 // whose weights the reverse pass reuses transposed (rr/reverse_pass.h). A family that is built

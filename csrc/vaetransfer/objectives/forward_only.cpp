@@ -1,7 +1,7 @@
 // The forward pass alone, with loss 0: the regularisers are the whole objective. With the "rr"
 // regulariser (local variant, one layer's term) this is one stage of greedy layer-wise
-// autoencoder pretraining with tied weights — the Pre baseline of "Unsupervised pretraining with
-// a reverse pass". BatchNorm statistics update as in any training forward pass.
+// autoencoder pretraining with tied weights — the Pre baseline of "Reviving Autoencoder Pretraining".
+// BatchNorm statistics update as in any training forward pass.
 #include "vaetransfer/objectives/task.h"
 
 namespace vaetransfer::objectives {

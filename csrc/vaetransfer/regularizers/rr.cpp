@@ -1,4 +1,4 @@
-// The RR loss of "Unsupervised pretraining with a reverse pass" (Eq. 7):
+// The RR loss of "Reviving Autoencoder Pretraining" (Eq. 7):
 //     term = Σ_m λ_m ‖d_m − d'_m‖²,
 // d_m the forward activations (the input and each unit's output before pooling), d'_m the
 // reverse pass's reconstructions (rr/reverse_pass.h), each squared error summed over units and
@@ -87,8 +87,8 @@ class ReversePassLoss : public Regularizer {
 
 VT_REGISTER(RegularizerRegistry,
             {"rr", "",
-             "Σ_m λ_m‖d_m − d'_m‖² of the reverse pass sharing the forward weights (Unsupervised pretraining with a "
-             "reverse pass, Eq. 7); sum over units, mean over the batch",
+             "Σ_m λ_m‖d_m − d'_m‖² of the reverse pass sharing the forward weights (Reviving Autoencoder "
+             "Pretraining, Eq. 7); sum over units, mean over the batch",
              {{"variant", ParamType::String, std::string("full"), "'full' (d'_{m+1} → d'_m) or 'local' (d_{m+1} → d'_m)"},
               {"layer_weights", ParamType::Floats, std::vector<double>{},
                "λ_m per term (input, then each layer before the head); empty: all 1"},

@@ -1,4 +1,4 @@
-// SRIP (the Ort baseline of "Unsupervised pretraining with a reverse pass", Eq. 27):
+// SRIP (the Ort baseline of "Reviving Autoencoder Pretraining", Eq. 27):
 // term = Σ_W σ(WᵀW − I) over the weight matrices and conv kernels (parameters with ≥ 2
 // dimensions) of `groups`, σ estimated by power iteration with one vector per weight kept
 // between steps (and in snapshots, so a resumed run continues exactly). σ, not σ²: Eq. 27.

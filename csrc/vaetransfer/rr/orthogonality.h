@@ -1,6 +1,6 @@
 // The SRIP orthogonality penalty (Bansal et al. 2018, "Can we gain more from orthogonality
-// regularizations in training deep CNNs?"), the Ort baseline of "Unsupervised pretraining with
-// a reverse pass" (App. B.1, Eq. 27): β·σ(WᵀW − I), σ the spectral norm.
+// regularizations in training deep CNNs?"), the Ort baseline of "Reviving Autoencoder Pretraining" (App. B.1,
+// Eq. 27): β·σ(WᵀW − I), σ the spectral norm.
 #pragma once
 #include <ATen/ATen.h>
 

@@ -1,4 +1,4 @@
-// The reverse pass of "Unsupervised pretraining with a reverse pass" (§2, App. A.3): every
+// The reverse pass of "Reviving Autoencoder Pretraining" (§2, App. A.3): every
 // unit's weights reused transposed, from the network's output back to its input.
 //
 // With units m = 1..n (nn/reversible.h), d_1 the input and d_{m+1} the output of unit m before

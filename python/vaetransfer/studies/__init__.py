@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import importlib
-import json
 import os
 import sys
 import types
@@ -23,6 +22,7 @@ from typing import Any, Iterable
 
 from .._checks import type_error, value_error
 from ..config import apply_sets, config_from_dict, config_to_dict, merge, override
+from ..io import read_json
 from .pipeline import (STUDY_FILE, Context, Execution, Finding, Job, RunResult, Stage, Study, Verdict, run as _run, step,
                        undecided)
 from .report import findings_rows, findings_table
@@ -81,7 +81,8 @@ def reference(study: Study) -> str:
     if study.name in REGISTRY and get(study.name).STUDY is study:
         return study.name
     for module in list(sys.modules.values()):
-        if getattr(module, "STUDY", None) is study:
+        # The module's own namespace only: a lazy module's __getattr__ (transformers') would import.
+        if getattr(module, "__dict__", {}).get("STUDY") is study:
             return module.__name__
     raise value_error("study", f"study {study.name!r} is neither registered nor the STUDY of an importable module")
 
@@ -107,12 +108,7 @@ def make_config(study: str | types.ModuleType | Study, preset: str = "small",
     config = copy.deepcopy(s.presets[preset])
     if config_file is not None:
         path = Path(config_file)
-        try:
-            values = json.loads(path.read_text())
-        except OSError as exc:
-            raise value_error("config_file", f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
-        except json.JSONDecodeError as exc:
-            raise value_error("config_file", f"{str(path)!r} is not valid JSON: {exc}") from exc
+        values = read_json(path, "config_file")
         if not isinstance(values, dict):
             raise value_error("config_file", f"{str(path)!r} must hold a JSON object of config fields")
         config = merge(config, values, "")

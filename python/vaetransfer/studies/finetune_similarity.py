@@ -31,10 +31,12 @@ public code's "pre-initialised" reference).
 :func:`vaetransfer.data.object_shapes` (CIFAR-10-like; the pretraining domain) and
 :func:`vaetransfer.data.street_digits` (SVHN-like; the cross domain), and scikit-learn's real
 handwritten digits (:func:`vaetransfer.data.load_sklearn_digits`). With the files, ``cifar10`` and
-``svhn`` are domains too (``data_dirs``). Rows: a generated domain's train part (object_shapes
-0–49,999; street_digits 0–73,256) feeds pretraining and cross-domain fine-tuning, its test part
-(the rest) the test accuracy, the CKA inputs and same-domain fine-tuning (split in halves, as the
-paper fine-tunes on CIFAR-10's test data); sklearn_digits is split in seeded halves.
+``svhn`` are domains too (``data_dirs``); any labelled domain of the registry
+(:data:`vaetransfer.data.DOMAINS`) with train and test parts and 3 × 32 × 32 images of 10 classes
+is. Rows: a domain's train part (the registry's; object_shapes 0–49,999, street_digits 0–73,256,
+a file domain's training files) feeds pretraining and cross-domain fine-tuning, its test part the
+test accuracy, the CKA inputs and same-domain fine-tuning (split in halves, as the paper fine-tunes
+on CIFAR-10's test data); sklearn_digits' parts are seeded halves.
 
 Choices where the paper is silent (the public follow-up code's protocol, where it has one): inputs
 in [0, 1] (that code's mean = std = 0.5 normalisation is an affine map the first BatchNorm absorbs
@@ -69,61 +71,47 @@ from .stats import mean_se, spearman
 #: The layers compared: the four block outputs and the logits (the public code's choice).
 LAYERS = ("block1", "block2", "block3", "block4", "logits")
 NUM_CLASSES = 10
+INPUT_SHAPE = (3, 32, 32)
 INIT_FILE = "init.pt"        #: the weights pretraining started from, beside its run
 BLOCK_ORDERS = ("conv-bn-relu-pool", "conv-relu-bn-pool")
 
 
 # ---------------------------------------------------------------------------------- domains
-#: Domains by name: (train part, test part) row ranges of the generated sets, or file splits.
-GENERATED = {"object_shapes": (data.object_shapes, (0, 50_000), (50_000, data.OBJECT_SHAPES_COUNT)),
-             "street_digits": (data.street_digits, (0, 73_257), (73_257, data.STREET_DIGITS_COUNT))}
-FILE_DOMAINS = {"cifar10": data.load_cifar10, "svhn": data.load_svhn}
-DOMAINS = tuple(GENERATED) + ("sklearn_digits",) + tuple(FILE_DOMAINS)
-
-
-def _check_domain(name: str, data_dirs: dict, argument: str) -> None:
-    if name not in DOMAINS:
-        raise value_error(argument, f"expected one of {list(DOMAINS)}, got {name!r}")
-    if name in FILE_DOMAINS and name not in data_dirs:
+def _domain(name: str, data_dirs: dict, argument: str) -> data.Domain:
+    """A registered domain the study can use: labelled, with train and test parts, and its folder
+    in ``data_dirs`` when it reads files (its 3 × 32 × 32 images and 10 classes are checked when
+    rows are built: reading a file set's rows at configuration time would be slow)."""
+    domain = data.domain(name, argument=argument)
+    if domain.label is None or not {"train", "test"} <= set(domain.splits or domain.parts):
+        raise value_error(argument, f"expected a labelled domain with train and test parts, got {name!r}")
+    if domain.files and name not in data_dirs:
         raise value_error(argument, f"the {name!r} domain reads its files: give data_dirs={{{name!r}: folder}}")
+    return domain
 
 
 def part_size(name: str, part: str, data_dirs: dict) -> int:
     """Rows in the ``"train"`` or ``"test"`` part of a domain."""
-    if name in GENERATED:
-        lo, hi = GENERATED[name][1 if part == "train" else 2]
-        return hi - lo
-    if name == "sklearn_digits":
-        n = len(data.load_sklearn_digits(images=False))
-        return n - n // 2 if part == "train" else n // 2
-    return len(FILE_DOMAINS[name](data_dirs[name], part, images=False))
+    return len(_domain(name, data_dirs, "domain").part_ranges(data_dirs.get(name))[part])
 
 
 def domain_rows(name: str, part: str, start: int, count: int, *, data_seed: int = 0,
                 data_dirs: dict | None = None) -> data.Dataset:
-    """``count`` rows of a domain's ``part`` from its ``start``-th row, as a labelled
-    :class:`~vaetransfer.data.Dataset` of uint8 [n, 3, 32, 32] images. ArgumentError when the part
-    holds too few rows."""
+    """``count`` rows of a domain's ``part`` from its ``start``-th row (the registry's parts: a
+    generated domain's row ranges, a file domain's splits, sklearn_digits' seeded halves), labelled
+    by the domain's label, as a :class:`~vaetransfer.data.Dataset` of uint8 [n, 3, 32, 32] images.
+    ArgumentError when the part holds too few rows."""
     data_dirs = data_dirs or {}
-    _check_domain(name, data_dirs, "domain")
+    domain = _domain(name, data_dirs, "domain")
     if part not in ("train", "test"):
         raise value_error("part", f"expected 'train' or 'test', got {part!r}")
-    available = part_size(name, part, data_dirs)
-    if start < 0 or count < 1 or start + count > available:
-        raise value_error("count", f"{name!r} {part} part has {available:,} rows; asked for rows {start:,} to "
-                                   f"{start + count - 1:,}")
-    if name in GENERATED:
-        generate, train_part, test_part = GENERATED[name]
-        lo = (train_part if part == "train" else test_part)[0]
-        rows = generate(range(lo + start, lo + start + count), seed=data_seed)
-    elif name == "sklearn_digits":
-        n = len(data.load_sklearn_digits(images=False))
-        perm = torch.randperm(n, generator=torch.Generator().manual_seed(data_seed))
-        half = perm[n // 2:] if part == "train" else perm[:n // 2]
-        rows = data.load_sklearn_digits(indices=half[start:start + count].sort().values)
-    else:
-        rows = FILE_DOMAINS[name](data_dirs[name], part, indices=range(start, start + count))
-    return data.as_dataset(rows, label="label")
+    if count < 1:
+        raise value_error("count", f"expected at least 1 row, got {count}")
+    rows = data.as_dataset(domain.build_part(part, start, count, seed=data_seed, data_dir=data_dirs.get(name)),
+                           label=domain.label)
+    if rows.input_shape != INPUT_SHAPE or rows.num_classes != NUM_CLASSES:
+        raise value_error("domain", f"expected {list(INPUT_SHAPE)} images of {NUM_CLASSES} classes, {name!r} has "
+                                    f"{list(rows.input_shape)} images of {rows.num_classes}")
+    return rows
 
 
 @dataclass
@@ -137,7 +125,7 @@ class TaskSpec:
 
     def check(self, argument: str, data_dirs: dict) -> None:
         if self.domain:
-            _check_domain(self.domain, data_dirs, f"{argument}.domain")
+            _domain(self.domain, data_dirs, f"{argument}.domain")
         if not 0 <= self.randomness < NUM_CLASSES:
             raise value_error(f"{argument}.randomness", f"expected 0..{NUM_CLASSES - 1}, got {self.randomness}")
         if not 0 <= self.shift < NUM_CLASSES:
@@ -217,7 +205,7 @@ class Config:
             raise value_error("block_order", f"expected one of {list(BLOCK_ORDERS)}, got {self.block_order!r}")
         if not isinstance(self.data_dirs, dict) or not all(isinstance(v, str) for v in self.data_dirs.values()):
             raise value_error("data_dirs", f"expected {{domain: folder}}, got {self.data_dirs!r}")
-        _check_domain(self.domain, self.data_dirs, "domain")
+        _domain(self.domain, self.data_dirs, "domain")
         if self.domain == "sklearn_digits":
             raise value_error("domain", "sklearn_digits (1,797 images) is too small to pretrain on; use it as a task")
         if not self.seeds or min(self.seeds) < 0 or len(set(self.seeds)) != len(self.seeds):
@@ -276,7 +264,7 @@ class RunSetup:
         return -(-self.n_train // self.config.batch_size)
 
     def model_config(self) -> ModelConfig:
-        return ModelConfig("conv4", input_shape=(3, 32, 32), num_classes=NUM_CLASSES, channels=self.config.channels,
+        return ModelConfig("conv4", input_shape=INPUT_SHAPE, num_classes=NUM_CLASSES, channels=self.config.channels,
                            block_order=self.config.block_order)
 
     def train_config(self, init_from: Path | None = None) -> TrainConfig:

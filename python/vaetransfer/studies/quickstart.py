@@ -118,8 +118,8 @@ def _data_section(out: Path, c: Config) -> dict:
     gen = torch.Generator().manual_seed(c.seed)
     pick = torch.randperm(data.DSPRITES_COUNT, generator=gen)[:64]
     sprites = data.dsprites(pick)
-    names = [data.DSPRITES_SHAPES[int(v) - 1] for v in sprites.latents_values[:, 1]]
-    plots.save_figure(plots.image_grid(sprites.imgs, 8, titles=names, suptitle="dSprites: random samples"),
+    names = [data.DSPRITES_SHAPES[int(v) - 1] for v in sprites.factor_values[:, 1]]
+    plots.save_figure(plots.image_grid(sprites.images, 8, titles=names, suptitle="dSprites: random samples"),
                       out / "dsprites_samples.png")
     pick = torch.randperm(data.TETROMINOES_COUNT, generator=gen)[:64]
     plots.save_figure(plots.image_grid(data.tetrominoes(pick, seed=c.seed).images, 8,
@@ -149,13 +149,13 @@ def _data_section(out: Path, c: Config) -> dict:
               "tetrominoes": {"count": data.TETROMINOES_COUNT, "image_shape": [3, 32, 32], "seed": c.seed}}
     if c.data_stats:
         full, seconds = _timed(data.dsprites)
-        result["dsprites"].update(bytes=full.imgs.numel(), seconds=round(seconds, 3),
-                                  mean_pixel=round(_mean_pixel(full.imgs), 5))
+        result["dsprites"].update(bytes=full.images.numel(), seconds=round(seconds, 3),
+                                  mean_pixel=round(_mean_pixel(full.images), 5))
         del full
         full, seconds = _timed(data.tetrominoes, seed=c.seed)
         result["tetrominoes"].update(bytes=full.images.numel(), seconds=round(seconds, 3),
-                                     bin_counts_per_factor=[torch.bincount(full.bins[:, f]).tolist()
-                                                            for f in range(full.bins.shape[1])])
+                                     bin_counts_per_factor=[torch.bincount(full.factors[:, f]).tolist()
+                                                            for f in range(full.factors.shape[1])])
     return result
 
 
@@ -243,7 +243,7 @@ def _figures(c: Config, analysis: dict, ctx) -> list[str]:
                       out / "loss_curves.png")
     rows = _train_rows(c)
     pick = torch.randperm(c.n or data.DSPRITES_COUNT, generator=torch.Generator().manual_seed(c.seed + 1))[:8]
-    x = data.dsprites(pick if rows is None else rows[pick]).imgs.unsqueeze(1).float()
+    x = data.dsprites(pick if rows is None else rows[pick]).images.float()
     nets = {m.dir: runs[m.dir].model() for m in main}
     plots.save_figure(plots.reconstructions({m.label: nets[m.dir] for m in main}, x, title="inputs and reconstructions"),
                       out / "reconstructions.png")

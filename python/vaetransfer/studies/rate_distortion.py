@@ -264,7 +264,7 @@ def train_and_measure(c: Config, row: dict, job) -> dict:
     seed = row["seed"]
     train_rows, val_rows, test_rows = split_rows(row["split"], c.data_seed, c.validation_fraction)
     rows = torch.cat([train_rows, val_rows]).sort().values
-    ds = data.tetrominoes(rows, seed=c.data_seed).to_dataset()
+    ds = data.tetrominoes(rows, seed=c.data_seed)
     train_set, val_set = data.split(ds, test=torch.searchsorted(rows, val_rows))
     start = time.perf_counter()
     try:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .._checks import value_error
+from ..io import read_json
 
 __all__ = ["fmt", "verdict_text", "render_index", "findings_rows", "findings_table", "markdown_table"]
 
@@ -87,12 +88,7 @@ def _load(path: str | os.PathLike) -> dict:
     p = Path(path)
     if p.is_dir():
         p = p / "results.json"
-    try:
-        results = json.loads(p.read_text())
-    except OSError as exc:
-        raise value_error("dirs", f"cannot read {str(p)!r}: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise value_error("dirs", f"{str(p)!r} is not valid JSON: {exc}") from exc
+    results = read_json(p, "dirs")
     if not isinstance(results, dict) or not isinstance(results.get("findings"), list):
         raise value_error("dirs", f"{str(p)!r} holds no study results with findings")
     return results

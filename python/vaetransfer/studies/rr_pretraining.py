@@ -1,6 +1,6 @@
 """RR reverse-pass pretraining: SVD insight on peaks and digits, MI planes on the 12-bit task, and shape transfer, against Std, Ort and Pre.
 
-The study of *Unsupervised Pretraining with a Reverse Pass* (RR; §2–3, App. A–B) with the core's
+The study of *Reviving Autoencoder Pretraining* (RR; §2–3, App. A–B) with the core's
 reverse pass (``vaetransfer.rr``). Methods: ``std`` (the task alone), ``ort`` (SRIP,
 β·σ(WᵀW − I)), ``pre`` (greedy layer-wise autoencoder pretraining with tied weights, no task),
 ``rr`` (the task plus the reverse-pass loss of every layer) and ``rr1`` (RR¹: the input term
@@ -25,7 +25,8 @@ only). Experiments (sections of the analysis and of ``index.md``):
 4. ``transfer`` (in the spirit of the texture-shape test): ``vaetransfer.data.texture_shapes``
    — 10 shape classes — trained on the ``textured`` style with each method (``rr`` local: conv4
    max-pools) and fine-tuned without a regulariser, then evaluated without retraining on the
-   ``filled`` and ``edges`` styles of the same shapes.
+   ``filled`` and ``edges`` styles of the same shapes (training rows from the registry's train
+   part, 0–49,999, evaluation rows from its test part, 50,000 on).
 
 **λ.** The public code adds λ·Σ ½‖d' − d‖² summed over the batch on 0–255 pixels; our terms are
 averaged over the batch with inputs in [0, 1]. The paper's λ (1e-6 peaks, 1e-5 digits) is
@@ -189,7 +190,7 @@ def _peak_data(c: Config):
 def _digits_data(case: str):
     """(images float [N, 1, 8, 8] in [0, 1], labels, class-mean patterns): ``pair`` — the first 0
     and the first 1 of the set; ``full`` — all 1,797."""
-    d = data.load_sklearn_digits(image_size=None, channels=1).to_dataset("label")
+    d = data.as_dataset(data.load_sklearn_digits(image_size=None, channels=1), label="label")
     x = d.images.float() * d.scale
     y = d.labels.clone()
     if case == "pair":
@@ -203,12 +204,14 @@ def _digits_data(case: str):
 def _twelve_bit(c: Config):
     t = data.twelve_bit_task(seed=c.data_seed)
     train_idx, test_idx = data.twelve_bit_split(seed=c.data_seed)
-    return t.inputs.float(), t.labels.long(), train_idx, test_idx
+    return t.images.float(), t.labels.long(), train_idx, test_idx
 
 
-def _shapes(c: Config, style: str, start: int, count: int):
-    """(images float [count, 3, 32, 32] in [0, 1], labels) of rows start.. of a style."""
-    d = data.texture_shapes(range(start, start + count), seed=c.data_seed, style=style).to_dataset("label")
+def _shapes(c: Config, style: str, part: str, count: int):
+    """(images float [count, 3, 32, 32] in [0, 1], labels) of the first ``count`` rows of a style's
+    ``"train"`` or ``"test"`` part (the registry's: every style has the same rows)."""
+    domain = data.domain(data.TEXTURE_SHAPES_NAMES[style])
+    d = data.as_dataset(domain.build_part(part, 0, count, seed=c.data_seed), label=domain.label)
     return d.images.float() * d.scale, d.labels
 
 
@@ -296,9 +299,9 @@ def _svd_case(c: Config, method: str, seed: int, run_dir: Path, x, y, patterns, 
 
 def _run_peak(c: Config, method: str, seed: int, run_dir: Path) -> dict:
     p, tr, te = _peak_data(c)
-    return _svd_case(c, method, seed, run_dir, p.images[tr], p.labels[tr], p.patterns, hidden=2, epochs=c.peak.epochs,
-                     batch=len(tr), lr=c.peak.lr, public_lambda=c.peak.public_lambda, x_test=p.images[te],
-                     y_test=p.labels[te])
+    return _svd_case(c, method, seed, run_dir, p.images[tr], p.labels[tr], p.extras["patterns"], hidden=2,
+                     epochs=c.peak.epochs, batch=len(tr), lr=c.peak.lr, public_lambda=c.peak.public_lambda,
+                     x_test=p.images[te], y_test=p.labels[te])
 
 
 def _run_digits(c: Config, method: str, seed: int, run_dir: Path) -> dict:
@@ -386,12 +389,9 @@ def _run_mi(c: Config, method: str, seed: int, run_dir: Path) -> dict:
 
 
 # ---------------------------------------------------------------------------------- shape transfer
-TRANSFER_TEST_START = 50_000  #: test rows of texture_shapes (as object_shapes: 0–49,999 train)
-
-
 def _run_transfer(c: Config, method: str, seed: int, run_dir: Path) -> dict:
     t = c.transfer
-    x, y = _shapes(c, "textured", 0, t.n_train)
+    x, y = _shapes(c, "textured", "train", t.n_train)
     model = ModelConfig("conv4", input_shape=[3, 32, 32], num_classes=10, channels=t.channels)
     _, steps = _epochs_steps(t.n_train, t.batch_size, t.epochs)
     regs = _regularizers(method, [t.rr_lambda] * len(core.term_names(model)), reduction="mean",
@@ -404,7 +404,7 @@ def _run_transfer(c: Config, method: str, seed: int, run_dir: Path) -> dict:
     final = run.model()
     result = {"stage_a": {}, "final": {}}
     for style in STYLES:
-        xs, ys = _shapes(c, style, TRANSFER_TEST_START, t.n_test)
+        xs, ys = _shapes(c, style, "test", t.n_test)
         result["final"][style] = _accuracy(final, xs, ys)
         if method != "pre":
             result["stage_a"][style] = _accuracy(stage_a, xs, ys)
@@ -604,7 +604,7 @@ def _transfers_best(c: Config, a: dict) -> Verdict:
                     "order": order})
 
 
-_PAPER = "Unsupervised Pretraining with a Reverse Pass"
+_PAPER = "Reviving Autoencoder Pretraining"
 _SVD_RULE = ("RR's mean distance (1 − best |correlation| of a first-layer right singular vector with each {what}) "
              "below Std's and below Ort's by more than the two standard errors together (mean + se < other mean − se).")
 
@@ -650,10 +650,10 @@ def _figure_vectors(out: Path, name: str, title: str, methods: list[str], result
     rows = [("patterns", patterns)] + [(m, torch.tensor((results[(experiment, m)][0][case] if case else
                                                           results[(experiment, m)][0])["vectors"]))
                                        for m in methods]
-    for i, (label, imgs) in enumerate(rows):
+    for i, (label, images) in enumerate(rows):
         for j in range(show):
             ax = axes[i, j]
-            img = imgs[j].reshape(imgs.shape[-2], imgs.shape[-1])
+            img = images[j].reshape(images.shape[-2], images.shape[-1])
             ax.imshow(img.numpy(), cmap="gray")
             ax.set_xticks([])
             ax.set_yticks([])
@@ -739,7 +739,7 @@ def _figures(c: Config, analysis: dict, ctx) -> list[str]:
     if "peak" in c.experiments:
         p, _, _ = _peak_data(c)
         figures.append(_figure_vectors(out, "peak_vectors.png", "Peak test: right singular vectors of the first layer",
-                                       methods_of(c, "peak"), results, "peak", None, p.patterns))
+                                       methods_of(c, "peak"), results, "peak", None, p.extras["patterns"]))
     if "digits" in c.experiments:
         for case in ("pair", "full"):
             _, _, patterns = _digits_data(case)

@@ -1,4 +1,4 @@
-"""Study 5: finetuning a pretrained T5 into a VAE — two-phase training and posterior-collapse remedies.
+"""Finetuning a pretrained T5 into a VAE — two-phase training and posterior-collapse remedies.
 
 "Finetuning Pretrained Transformers into Variational Autoencoders" (Park & Lee, 2021) turns a
 pretrained T5 into a text VAE (§3): the encoder's hidden states of all layers are pooled, a
@@ -209,7 +209,7 @@ def train_config(c: Config, s: dict, model_config, n_train: int, seed: int, init
     spe = math.ceil(n_train / batch)
     p1 = max(1, round(c.phase1_epochs * spe)) if s["warmup"] else 0
     p2 = max(1, round(c.phase2_epochs * spe))
-    options = model_config.options
+    options = model_config.params()
     frozen = ("decoder", "memory_projection")
     if not options.get("tie_word_embeddings", True):
         frozen += ("lm_head",)  # the decoder's own output layer (T5 v1.1); tied, it is the shared embedding

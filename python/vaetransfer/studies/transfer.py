@@ -84,7 +84,7 @@ MEASURES = similarity.MEASURES       # any registered measure; cka and procruste
 class Config:
     """The transfer study (``vaetransfer run transfer --set key=value``)."""
 
-    source: str = "dsprites"               # source domain (registered data set)
+    source: str = "dsprites"               # source domain (a generated data set of the registry)
     target: str = "solids"                 # target domain: same input shape as the source
     seeds: tuple[int, ...] = (0, 1)        # one model per seed and variant; comparisons: different seeds
     data_seed: int = 0                     # the training subset and held-out split of each domain
@@ -127,8 +127,8 @@ class Config:
         if not self.lr > 0:
             raise value_error("lr", f"expected > 0, got {self.lr}")
         for name in ("source", "target"):
-            if getattr(self, name) not in data.REGISTRY:
-                raise value_error(name, f"expected one of {sorted(data.REGISTRY)}, got {getattr(self, name)!r}")
+            if data.domain(getattr(self, name), argument=name).files:
+                raise value_error(name, f"expected a generated domain; {getattr(self, name)!r} reads its files")
         if self.source == self.target:
             raise value_error("target", f"expected a domain other than the source {self.source!r}")
         if len(set(self.seeds)) < 2 or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
@@ -188,38 +188,27 @@ PRESETS: dict[str, Config] = {
 
 # ---------------------------------------------------------------------------------- data
 def _spec(c: Config, domain: str, label: str | None = None) -> vsweep.DataSpec:
+    """A domain's data: the ``n``-row subset of the registered set and its ``test_fraction`` held out
+    (the similarity, probe and evaluation examples: :meth:`~vaetransfer.sweep.DataSpec.held_out`)."""
     return vsweep.DataSpec(name=domain, n=c.n, subset_seed=c.data_seed, label=label,
                            test_fraction=c.test_fraction, split_seed=c.data_seed)
 
 
-def _held_out_rows(c: Config, domain: str, count: int, argument: str) -> torch.Tensor:
-    """The first ``count`` held-out rows of ``domain``: distinct, never trained on."""
-    rows = _spec(c, domain).rows()[1]
-    if count > len(rows):
-        raise value_error(argument, f"{domain} holds out {len(rows)} examples (n = {c.n or 'all'}, test_fraction "
-                                    f"= {c.test_fraction}); asked for {count}")
-    return rows[:count]
-
-
-def _held_out(c: Config, domain: str, count: int, argument: str):
-    """The first ``count`` held-out rows of ``domain`` as the raw data object (images and factor classes)."""
-    return data.load(domain, indices=_held_out_rows(c, domain, count, argument))
-
-
-def _images(raw) -> torch.Tensor:
-    return data.as_dataset(raw).float_images()
+def _held_out(c: Config, domain: str, count: int, argument: str) -> torch.Tensor:
+    """float [count, ...] in [0, 1]: the first ``count`` held-out images of ``domain``."""
+    return _spec(c, domain).held_out(count, argument=argument).float_images()
 
 
 def _check_domains(c: Config) -> None:
     """Refuses, before any training, a target of another input shape and held-out splits too small
     for the similarity, probe or evaluation examples."""
-    shapes = {d: tuple(data.as_dataset(data.load(d, indices=[0])).input_shape) for d in (c.source, c.target)}
+    shapes = {d: data.load(d, indices=[0]).input_shape for d in (c.source, c.target)}
     if shapes[c.source] != shapes[c.target]:
         raise value_error("target", f"expected the source's input shape {list(shapes[c.source])}, {c.target} has "
                                     f"{list(shapes[c.target])}")
     for domain in (c.source, c.target):
         for name in ("similarity_n", "probe_n", "eval_n"):
-            _held_out_rows(c, domain, getattr(c, name), name)
+            _spec(c, domain).held_out(getattr(c, name), argument=name, images=False)
 
 
 # ---------------------------------------------------------------------------------- training (two stages)
@@ -546,24 +535,23 @@ def _probe_section(c: Config, runs: dict) -> dict:
     ref = c.reference
     result = {}
     for domain, own, other in ((c.target, "target", "source"), (c.source, "source", "target")):
-        raw = _held_out(c, domain, c.probe_n, "probe_n")
-        x = _images(raw)
-        classes = raw.latents_classes
-        names = [n for f, n in enumerate(raw.factor_names) if torch.unique(classes[:, f]).numel() > 1]
+        held = _spec(c, domain).held_out(c.probe_n, argument="probe_n")
+        x, classes = held.float_images(), held.factors
+        names = [n for f, n in enumerate(held.factor_names) if torch.unique(classes[:, f]).numel() > 1]
         table = {}
         for trained_on, key in ((own, "own"), (other, "other")):
             per_seed = {}
             for s in c.seeds:
                 with torch.no_grad():
                     mean, _ = runs[(f"{trained_on}/{ref}", s)].model().encode(x)
-                per_seed[s] = {n: probes.gbt_probe(mean, classes[:, raw.factor_names.index(n)], seed=s,
+                per_seed[s] = {n: probes.gbt_probe(mean, classes[:, held.factor_names.index(n)], seed=s,
                                                    iterations=c.probe_iterations, model=c.probe_model)
                                for n in names}
             table[key] = {"trained_on": c.source if trained_on == "source" else c.target,
                           "factors": {n: mean_se([per_seed[s][n] for s in c.seeds]) for n in names},
                           "average": mean_se([sum(per_seed[s].values()) / len(names) for s in c.seeds]),
                           "per_seed": {str(s): {n: round(v, 4) for n, v in r.items()} for s, r in per_seed.items()}}
-        chance = {n: round(float(torch.bincount(classes[:, raw.factor_names.index(n)]).max()) / len(classes), 4)
+        chance = {n: round(float(torch.bincount(classes[:, held.factor_names.index(n)]).max()) / len(classes), 4)
                   for n in names}
         result[domain] = {"factors": names, "chance": chance, **table}
     return result
@@ -584,9 +572,9 @@ def _analyse(c: Config, runs: dict, ctx) -> dict:
     """Every experiment on held-out rows; one resumable step each (the figures are drawn apart)."""
     models, stage_runs, decoder = _loaded(c, runs)
     key = {stage: [r.id for r in rs] for stage, rs in runs.items()}
-    x_s = _images(_held_out(c, c.source, c.similarity_n, "similarity_n"))
-    x_t = _images(_held_out(c, c.target, c.similarity_n, "similarity_n"))
-    x_eval = _images(_held_out(c, c.target, c.eval_n, "eval_n"))
+    x_s = _held_out(c, c.source, c.similarity_n, "similarity_n")
+    x_t = _held_out(c, c.target, c.similarity_n, "similarity_n")
+    x_eval = _held_out(c, c.target, c.eval_n, "eval_n")
     retrained = {s: stage_runs[RetrainStage(SIDES[0], "retrained", INITS[0], 0, s).name] for s in c.seeds}
 
     def section(name, compute):
@@ -654,7 +642,7 @@ def _retraining_figures(out: Path, c: Config, r: dict, runs: dict, stage_runs: d
     """The loss per stage, and a reconstruction grid per curve of the first seed."""
     plt = pyplot()
     decoder, figures = r["decoder"], []
-    x_grid = _images(_held_out(c, c.target, min(c.grid_n, c.similarity_n), "grid_n"))
+    x_grid = _held_out(c, c.target, min(c.grid_n, c.similarity_n), "grid_n")
     target_model = runs[(f"target/{c.reference}", c.seeds[0])].model()
     for name, stages in _retraining_curves(c, decoder):
         s = stages[0]
@@ -691,8 +679,8 @@ def _reconstruction_figures(out: Path, c: Config, runs: dict) -> list[str]:
     s, ref = c.seeds[0], c.reference
     src, tgt = runs[(f"source/{ref}", s)].model(), runs[(f"target/{ref}", s)].model()
     n = min(c.grid_n, c.similarity_n)
-    x_s = _images(_held_out(c, c.source, n, "grid_n"))
-    x_t = _images(_held_out(c, c.target, n, "grid_n"))
+    x_s = _held_out(c, c.source, n, "grid_n")
+    x_t = _held_out(c, c.target, n, "grid_n")
     figures = []
     for path, x, own, other, own_name, other_name in (
             ("reconstructions_target_by_source.png", x_t, tgt, src, c.target, c.source),

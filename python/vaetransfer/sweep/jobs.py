@@ -75,10 +75,11 @@ def _import(ref: str, argument: str) -> Callable:
 # ---------------------------------------------------------------------------------- train
 @dataclass
 class DataSpec:
-    """Training data by registered name (:data:`vaetransfer.data.REGISTRY`): ``n`` examples drawn
+    """Training data by registered name (:data:`vaetransfer.data.DOMAINS`): ``n`` examples drawn
     at random with ``subset_seed`` (0: all), ``label`` a factor whose classes become the labels
     (classification), and ``test_fraction`` of them held out (seeded by ``split_seed``) as the
-    evaluation data of ``TrainConfig.eval_every``."""
+    evaluation data of ``TrainConfig.eval_every``; ``data_dir`` the folder of a data set read from
+    files (left out of the run's config when None, so earlier runs keep their ids)."""
 
     name: str = "dsprites"
     n: int = 0
@@ -86,6 +87,7 @@ class DataSpec:
     label: str | None = None
     test_fraction: float = 0.0
     split_seed: int = 0
+    data_dir: str | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping | None) -> "DataSpec":
@@ -93,8 +95,7 @@ class DataSpec:
         from .. import data as vdata
 
         spec = config_from_dict(cls, d or {}, argument="data")
-        if spec.name not in vdata.REGISTRY:
-            raise value_error("data.name", f"expected one of {sorted(vdata.REGISTRY)}, got {spec.name!r}")
+        vdata.domain(spec.name, argument="data.name")
         if spec.n < 0:
             raise value_error("data.n", f"expected a count >= 0 (0: all), got {spec.n}")
         if not 0.0 <= spec.test_fraction < 1.0:
@@ -102,7 +103,15 @@ class DataSpec:
         return spec
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        if d["data_dir"] is None:
+            del d["data_dir"]
+        return d
+
+    def _domain(self):
+        from .. import data as vdata
+
+        return vdata.domain(self.name, argument="data.name")
 
     def rows(self):
         """(train, held-out) int64 row indices into the whole data set ``name``, each in
@@ -112,7 +121,7 @@ class DataSpec:
         import torch
         from .. import data as vdata
 
-        count = len(vdata.load(self.name, images=False))
+        count = self._domain().size(self.data_dir)
         if self.n > count:
             raise value_error("data.n", f"{self.name} has {count} examples, asked for {self.n}")
         if self.n:
@@ -132,11 +141,25 @@ class DataSpec:
 
         train, test = self.rows()
         rows = train if test is None else torch.cat([train, test]).sort().values  # the n-row subset
-        ds = vdata.as_dataset(vdata.load(self.name, indices=rows if self.n else None), label=self.label)
+        ds = vdata.as_dataset(self._domain().build(rows if self.n else None, data_dir=self.data_dir), label=self.label)
         if test is None:
             return ds, None
         # The held-out rows' positions in the subset: exactly the rows rows() names.
         return vdata.split(ds, test=torch.searchsorted(rows, test))
+
+    def held_out(self, count: int, *, argument: str = "count", images: bool = True):
+        """The first ``count`` held-out rows of :meth:`rows` (distinct, never trained on) as a
+        :class:`vaetransfer.data.Dataset` (``images=False``: their factors only); ArgumentError
+        naming ``argument`` when the split holds fewer."""
+        from .. import data as vdata
+
+        held = self.rows()[1]
+        available = 0 if held is None else len(held)
+        if count > available:
+            raise value_error(argument, f"{self.name} holds out {available} examples (n = {self.n or 'all'}, "
+                                        f"test_fraction = {self.test_fraction}); asked for {count}")
+        rows = self._domain().build(held[:count], images=images, data_dir=self.data_dir)
+        return vdata.as_dataset(rows, label=self.label)
 
 
 class TrainJob:
@@ -148,7 +171,6 @@ class TrainJob:
         self._models: dict[str, None] = {}  # model configs already built once (validated)
 
     def resolve(self, base: dict, params: Mapping[str, Any]) -> dict:
-        from ..config import coerce, field_hints
         from ..nn import build_model
         from ..objectives import make_objective
         from ..regularizers import make_regularizer
@@ -166,12 +188,7 @@ class TrainJob:
         label = d.pop("label", None)
         if label is not None and not isinstance(label, str):
             raise type_error("label", f"expected a string, got {label!r}")
-        hints = field_hints(TrainConfig)
-        for key in ("steps", "batch_size", "seed", "snapshot_every", "keep_snapshots", "metrics_every", "eval_every",
-                    "eval_batch_size", "data_scale", "device", "threads", "init_from", "dataset"):
-            if key in d:
-                d[key] = coerce(d[key], hints[key], key)
-        config = TrainConfig.from_dict(d)
+        config = TrainConfig.from_dict(d)  # every field checked against its type, errors name the key
         config.objective = config.objective.typed()
         config.regularizers = tuple(r.typed() for r in config.regularizers)
         config.schedules = {k: s.typed() for k, s in config.schedules.items()}

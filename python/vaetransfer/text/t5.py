@@ -66,7 +66,7 @@ class T5Config:
     def model_config(self) -> ModelConfig:
         options = {k: v for k, v in asdict(self).items() if v is not None}
         options["num_decoder_layers"] = self.num_decoder_layers or 0
-        return ModelConfig(architecture="t5", options=options)
+        return ModelConfig("t5", **options)
 
     @classmethod
     def from_hf(cls, d: dict) -> "T5Config":

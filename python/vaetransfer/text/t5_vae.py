@@ -39,10 +39,8 @@ class T5VAEConfig:
     injection: str = "cross-attention"  # "cross-attention" (the paper) or "prefix" (the public code)
 
     def model_config(self) -> ModelConfig:
-        options = dict(self.t5.model_config().options)
-        options.update(latent_dim=self.latent_dim, pooling=self.pooling, pool_layers=self.pool_layers,
-                       injection=self.injection)
-        return ModelConfig(architecture="t5-vae", options=options)
+        return ModelConfig("t5-vae", **self.t5.model_config().params(), latent_dim=self.latent_dim,
+                           pooling=self.pooling, pool_layers=self.pool_layers, injection=self.injection)
 
 
 class T5VAE(T5):

@@ -1,0 +1,576 @@
+"""Readers for the public files of dSprites, Cars3D, SmallNORB, CelebA, (Fashion-)MNIST, CIFAR-10
+and SVHN, and scikit-learn's digits: nothing is downloaded, bring the files. Every reader returns a
+:class:`~vaetransfer.data.Dataset` (images with a channel axis, the files' labels and factors as
+factor classes) and refuses malformed files with an ``ArgumentError`` naming the argument: headers
+are checked before their sizes are trusted, gzip streams are read only as far as the header
+announces data, and pickles may name nothing but plain containers and NumPy arrays."""
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import pickle
+import struct
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from .._checks import type_error, value_error
+from .dataset import Dataset, Indices, _check_flag, _is_int, _rows
+from .dsprites import DSPRITES_FACTORS, DSPRITES_SIZES
+
+
+# ---------------------------------------------------------------- dSprites (.npz)
+def load_dsprites_npz(path: str | os.PathLike, indices: Indices = None) -> Dataset:
+    """Reads the public ``dsprites_ndarray_co1sh3sc6or40x32y32_64x64.npz`` (keys ``imgs`` uint8
+    [N, 64, 64], ``latents_values`` float64 [N, 6], ``latents_classes`` int64 [N, 6]) into the
+    form of :func:`~vaetransfer.data.dsprites`: images [N, 1, 64, 64], ``factor_values`` the
+    file's ``latents_values``, ``factors`` its ``latents_classes``."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise value_error("path", f"no such file: {path!r}")
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except Exception as exc:  # not a zip / npz
+        raise value_error("path", f"not a readable .npz file: {path!r} ({exc})") from exc
+    with archive:
+        missing = {"imgs", "latents_values", "latents_classes"} - set(archive.files)
+        if missing:
+            raise value_error("path", f"expected keys imgs, latents_values, latents_classes; missing {sorted(missing)}")
+        pixels, values, classes = archive["imgs"], archive["latents_values"], archive["latents_classes"]
+    n = pixels.shape[0]
+    if pixels.ndim != 3 or pixels.shape[1:] != (64, 64):
+        raise value_error("path", f"expected imgs of shape [N, 64, 64], got {list(pixels.shape)}")
+    for name, arr in (("latents_values", values), ("latents_classes", classes)):
+        if arr.shape != (n, 6):
+            raise value_error("path", f"expected {name} of shape [{n}, 6], got {list(arr.shape)}")
+    if not np.issubdtype(classes.dtype, np.integer):
+        raise value_error("path", f"expected integer latents_classes, got {classes.dtype}")
+    rows = _rows(indices, n)
+    return Dataset(torch.from_numpy(np.ascontiguousarray(pixels[rows.numpy()], dtype=np.uint8)).unsqueeze(1),
+                   factors=torch.from_numpy(np.ascontiguousarray(classes[rows.numpy()], dtype=np.int64)),
+                   factor_values=torch.from_numpy(np.ascontiguousarray(values[rows.numpy()], dtype=np.float64)),
+                   factor_names=DSPRITES_FACTORS, factor_sizes=DSPRITES_SIZES, scale=1.0, name="dsprites")
+
+
+# ---------------------------------------------------------------- Cars3D, SmallNORB, CelebA
+CARS3D_FACTORS = ("object", "elevation", "azimuth")
+SMALLNORB_FACTORS = ("category", "instance", "elevation", "azimuth", "lighting")
+SMALLNORB_SIZES = (5, 10, 9, 18, 6)
+SMALLNORB_CATEGORIES = ("animal", "human", "airplane", "truck", "car")
+SMALLNORB_SPLITS = ("training", "testing")
+# Element type of a NORB binary matrix by its magic number (the file's first int32, little-endian).
+_NORB_TYPES = {0x1E3D4C51: np.float32, 0x1E3D4C53: np.float64, 0x1E3D4C54: np.int32, 0x1E3D4C55: np.uint8,
+               0x1E3D4C56: np.int16}
+
+
+def _check_image_size(image_size, argument: str = "image_size") -> int | None:
+    if image_size is None:
+        return None
+    if not _is_int(image_size):
+        raise type_error(argument, f"expected an int or None, got {type(image_size).__name__}")
+    if image_size < 1:
+        raise value_error(argument, f"expected a size >= 1, got {image_size}")
+    return int(image_size)
+
+
+def _check_folder(path, argument: str) -> str:
+    if not isinstance(path, (str, os.PathLike)):
+        raise type_error(argument, f"expected a path, got {type(path).__name__}")
+    folder = os.fspath(path)
+    if not os.path.isdir(folder):
+        raise value_error(argument, f"no such folder: {folder!r}")
+    return folder
+
+
+def _resize_area(images: np.ndarray | torch.Tensor, size: int | None) -> torch.Tensor:
+    """uint8 [N, C, H, W] resized to [N, C, size, size] by area averaging (exact block means
+    when the size divides H and W); unchanged when ``size`` is None or already the size."""
+    x = torch.as_tensor(np.ascontiguousarray(images) if isinstance(images, np.ndarray) else images)
+    if size is None or tuple(x.shape[-2:]) == (size, size) or x.shape[0] == 0:
+        return x.contiguous()
+    y = torch.nn.functional.interpolate(x.float(), size=(size, size), mode="area")
+    return y.round_().clamp_(0, 255).to(torch.uint8)
+
+
+def load_cars3d(path: str | os.PathLike, *, indices: Indices = None, images: bool = True,
+                image_size: int | None = 64) -> Dataset:
+    """Reads the Cars3D folder of the public data (``cars/`` of Reed et al.'s archive): one
+    MATLAB ``.mat`` file per car, each holding ``im``, uint8 [H, W, 3, 24, 4] (128×128 RGB
+    renders for 24 azimuths × 4 elevations). Files are taken in sorted name order (the
+    ``object`` factor); row ``object · 96 + elevation · 24 + azimuth``. ``indices`` selects rows
+    (only the files they need are read); ``images=False`` reads no file; ``image_size`` (64,
+    the input of the paper's models; None keeps the files' size) resizes by area averaging.
+    Needs scipy (``scipy.io.loadmat``). Images uint8 [N, 3, S, S] (scale 1/255); factors
+    :data:`CARS3D_FACTORS` (``object`` has one class per file); ``extras["files"]``: the file of
+    each ``object`` class.
+    """
+    folder = _check_folder(path, "path")
+    images = _check_flag(images, "images")
+    size = _check_image_size(image_size)
+    files = sorted(f for f in os.listdir(folder) if f.endswith(".mat") and os.path.isfile(os.path.join(folder, f)))
+    if not files:
+        raise value_error("path", f"no .mat files in {folder!r}")
+    rows = _rows(indices, 96 * len(files))
+    classes = torch.stack([rows // 96, rows % 96 // 24, rows % 24], 1)
+    pixels = None
+    if images:
+        try:
+            from scipy.io import loadmat
+        except ImportError as exc:
+            raise ImportError("load_cars3d reads MATLAB .mat files with scipy.io.loadmat: install scipy "
+                              "(pip install scipy)") from exc
+        objects = classes[:, 0]
+        for obj in torch.unique(objects).tolist():
+            file = os.path.join(folder, files[obj])
+            try:
+                mat = loadmat(file)
+            except Exception as exc:  # scipy raises several types for a bad file
+                raise value_error("path", f"{files[obj]}: not a readable .mat file ({exc})") from exc
+            im = mat.get("im")
+            if not isinstance(im, np.ndarray) or im.ndim != 5 or im.shape[2:] != (3, 24, 4) or im.dtype != np.uint8:
+                got = f"{im.dtype} {list(im.shape)}" if isinstance(im, np.ndarray) else "no 'im'"
+                raise value_error("path", f"{files[obj]}: expected 'im' uint8 [H, W, 3, 24, 4], got {got}")
+            # [H, W, channel, azimuth, elevation] → [elevation · 24 + azimuth, channel, H, W]
+            per_car = _resize_area(np.transpose(im, (4, 3, 2, 0, 1)).reshape(96, 3, *im.shape[:2]), size)
+            if pixels is None:
+                pixels = torch.empty((len(rows), *per_car.shape[1:]), dtype=torch.uint8)
+            elif per_car.shape[1:] != pixels.shape[1:]:
+                raise value_error("path", f"{files[obj]}: image size {list(im.shape[:2])} differs from the other files'")
+            sel = (objects == obj).nonzero().squeeze(1)
+            pixels[sel] = per_car[rows[sel] % 96]
+        if pixels is None:  # no rows selected
+            pixels = torch.empty((0, 3, size or 128, size or 128), dtype=torch.uint8)
+    return Dataset(pixels, factors=classes, factor_names=CARS3D_FACTORS, factor_sizes=(len(files), 4, 24),
+                   scale=1.0 / 255.0, name="cars3d", extras={"files": tuple(files)})
+
+
+def read_norb_matrix(path: str | os.PathLike, *, argument: str = "path") -> np.ndarray:
+    """One matrix in the binary format of the NORB data sets (``*.mat``, optionally
+    gzip-compressed ``*.mat.gz``): a little-endian int32 magic number giving the element
+    type (0x1E3D4C55 uint8, 0x1E3D4C54 int32, 0x1E3D4C56 int16, 0x1E3D4C51 float32,
+    0x1E3D4C53 float64), an int32 ``ndim``, ``max(ndim, 3)`` int32 dimensions (the unused
+    ones 1), then the elements in row-major order. Uncompressed files are memory-mapped."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise value_error(argument, f"no such file: {path!r}")
+    compressed = path.endswith(".gz")
+    with (gzip.open(path, "rb") if compressed else open(path, "rb")) as f:
+        try:
+            head = f.read(8)
+        except OSError as exc:  # not gzip data
+            raise value_error(argument, f"{os.path.basename(path)}: unreadable ({exc})") from exc
+        if len(head) < 8:
+            raise value_error(argument, f"{os.path.basename(path)}: too short for a NORB header")
+        magic, ndim = struct.unpack("<Ii", head)
+        if magic not in _NORB_TYPES:
+            raise value_error(argument, f"{os.path.basename(path)}: unknown NORB magic number {magic:#010x}")
+        if not 1 <= ndim <= 16:
+            raise value_error(argument, f"{os.path.basename(path)}: bad number of dimensions {ndim}")
+        stored = max(ndim, 3)
+        raw_dims = f.read(4 * stored)
+        if len(raw_dims) < 4 * stored:
+            raise value_error(argument, f"{os.path.basename(path)}: truncated header")
+        dims = struct.unpack(f"<{stored}i", raw_dims)[:ndim]
+        if min(dims) < 0:
+            raise value_error(argument, f"{os.path.basename(path)}: negative dimension in {list(dims)}")
+        dtype = np.dtype(_NORB_TYPES[magic]).newbyteorder("<")
+        count, offset = math.prod(dims), 8 + 4 * stored
+        if compressed:
+            body = f.read()
+            if len(body) != count * dtype.itemsize:
+                raise value_error(argument, f"{os.path.basename(path)}: expected {count * dtype.itemsize} data bytes "
+                                            f"for dims {list(dims)}, got {len(body)}")
+            return np.frombuffer(body, dtype=dtype).reshape(dims)
+    size = os.path.getsize(path) - offset
+    if size != count * dtype.itemsize:
+        raise value_error(argument, f"{os.path.basename(path)}: expected {count * dtype.itemsize} data bytes for dims "
+                                    f"{list(dims)}, got {size}")
+    if count == 0:
+        return np.zeros(dims, dtype)
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=tuple(dims))
+
+
+def _norb_file(folder: str, split: str, kind: str) -> str:
+    found = sorted(f for f in os.listdir(folder)
+                   if f.startswith("smallnorb-") and (f.endswith(f"-{split}-{kind}.mat") or
+                                                      f.endswith(f"-{split}-{kind}.mat.gz")))
+    if len(found) != 1:
+        what = "no file" if not found else f"{len(found)} files ({found})"
+        raise value_error("path", f"expected one smallnorb-*-{split}-{kind}.mat[.gz] in {folder!r}, found {what}")
+    return os.path.join(folder, found[0])
+
+
+def load_smallnorb(path: str | os.PathLike, split: str = "training", *, indices: Indices = None,
+                   images: bool = True, image_size: int | None = 64, camera: int | None = 0) -> Dataset:
+    """Reads SmallNORB from the original files (LeCun et al. 2004) in the folder ``path``:
+    ``smallnorb-5x46789x9x18x6x2x96x96-training-{dat,cat,info}.mat`` (or ``...-testing-...``,
+    each possibly ``.gz``) in the NORB binary format (:func:`read_norb_matrix`): ``dat`` uint8
+    [N, 2, 96, 96] (the stereo pair), ``cat`` int32 [N] (category 0–4), ``info`` int32 [N, 4]
+    (instance 0–9, elevation 0–8, azimuth 0, 2, ..., 34, lighting 0–5). ``indices`` selects
+    rows; ``images=False`` does not read ``dat``; ``image_size`` (64, the input of the paper's
+    models; None keeps 96) resizes by area averaging. Images uint8 [N, 1, S, S] of one
+    ``camera`` (0 or 1; the convention of the disentanglement literature), or the stereo pair as
+    [N, 2, S, S] with ``camera=None`` (scale 1/255). Factors :data:`SMALLNORB_FACTORS`
+    (category: :data:`SMALLNORB_CATEGORIES`), in the files' row order; factor values: elevation
+    30° + 5° · class, azimuth 20° · class (the file's 0..34 times 10°), the others their class.
+    ``extras["split"]``.
+    """
+    folder = _check_folder(path, "path")
+    if not isinstance(split, str):
+        raise type_error("split", f"expected one of {list(SMALLNORB_SPLITS)}, got {type(split).__name__}")
+    if split not in SMALLNORB_SPLITS:
+        raise value_error("split", f"expected one of {list(SMALLNORB_SPLITS)}, got {split!r}")
+    images = _check_flag(images, "images")
+    size = _check_image_size(image_size)
+    if camera is not None and not _is_int(camera):
+        raise type_error("camera", f"expected 0, 1 or None, got {type(camera).__name__}")
+    if camera not in (0, 1, None):
+        raise value_error("camera", f"expected 0, 1 or None, got {camera}")
+    cameras = [0, 1] if camera is None else [int(camera)]
+    cat = read_norb_matrix(_norb_file(folder, split, "cat"))
+    info = read_norb_matrix(_norb_file(folder, split, "info"))
+    if cat.ndim != 1 or cat.dtype != np.int32:
+        raise value_error("path", f"expected the cat file to hold int32 [N], got {cat.dtype} {list(cat.shape)}")
+    n = cat.shape[0]
+    if info.shape != (n, 4) or info.dtype != np.int32:
+        raise value_error("path", f"expected the info file to hold int32 [{n}, 4], got {info.dtype} {list(info.shape)}")
+    info = np.asarray(info, dtype=np.int64)
+    classes = np.stack([cat.astype(np.int64), info[:, 0], info[:, 1], info[:, 2] // 2, info[:, 3]], 1)
+    if n and ((classes < 0).any() or (classes >= np.array(SMALLNORB_SIZES)).any() or (info[:, 2] % 2).any()):
+        raise value_error("path", "expected category 0–4, instance 0–9, elevation 0–8, azimuth 0, 2, ..., 34 and "
+                                  "lighting 0–5 in the cat/info files")
+    rows = _rows(indices, n)
+    classes = torch.from_numpy(classes)[rows]
+    values = classes.double()
+    values[:, 2] = 30.0 + 5.0 * values[:, 2]
+    values[:, 3] = 20.0 * values[:, 3]
+    pixels = None
+    if images:
+        dat = read_norb_matrix(_norb_file(folder, split, "dat"))
+        if dat.ndim != 4 or dat.shape[:2] != (n, 2) or dat.dtype != np.uint8:
+            raise value_error("path", f"expected the dat file to hold uint8 [{n}, 2, H, W], got {dat.dtype} "
+                                      f"{list(dat.shape)}")
+        height, width = (size, size) if size else dat.shape[2:]
+        pixels = torch.empty((len(rows), len(cameras), height, width), dtype=torch.uint8)
+        for start in range(0, len(rows), 2048):  # a chunk at a time: the file is memory-mapped
+            chunk = rows[start:start + 2048]
+            pixels[start:start + len(chunk)] = _resize_area(np.asarray(dat[chunk.numpy()][:, cameras]), size)
+    return Dataset(pixels, factors=classes, factor_values=values, factor_names=SMALLNORB_FACTORS,
+                   factor_sizes=SMALLNORB_SIZES, scale=1.0 / 255.0, name="smallnorb", extras={"split": split})
+
+
+def read_celeba_attributes(path: str | os.PathLike, *, argument: str = "attr_file"
+                           ) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
+    """Parses ``list_attr_celeba.txt``: a count N, a line of attribute names, then N lines
+    ``filename v1 ... vK`` with each v in {−1, 1}. Returns (filenames, attribute names,
+    int8 [N, K] values)."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise value_error(argument, f"no such file: {path!r}")
+    with open(path, encoding="utf-8") as f:
+        lines = [line.split() for line in f.read().splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    if len(lines) < 2 or len(lines[0]) != 1 or not lines[0][0].isdigit():
+        raise value_error(argument, "expected a first line with the number of images, then the attribute names")
+    n, names = int(lines[0][0]), tuple(lines[1])
+    body = lines[2:]
+    if len(body) != n:
+        raise value_error(argument, f"the header announces {n} images, the file lists {len(body)}")
+    bad = next((i for i, row in enumerate(body) if len(row) != len(names) + 1), None)
+    if bad is not None:
+        raise value_error(argument, f"line {bad + 3}: expected a filename and {len(names)} values, got "
+                                    f"{len(body[bad])} fields")
+    try:
+        values = np.array([row[1:] for row in body], dtype=np.int64).reshape(n, len(names))
+    except ValueError as exc:
+        raise value_error(argument, f"expected integer attribute values ({exc})") from exc
+    if not np.isin(values, (-1, 1)).all():
+        raise value_error(argument, "expected attribute values -1 or 1")
+    return tuple(row[0] for row in body), names, values.astype(np.int8)
+
+
+def load_celeba(image_dir: str | os.PathLike, attr_file: str | os.PathLike | None = None, *,
+                indices: Indices = None, images: bool = True, image_size: int | None = 64,
+                crop: int | None = 148) -> Dataset:
+    """Reads aligned CelebA (Liu et al. 2015): the images of ``image_dir``
+    (``img_align_celeba/``, 178×218 JPEGs) named by ``attr_file`` (``list_attr_celeba.txt``;
+    default: that name in ``image_dir`` or its parent). Each image is centre-cropped to
+    ``crop`` × ``crop`` (148, the usual crop of the face; None keeps the whole image), then
+    resized to ``image_size`` (64; None keeps the size) by area averaging. ``indices`` selects
+    rows of the attribute list; ``images=False`` reads only the attributes. Needs Pillow.
+    Images uint8 [N, 3, S, S] (scale 1/255); one binary factor per attribute of the list (40 in
+    the public file), in its column order: ``factors`` 1 where the attribute is present, else 0,
+    ``factor_values`` the file's ±1; ``row_extras["filenames"]``: the image of each row.
+    """
+    folder = _check_folder(image_dir, "image_dir")
+    images = _check_flag(images, "images")
+    size = _check_image_size(image_size)
+    crop = _check_image_size(crop, "crop")
+    if attr_file is None:
+        candidates = [os.path.join(folder, "list_attr_celeba.txt"),
+                      os.path.join(os.path.dirname(os.path.abspath(folder)), "list_attr_celeba.txt")]
+        attr_file = next((c for c in candidates if os.path.isfile(c)), None)
+        if attr_file is None:
+            raise value_error("attr_file", f"not given, and no list_attr_celeba.txt in {folder!r} or its parent")
+    elif not isinstance(attr_file, (str, os.PathLike)):
+        raise type_error("attr_file", f"expected a path, got {type(attr_file).__name__}")
+    filenames, names, attributes = read_celeba_attributes(attr_file)
+    rows = _rows(indices, len(filenames))
+    values = torch.from_numpy(attributes.astype(np.float64))[rows]
+    classes = (values > 0).long()
+    picked = tuple(filenames[i] for i in rows.tolist())
+    pixels = None
+    if images:
+        try:
+            from PIL import Image
+        except ImportError as exc:
+            raise ImportError("load_celeba reads images with Pillow: install it (pip install pillow)") from exc
+
+        def read(name: str) -> torch.Tensor:
+            file = os.path.join(folder, name)
+            try:
+                with Image.open(file) as im:
+                    rgb = np.asarray(im.convert("RGB"))
+            except (OSError, ValueError) as exc:
+                raise value_error("image_dir", f"{name}: not a readable image ({exc})") from exc
+            if crop is not None:
+                h, w = rgb.shape[:2]
+                if crop > min(h, w):
+                    raise value_error("crop", f"{crop} exceeds the size {w}×{h} of {name}")
+                top, left = (h - crop) // 2, (w - crop) // 2
+                rgb = rgb[top:top + crop, left:left + crop]
+            return _resize_area(rgb.transpose(2, 0, 1)[None], size)[0]
+
+        pixels = None
+        with ThreadPoolExecutor(max_workers=max(1, torch.get_num_threads())) as pool:
+            for i, im in enumerate(pool.map(read, picked)):
+                if pixels is None:
+                    pixels = torch.empty((len(picked), *im.shape), dtype=torch.uint8)
+                elif im.shape != pixels.shape[1:]:
+                    raise value_error("image_size", f"{picked[i]} is {list(im.shape[1:])}, the first image "
+                                                    f"{list(pixels.shape[2:])}: give crop or image_size")
+                pixels[i] = im
+        if pixels is None:
+            side = size or crop or 0
+            pixels = torch.empty((0, 3, side, side), dtype=torch.uint8)
+    return Dataset(pixels, factors=classes, factor_values=values, factor_names=names, factor_sizes=(2,) * len(names),
+                   scale=1.0 / 255.0, name="celeba", row_extras={"filenames": picked})
+
+
+# ---------------------------------------------------------------- MNIST and Fashion-MNIST (IDX files)
+_IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+MNIST_SPLITS = {"train": "train", "test": "t10k"}
+FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+                         "Ankle boot")
+
+
+def read_idx(path: str | os.PathLike, *, argument: str = "path") -> np.ndarray:
+    """One array in the IDX format of MNIST and Fashion-MNIST (``*-ubyte``, or gzip-compressed
+    ``*-ubyte.gz``): two zero bytes, a type byte (0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32,
+    0x0D float32, 0x0E float64), the number of dimensions, big-endian int32 dimensions, then the
+    big-endian elements in row-major order. Malformed files raise ``ArgumentError`` naming
+    ``argument``."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise type_error(argument, f"expected a path, got {type(path).__name__}")
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise value_error(argument, f"no such file: {path!r}")
+    name = os.path.basename(path)
+    try:
+        with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as f:
+            raw = f.read()
+    except (OSError, EOFError) as exc:  # not gzip data, truncated stream
+        raise value_error(argument, f"{name}: unreadable ({exc})") from exc
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_TYPES:
+        raise value_error(argument, f"{name}: not an IDX file (bad magic number {raw[:4].hex()})")
+    ndim = raw[3]
+    if ndim < 1 or len(raw) < 4 + 4 * ndim:
+        raise value_error(argument, f"{name}: truncated IDX header")
+    dims = struct.unpack(f">{ndim}i", raw[4:4 + 4 * ndim])
+    dtype = np.dtype(_IDX_TYPES[raw[2]])
+    body = memoryview(raw)[4 + 4 * ndim:]
+    expected = math.prod(dims) * dtype.itemsize
+    if min(dims) < 0 or len(body) != expected:
+        raise value_error(argument, f"{name}: expected {expected} data bytes for dims {list(dims)}, got {len(body)}")
+    return np.frombuffer(body, dtype=dtype).astype(dtype.newbyteorder("="), copy=False).reshape(dims)
+
+
+def _class_labelled(images: torch.Tensor | None, classes: torch.Tensor, name: str, extras: dict) -> Dataset:
+    """Rows of a 10-class file set: the class as the one factor, ``label``."""
+    return Dataset(images, factors=classes, factor_names=("label",), factor_sizes=(10,), scale=1.0 / 255.0, name=name,
+                   extras=extras)
+
+
+def _idx_file(folder: str, stem: str) -> str:
+    for candidate in (stem, stem + ".gz"):
+        full = os.path.join(folder, candidate)
+        if os.path.isfile(full):
+            return full
+    raise value_error("path", f"expected {stem} or {stem}.gz in {folder!r}")
+
+
+def load_mnist(path: str | os.PathLike, split: str = "train", *, indices: Indices = None, images: bool = True,
+               name: str = "mnist") -> Dataset:
+    """Reads MNIST (LeCun et al. 1998) or Fashion-MNIST (Xiao et al. 2017; same file names and
+    format) from the folder ``path``: ``{train,t10k}-images-idx3-ubyte`` and
+    ``{train,t10k}-labels-idx1-ubyte``, each possibly ``.gz`` (:func:`read_idx`). ``split``:
+    ``"train"`` (60,000) or ``"test"`` (10,000); ``indices`` picks rows; ``name`` labels the data
+    (``"fashion_mnist"`` for Fashion-MNIST, whose classes are :data:`FASHION_MNIST_CLASSES`).
+    Images uint8 [N, 1, 28, 28] (scale 1/255); one factor, ``label`` (10 classes), in the files'
+    row order; ``extras["split"]``."""
+    folder = _check_folder(path, "path")
+    if split not in MNIST_SPLITS:
+        raise value_error("split", f"expected one of {list(MNIST_SPLITS)}, got {split!r}")
+    prefix = MNIST_SPLITS[split]
+    labels = read_idx(_idx_file(folder, f"{prefix}-labels-idx1-ubyte"), argument="path")
+    if labels.ndim != 1:
+        raise value_error("path", f"{prefix}-labels: expected a 1-D array of labels, got shape {list(labels.shape)}")
+    if labels.size and (labels.min() < 0 or labels.max() > 9):
+        raise value_error("path", f"{prefix}-labels: expected labels 0..9, got {int(labels.min())}..{int(labels.max())}")
+    rows = _rows(indices, len(labels))
+    pixels = None
+    if images:
+        raw = read_idx(_idx_file(folder, f"{prefix}-images-idx3-ubyte"), argument="path")
+        if raw.ndim != 3 or raw.shape[0] != len(labels) or raw.dtype != np.uint8:
+            raise value_error("path", f"{prefix}-images: expected uint8 [{len(labels)}, H, W] matching the labels, "
+                                      f"got {raw.dtype} {list(raw.shape)}")
+        pixels = torch.from_numpy(raw[rows.numpy()].copy()).unsqueeze(1)
+    classes = torch.from_numpy(labels.astype(np.int64))[rows].unsqueeze(1).contiguous()
+    return _class_labelled(pixels, classes, name, {"split": split})
+
+
+# ---------------------------------------------------------------- CIFAR-10, SVHN, scikit-learn's digits
+class _ArrayUnpickler(pickle.Unpickler):
+    """Unpickles plain containers and NumPy arrays only: a pickle can run any code it names, so
+    a data file may name nothing else."""
+
+    _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+                ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
+                ("numpy._core.multiarray", "scalar"), ("_codecs", "encode")}
+
+    def find_class(self, module, name):
+        if (module, name) in self._ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a data file")
+
+
+def _read_cifar_batch(path: str) -> tuple[np.ndarray, np.ndarray]:
+    name = os.path.basename(path)
+    try:
+        with open(path, "rb") as f:
+            d = _ArrayUnpickler(f, encoding="bytes").load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError) as exc:
+        raise value_error("path", f"{name}: not a CIFAR-10 python batch ({exc})") from exc
+    if not isinstance(d, dict):
+        raise value_error("path", f"{name}: expected a dict batch, got {type(d).__name__}")
+    d = {k.decode() if isinstance(k, bytes) else k: v for k, v in d.items()}
+    if "data" not in d or "labels" not in d:
+        raise value_error("path", f"{name}: expected the keys 'data' and 'labels', got {sorted(d)}")
+    x = np.asarray(d["data"])
+    y = np.asarray(d["labels"], dtype=np.int64).reshape(-1)
+    if x.dtype != np.uint8 or x.ndim != 2 or x.shape[1] != 3072 or x.shape[0] != len(y):
+        raise value_error("path", f"{name}: expected uint8 data [{len(y)}, 3072], got {x.dtype} {list(x.shape)}")
+    if y.size and (y.min() < 0 or y.max() > 9):
+        raise value_error("path", f"{name}: expected labels 0..9, got {int(y.min())}..{int(y.max())}")
+    return x.reshape(-1, 3, 32, 32), y
+
+
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+CIFAR10_SPLITS = {"train": tuple(f"data_batch_{i}" for i in range(1, 6)), "test": ("test_batch",)}
+
+
+def load_cifar10(path: str | os.PathLike, split: str = "train", *, indices: Indices = None,
+                 images: bool = True) -> Dataset:
+    """Reads CIFAR-10 (Krizhevsky 2009) from its python version, the folder
+    ``cifar-10-batches-py``: ``data_batch_1`` … ``data_batch_5`` (``split="train"``, 50,000 rows)
+    or ``test_batch`` (``"test"``, 10,000), each a pickled dict with ``data`` (uint8 [10000, 3072],
+    the red, green and blue planes of each image in row-major order) and ``labels``. Only plain
+    containers and NumPy arrays are unpickled (a pickle can name any code). Images come out
+    uint8 [N, 3, 32, 32] (scale 1/255), with one factor, ``label``; ``indices`` picks rows.
+    ``extras``: ``classes`` (:data:`CIFAR10_CLASSES`) and ``split``."""
+    folder = _check_folder(path, "path")
+    if split not in CIFAR10_SPLITS:
+        raise value_error("split", f"expected one of {list(CIFAR10_SPLITS)}, got {split!r}")
+    parts = []
+    for stem in CIFAR10_SPLITS[split]:
+        full = os.path.join(folder, stem)
+        if not os.path.isfile(full):
+            raise value_error("path", f"expected {stem} in {folder!r}")
+        parts.append(_read_cifar_batch(full))
+    x = np.concatenate([p[0] for p in parts])
+    y = torch.from_numpy(np.concatenate([p[1] for p in parts]))
+    rows = _rows(indices, len(y))
+    pixels = torch.from_numpy(x[rows.numpy()].copy()) if images else None
+    classes = y[rows].unsqueeze(1).contiguous()
+    return _class_labelled(pixels, classes, "cifar10", {"classes": CIFAR10_CLASSES, "split": split})
+
+
+SVHN_SPLITS = ("train", "test", "extra")
+_DIGITS = tuple(str(d) for d in range(10))
+#: The rows of :func:`load_sklearn_digits`.
+SKLEARN_DIGITS_COUNT = 1797
+
+
+def load_svhn(path: str | os.PathLike, split: str = "train", *, indices: Indices = None,
+              images: bool = True) -> Dataset:
+    """Reads SVHN's cropped digits (Netzer et al. 2011) from ``{split}_32x32.mat`` in the folder
+    ``path`` (a MATLAB file read with SciPy): ``X`` uint8 [32, 32, 3, N] and ``y`` [N, 1] with the
+    digit 0 stored as 10 (mapped back to 0 here). ``split``: ``"train"`` (73,257), ``"test"``
+    (26,032) or ``"extra"``. Images come out uint8 [N, 3, 32, 32] (scale 1/255), with one factor,
+    ``label``; ``indices`` picks rows. ``extras``: ``classes`` (the digits) and ``split``."""
+    folder = _check_folder(path, "path")
+    if split not in SVHN_SPLITS:
+        raise value_error("split", f"expected one of {list(SVHN_SPLITS)}, got {split!r}")
+    full = os.path.join(folder, f"{split}_32x32.mat")
+    if not os.path.isfile(full):
+        raise value_error("path", f"expected {split}_32x32.mat in {folder!r}")
+    import scipy.io
+
+    try:
+        mat = scipy.io.loadmat(full, variable_names=["X", "y"])
+    except (ValueError, TypeError, OSError, NotImplementedError) as exc:  # SciPy: NotImplementedError for v7.3 (HDF5)
+        raise value_error("path", f"{split}_32x32.mat: unreadable MATLAB file ({exc})") from exc
+    if "X" not in mat or "y" not in mat:
+        raise value_error("path", f"{split}_32x32.mat: expected the variables X and y")
+    x, y = np.asarray(mat["X"]), np.asarray(mat["y"]).reshape(-1).astype(np.int64)
+    if x.dtype != np.uint8 or x.ndim != 4 or x.shape[:3] != (32, 32, 3) or x.shape[3] != len(y):
+        raise value_error("path", f"{split}_32x32.mat: expected X uint8 [32, 32, 3, {len(y)}], "
+                                  f"got {x.dtype} {list(x.shape)}")
+    if y.size and (y.min() < 1 or y.max() > 10):
+        raise value_error("path", f"{split}_32x32.mat: expected labels 1..10 (10 for the digit 0), "
+                                  f"got {int(y.min())}..{int(y.max())}")
+    rows = _rows(indices, len(y))
+    pixels = None
+    if images:
+        pixels = torch.from_numpy(np.ascontiguousarray(x[..., rows.numpy()].transpose(3, 2, 0, 1)))
+    classes = torch.from_numpy(y % 10)[rows].unsqueeze(1).contiguous()
+    return _class_labelled(pixels, classes, "svhn", {"classes": _DIGITS, "split": split})
+
+
+def load_sklearn_digits(*, image_size: int = 32, channels: int = 3, indices: Indices = None,
+                        images: bool = True) -> Dataset:
+    """The 1,797 handwritten digits shipped with scikit-learn (``sklearn.datasets.load_digits``:
+    8×8, 17 grey levels, from the UCI optical-recognition set): a small real cross domain.
+    Values 0..16 are scaled to 0..255, resized bilinearly to ``image_size`` (default 32; None
+    keeps 8×8) and repeated to ``channels`` (3 for RGB networks, or 1); uint8 [N, channels, s, s]
+    (scale 1/255), with one factor, ``label``; ``extras``: ``classes`` (the digits) and ``split``
+    (``"all"``)."""
+    size = _check_image_size(image_size)
+    if not _is_int(channels) or channels not in (1, 3):
+        raise value_error("channels", f"expected 1 or 3, got {channels!r}")
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    y = torch.from_numpy(np.asarray(d.target, dtype=np.int64))
+    rows = _rows(indices, len(y))
+    pixels = None
+    if images:
+        x = torch.from_numpy(np.asarray(d.images, dtype=np.float32))[rows].unsqueeze(1) * (255.0 / 16.0)
+        if size is not None and size != 8:
+            x = torch.nn.functional.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+        pixels = x.round_().clamp_(0, 255).to(torch.uint8).expand(-1, channels, -1, -1).contiguous()
+    classes = y[rows].unsqueeze(1).contiguous()
+    return _class_labelled(pixels, classes, "sklearn_digits", {"classes": _DIGITS, "split": "all"})
