@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import vaetransfer as vt
-from vaetransfer import cli, data, studies
+from vaetransfer import data, studies
 from vaetransfer.studies import finetune_similarity as fs
 from vaetransfer.nn import build_model
 from vaetransfer.train import load_run, train
@@ -20,12 +20,9 @@ FINDINGS = ("early_layers_change_less", "less_structure_less_early_change", "mor
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    """`vaetransfer run finetune_similarity --preset smoke`, once for the module."""
-    out = tmp_path_factory.mktemp("finetune_similarity") / "smoke"
-    assert cli.main(["run", "finetune_similarity", "--preset", "smoke", "--out", str(out), "--quiet",
-                     "--workers", "2", "--threads", "1"]) == 0
-    return out, json.loads((out / "results.json").read_text())
+def smoke(study_smoke):
+    """`vaetransfer run finetune_similarity --preset smoke`, once per test session (tests/conftest.py)."""
+    return study_smoke("finetune_similarity")
 
 
 def _setup(n_train: int, n_test: int, cka_n: int, *, epochs: int = 1, **kw) -> fs.RunSetup:

@@ -2,13 +2,12 @@
 definitions, the split rows, the presets, the findings' rules, and the spots where the paper's
 public code differs."""
 import dataclasses
-import json
 import math
 
 import pytest
 import torch
 
-from vaetransfer import cli, data, objectives, studies
+from vaetransfer import data, objectives, studies
 from vaetransfer.config import config_to_dict
 from vaetransfer.studies import Execution, pipeline
 from vaetransfer.studies import rate_distortion as rd
@@ -20,12 +19,9 @@ FINDINGS = {"mi_saturates_marginal_kl_grows", "u_vs_l_shape", "gap_vs_beta", "ea
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    """`vaetransfer run rate_distortion --preset smoke`, once for the module."""
-    out = tmp_path_factory.mktemp("rate_distortion") / "smoke"
-    assert cli.main(["run", "rate_distortion", "--preset", "smoke", "--out", str(out), "--quiet",
-                     "--workers", "2", "--threads", "1"]) == 0
-    return out, json.loads((out / "results.json").read_text())
+def smoke(study_smoke):
+    """`vaetransfer run rate_distortion --preset smoke`, once per test session (tests/conftest.py)."""
+    return study_smoke("rate_distortion")
 
 
 def test_smoke_writes_every_section_and_figure(smoke):

@@ -6,19 +6,16 @@ import pytest
 import torch
 
 import vaetransfer as vt
-from vaetransfer import cli, data, estimators, rr, studies
+from vaetransfer import data, estimators, rr, studies
 from vaetransfer.studies import rr_pretraining as study
 from vaetransfer.studies.pipeline import MEASURED_FILE
 from vaetransfer.train import load_run
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    """`vaetransfer run rr_pretraining --preset smoke`, once for the module."""
-    out = tmp_path_factory.mktemp("rr_pretraining") / "smoke"
-    assert cli.main(["run", "rr_pretraining", "--preset", "smoke", "--out", str(out), "--quiet",
-                     "--workers", "2", "--threads", "1"]) == 0
-    return out, json.loads((out / "results.json").read_text())
+def smoke(study_smoke):
+    """`vaetransfer run rr_pretraining --preset smoke`, once per test session (tests/conftest.py)."""
+    return study_smoke("rr_pretraining")
 
 
 def test_smoke_writes_every_section_and_figure(smoke):

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from vaetransfer import cli, studies, sweep
+from vaetransfer import studies, sweep
 from vaetransfer.studies import pipeline, t5_pretrain
 from vaetransfer.studies import t5_vae as study
 from vaetransfer.schedules import make_schedule
@@ -15,12 +15,9 @@ from vaetransfer.train import load_run
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    """`vaetransfer run t5_vae --preset smoke`, once for the module."""
-    out = tmp_path_factory.mktemp("t5_vae") / "smoke"
-    assert cli.main(["run", "t5_vae", "--preset", "smoke", "--out", str(out), "--quiet", "--workers", "2",
-                     "--threads", "1"]) == 0
-    return out, json.loads((out / "results.json").read_text())
+def smoke(study_smoke):
+    """`vaetransfer run t5_vae --preset smoke`, once per test session (tests/conftest.py)."""
+    return study_smoke("t5_vae")
 
 
 def test_smoke_runs_every_variant_and_seed_and_reports_them(smoke):
@@ -76,7 +73,7 @@ def test_each_run_trains_its_variant(smoke):
         seen.add(tuple(sorted(s.items())))
         assert cfg.objective.name == "t5-vae"
         assert cfg.objective.params["deletion"] == s["deletion"] and cfg.objective.params["free_bits"] == s["free_bits"]
-        assert cfg.model.options["pooling"] == s["pooling"] and cfg.model.options["injection"] == s["injection"]
+        assert cfg.model.pooling == s["pooling"] and cfg.model.injection == s["injection"]
         assert cfg.optimizer.name == "adamw" and cfg.optimizer.lr == 1e-3 and cfg.optimizer.eps == 1e-3
         beta = run.history["beta"]
         if s["warmup"]:

@@ -1,6 +1,5 @@
 """Study 1 (transfer): the smoke preset end to end, the retraining stages, the probes, and the
 spots where the paper's public code went wrong."""
-import json
 
 import numpy as np
 import pytest
@@ -16,11 +15,9 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    """`vaetransfer run transfer --preset smoke`, once for the module."""
-    out = tmp_path_factory.mktemp("transfer") / "smoke"
-    assert cli.main(["run", "transfer", "--preset", "smoke", "--out", str(out), "--quiet"]) == 0
-    return out, json.loads((out / "results.json").read_text())
+def smoke(study_smoke):
+    """`vaetransfer run transfer --preset smoke`, once per test session (tests/conftest.py)."""
+    return study_smoke("transfer")
 
 
 def test_smoke_writes_every_section_and_figure(smoke):
