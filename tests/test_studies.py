@@ -304,7 +304,7 @@ def test_pipeline_resumes_under_other_execution_and_undecided_findings(fake_stud
 def test_one_writer_per_study_directory(fake_study, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    with open(out / ".study.lock", "w") as held:
+    with open(out / ".lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another process running the study
         with pytest.raises(vaetransfer.ArgumentError, match="another process") as info:
             studies.run_study(fake_study, out, progress=False)

@@ -282,7 +282,7 @@ def test_ctrl_c_stops_cleanly_and_rows_go_back_to_pending(tmp_path):
 def test_a_second_driver_is_refused(tmp_path):
     s = sweep.create(tmp_path, "function", {"function": SLEEP, "args": {"seconds": 0}}, grid={"value": [1.0]})
     import fcntl
-    with open(tmp_path / ".driver.lock", "w") as held:
+    with open(tmp_path / ".lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(vaetransfer.ArgumentError) as info:
             s.run(progress=False)

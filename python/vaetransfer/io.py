@@ -1,21 +1,62 @@
-"""Atomic file writes: a reader (or a killed run) never sees half a file."""
+"""Files a run, sweep or study writes and reads back, made safe against the ways they go wrong:
+
+* **atomic writes** (:func:`atomic_path`, :func:`write_json`, :func:`write_text`): a temporary name
+  beside the target, renamed onto it, so a reader (or a killed run) never sees half a file; the
+  result takes the process's umask like any other file (``mkstemp`` alone would make it 0600);
+* **one writer per directory** (:class:`DirectoryLock`): an advisory ``flock`` the kernel drops when
+  the process dies; a second writer is refused at once (or waits, when asked to); readers never lock;
+* **appended logs read tolerantly** (:func:`read_jsonl`, :func:`read_csv`): a torn last record — what a
+  kill or a full disk leaves — is dropped with a warning; a torn record elsewhere is corruption;
+* **state files named when corrupt** (:func:`read_json`): the path and what is wrong, as an
+  ``ArgumentError`` naming the argument that led there.
+"""
 from __future__ import annotations
 
+import csv
+import fcntl
+import io as _io
 import json
 import os
 import tempfile
+import threading
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+__all__ = ["atomic_path", "write_json", "write_text", "read_json", "read_jsonl", "read_csv", "DirectoryLock",
+           "output_dir", "TornRecordWarning", "LOCK_FILE"]
+
+LOCK_FILE = ".lock"  #: the lock file of every directory a run, sweep or study writes
+
+
+class TornRecordWarning(UserWarning):
+    """An appended log ended in a partial record (a kill or a full disk mid-write); it was dropped."""
+
+
+def _umask() -> int:
+    try:  # Linux: read without changing it (os.umask would race with other threads)
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
 
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yields a temporary path beside ``path``; renames it onto ``path`` on success."""
+    """Yields a temporary path beside ``path``; renames it onto ``path`` on success. The file gets
+    the mode any newly created file would get (0666 less the umask)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+    finally:
+        os.close(fd)
     try:
         yield Path(tmp)
         os.replace(tmp, path)
@@ -34,15 +75,167 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         tmp.write_text(text)
 
 
-def read_json(path: str | os.PathLike, argument: str):
-    """The JSON data in ``path``; a file that cannot be read or parsed is an ArgumentError naming
-    ``argument`` (never a bare OSError or JSONDecodeError)."""
+def read_json(path: str | os.PathLike, argument: str, expect: type | None = None):
+    """The JSON data in ``path``; a file that cannot be read or parsed (or, with ``expect``, holds
+    another type, e.g. ``[]`` where an object belongs) is an ArgumentError naming ``argument`` and
+    the path (never a bare OSError, JSONDecodeError or a later AttributeError)."""
     from ._checks import value_error
 
     path = Path(path)
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except OSError as exc:
         raise value_error(argument, f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise value_error(argument, f"{str(path)!r} is not valid JSON: {exc}") from exc
+        raise value_error(argument, f"{str(path)!r} is corrupt (not valid JSON: {exc})") from exc
+    if expect is not None and not isinstance(data, expect):
+        kind = {dict: "an object", list: "a list"}.get(expect, expect.__name__)
+        raise value_error(argument, f"{str(path)!r} is corrupt: expected {kind}, found {type(data).__name__} "
+                                    f"{json.dumps(data)[:60]}")
+    return data
+
+
+def _complete_lines(path: Path, argument: str) -> list[str]:
+    """The lines of an appended log; a last line without its newline is torn and dropped."""
+    from ._checks import value_error
+
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise value_error(argument, f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
+    lines = text.split("\n")
+    tail = lines.pop()  # "" when the file ends in a newline
+    if tail.strip():
+        warnings.warn(f"{path}: dropped a torn last record ({len(tail)} bytes without their newline; the process "
+                      "writing it was killed or the disk was full)", TornRecordWarning, stacklevel=3)
+    return lines
+
+
+def read_jsonl(path: str | os.PathLike, argument: str) -> list[dict]:
+    """The records of a JSON-lines log. A torn last record is dropped with a :class:`TornRecordWarning`;
+    an unreadable record before the last is corruption: an ArgumentError naming the path and line."""
+    from ._checks import value_error
+
+    path = Path(path)
+    if not path.exists():
+        return []
+    lines = _complete_lines(path, argument)
+    out = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:  # a torn write that a later append completed with its newline
+                warnings.warn(f"{path}: dropped a torn last record (line {i + 1})", TornRecordWarning, stacklevel=2)
+                continue
+            raise value_error(argument, f"{str(path)!r} is corrupt: line {i + 1} is not a JSON record") from None
+        if not isinstance(record, dict):
+            raise value_error(argument, f"{str(path)!r} is corrupt: line {i + 1} is not a JSON object")
+        out.append(record)
+    return out
+
+
+def read_csv(path: str | os.PathLike, argument: str) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of an appended CSV log. A torn last row (no newline, or too few fields) is
+    dropped with a :class:`TornRecordWarning`; a short row before it is corruption."""
+    from ._checks import value_error
+
+    path = Path(path)
+    lines = _complete_lines(path, argument)
+    rows = list(csv.reader(_io.StringIO("\n".join(lines))))
+    if not rows:
+        return [], []
+    header, body = rows[0], [r for r in rows[1:] if r]
+    for i, row in enumerate(body):
+        if len(row) != len(header):
+            if i == len(body) - 1:
+                warnings.warn(f"{path}: dropped a torn last row ({len(row)} of {len(header)} fields)",
+                              TornRecordWarning, stacklevel=2)
+                body = body[:-1]
+                break
+            raise value_error(argument, f"{str(path)!r} is corrupt: row {i + 2} has {len(row)} fields, the header "
+                                        f"{len(header)}")
+    return header, body
+
+
+def output_dir(path: str | os.PathLike, argument: str = "out_dir") -> Path:
+    """``path`` as an output directory, created if missing; a path naming a file (or below one), or
+    one that cannot be created, is an ArgumentError naming ``argument``."""
+    from ._checks import type_error, value_error
+
+    if not isinstance(path, (str, os.PathLike)) or str(path) == "":
+        raise type_error(argument, f"expected a directory path, got {path!r}")
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise value_error(argument, f"{str(p)!r} is a file, not a directory")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise value_error(argument, f"cannot create the directory {str(p)!r}: {exc.strerror or exc}") from None
+    return p
+
+
+class DirectoryLock:
+    """One writer per directory: an exclusive ``flock`` on ``directory/.lock``, which the kernel
+    releases when the process dies (so a killed writer never strands its directory).
+
+    A second process is refused at once with an ArgumentError naming ``argument`` and ``what`` is
+    running there — or, with ``wait=True``, waits for it. Re-entrant within one process and thread
+    (a sweep worker that locked a run directory may train into it); another thread of the same
+    process is refused like another process. Readers never take it.
+    """
+
+    _held: dict[str, list] = {}   # real path → [pid, thread id, depth, file]
+    _guard = threading.Lock()
+
+    def __init__(self, directory: str | os.PathLike, *, argument: str = "out_dir", what: str = "writing",
+                 wait: bool = False):
+        self.directory = Path(directory)
+        self.argument, self.what, self.wait = argument, what, wait
+        self._key: str | None = None
+
+    def __enter__(self) -> "DirectoryLock":
+        from ._checks import value_error
+
+        path = output_dir(self.directory, self.argument) / LOCK_FILE
+        key = os.path.realpath(path)
+        me = (os.getpid(), threading.get_ident())
+        with self._guard:
+            held = self._held.get(key)
+            if held is not None and held[0] != me[0]:  # inherited through fork: not this process's lock
+                del self._held[key]
+                held = None
+            if held is not None:
+                if held[1] != me[1]:
+                    raise value_error(self.argument, f"another thread of this process is {self.what} in "
+                                                     f"{self.directory}; wait for it or use another directory")
+                held[2] += 1
+                self._key = key
+                return self
+        f = open(path, "a")
+        try:  # outside the guard: a waiting lock must not hold up other directories' locks
+            fcntl.flock(f, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            f.close()
+            raise value_error(self.argument, f"another process is {self.what} in {self.directory}; wait for it "
+                                             "to finish (or stop it) or use another directory") from None
+        except BaseException:
+            f.close()
+            raise
+        with self._guard:
+            self._held[key] = [me[0], me[1], 1, f]
+        self._key = key
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self._guard:
+            held = self._held.get(self._key)
+            if held is None:
+                return
+            held[2] -= 1
+            if held[2] == 0:
+                del self._held[self._key]
+                held[3].close()
+        self._key = None

@@ -23,7 +23,6 @@ of any run id, and may change between a run and its resume), progress, ``results
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
 import math
 import os
@@ -35,7 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .._checks import type_error, value_error
 from ..config import config_from_dict, config_to_dict, diff_keys
-from ..io import write_json, write_text
+from ..io import DirectoryLock, output_dir, read_json, write_json, write_text
 
 __all__ = ["Study", "Stage", "Finding", "Verdict", "undecided", "Execution", "RunResult", "Job", "Context", "run",
            "run_beside", "run_sweep", "execute_job", "scalars", "STUDY_FILE", "RESULTS_FILE", "INDEX_FILE", "STEPS_DIR", "SWEEPS_DIR", "MEASURED_FILE",
@@ -48,7 +47,6 @@ STEPS_DIR = "steps"            #: finished analysis steps (:meth:`Context.step`)
 SWEEPS_DIR = "sweeps"          #: one sweep directory per stage
 MEASURED_FILE = "measured.json"  #: what one run measured (the sweep's result.json holds only its scalars)
 RESULTS_SCHEMA = 2             #: version of the results.json layout (see :func:`run`)
-_LOCK_FILE = ".study.lock"
 _NAME = re.compile(r"^[A-Za-z0-9_.=-]+$")
 _RESERVED_ARGS = ("study", "stage", "config")
 
@@ -388,10 +386,7 @@ def _pin(out: Path, study: Study, preset: str, config) -> None:
     if not path.exists():
         write_json(path, record)
         return
-    try:
-        saved = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise value_error("out_dir", f"{path} is not valid JSON ({exc}); use another out_dir") from exc
+    saved = read_json(path, "out_dir", expect=dict)
     if saved.get("study") != study.name:
         raise value_error("out_dir", f"{out} holds the study {saved.get('study')!r}, not {study.name!r}; "
                                      "use another out_dir")
@@ -409,27 +404,6 @@ def _pin(out: Path, study: Study, preset: str, config) -> None:
 
 
 
-class _Lock:
-    """One writer per study directory: a second process running into it is refused at once."""
-
-    def __init__(self, out: Path):
-        self.path = out / _LOCK_FILE
-        self.file = None
-
-    def __enter__(self):
-        self.file = open(self.path, "w")
-        try:
-            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.file.close()
-            raise value_error("out_dir", f"another process is running a study in {self.path.parent}; "
-                                         "wait for it or use another out_dir") from None
-        return self
-
-    def __exit__(self, *exc):
-        self.file.close()
-
-
 def run_beside(out_dir: str | os.PathLike, study: Study, name: str, stage: Stage, config, rows: list[dict],
                execution: Execution | None = None, progress: bool = True) -> list[RunResult]:
     """A diagnostic beside a study: ``rows`` of ``stage`` (under ``config``, e.g. the study's with one
@@ -445,7 +419,7 @@ def run_beside(out_dir: str | os.PathLike, study: Study, name: str, stage: Stage
         raise value_error("out_dir", f"{out} holds no {study.name} study (run it first)")
     if not isinstance(name, str) or not _NAME.match(name) or name in {s.name for s in study.stages}:
         raise value_error("name", f"expected a new sweep name of letters, digits and _.=-, got {name!r}")
-    with _Lock(out):
+    with DirectoryLock(out, what="running a study"):
         return run_sweep(out / SWEEPS_DIR / name, study, stage, config, rows, execution or Execution(), progress)
 
 
@@ -467,10 +441,9 @@ def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Executio
     execution = Execution() if execution is None else execution
     if not isinstance(execution, Execution):
         raise type_error("execution", f"expected an Execution, got {type(execution).__name__}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(out_dir)
     ctx = Context(study, config, out, execution, progress)
-    with _Lock(out):
+    with DirectoryLock(out, what="running a study"):
         _pin(out, study, preset, config)
         start = time.perf_counter()
         runs = ctx.runs

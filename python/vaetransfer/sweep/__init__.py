@@ -18,7 +18,6 @@ resume from their last snapshot; a failing run is retried ``retries`` times, the
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .._checks import type_error, value_error
-from ..io import write_json
+from ..io import DirectoryLock, write_json
 from . import jobs
 from .analysis import group, plot
 from .declaration import Declaration, RunSpec, config_id
@@ -40,7 +39,6 @@ __all__ = ["Sweep", "create", "open_sweep", "Declaration", "RunSpec", "DataSpec"
 DECLARATION_FILE = "sweep.json"
 STORE_FILE = "results.sqlite"
 RUNS_DIR = "runs"
-_DRIVER_LOCK = ".driver.lock"
 
 
 class Sweep:
@@ -145,12 +143,7 @@ class Sweep:
             raise value_error("threads", f"expected torch threads per run >= 1 (or None), got {threads!r}")
         if executor not in EXECUTORS:
             raise value_error("executor", f"expected one of {sorted(EXECUTORS)}, got {executor!r}")
-        lock = open(self.out_dir / _DRIVER_LOCK, "w")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.close()
-            raise value_error("out_dir", f"another process is running the sweep in {self.out_dir}") from None
+        lock = DirectoryLock(self.out_dir, what="running the sweep").__enter__()
         store = Store(self.out_dir / STORE_FILE)
         try:
             store.reconcile(self.run_dir, jobs.RESULT_FILE)
@@ -173,7 +166,7 @@ class Sweep:
             return {k: v for k, v in self.counts().items()}
         finally:
             store.close()
-            lock.close()
+            lock.__exit__(None, None, None)
 
     def _drive(self, store: Store, ex, pending: list[dict], retries: int, progress: bool, poll: float) -> None:
         queue = list(pending)

@@ -22,7 +22,6 @@ when its final snapshot (or results) is on disk.
 from __future__ import annotations
 
 import copy
-import fcntl
 import importlib
 import json
 import math
@@ -39,7 +38,6 @@ __all__ = ["JOBS", "get_job", "DataSpec", "execute", "RESULT_FILE", "PROGRESS_FI
 
 RESULT_FILE = "result.json"      #: written when a run has finished (metrics, status)
 PROGRESS_FILE = "progress.json"  #: the step a running run has reached, its pid and host
-_LOCK_FILE = ".lock"
 
 
 def set_path(d: dict, name: str, value: Any, known: Callable[[str], bool] = lambda key: True) -> None:
@@ -319,13 +317,13 @@ def _reporter(run_dir: Path, every: float = 0.5) -> Callable[[int, int], None]:
 def execute(job: str, run_id: str, config: dict, run_dir: str | os.PathLike, threads: int | None = None) -> dict:
     """Runs one run in this process and returns its result ``{"status": "done"|"diverged",
     "metrics", "error", "seconds", "host"}`` (also saved as ``run_dir/result.json``)."""
-    from ..io import write_json
+    from ..io import DirectoryLock, write_json
     from ..train import TrainingDivergedError
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / _LOCK_FILE, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # waits while another process still holds this run
+    with DirectoryLock(run_dir, argument="run_dir", what="running this run", wait=True):
+        # waits while another process still holds this run (a worker of a killed driver winding down)
         saved = run_dir / RESULT_FILE
         if saved.exists():
             return json.loads(saved.read_text())
