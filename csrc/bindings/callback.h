@@ -2,6 +2,7 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include <chrono>
 #include <memory>
 #include <utility>
 
@@ -41,5 +42,33 @@ auto call_without_gil(Body&& body) -> decltype(body()) {
   failed->restore();
   throw pybind11::error_already_set();
 }
+
+// Polled by a GIL-free loop between iterations: runs Python's pending signal handlers (at most
+// every `period`) and reports whether one raised (KeyboardInterrupt, or SystemExit for SIGTERM);
+// the loop stops cleanly and raise_if_interrupted() re-raises that exception.
+class InterruptPoll {
+ public:
+  explicit InterruptPoll(std::chrono::milliseconds period = std::chrono::milliseconds(20)) : period_(period) {}
+  bool operator()() {
+    if (error_) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < period_) return false;
+    last_ = now;
+    pybind11::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() == 0) return false;
+    error_ = std::make_shared<pybind11::error_already_set>();
+    return true;
+  }
+  void raise_if_interrupted() {
+    if (!error_) return;
+    error_->restore();
+    throw pybind11::error_already_set();
+  }
+
+ private:
+  std::chrono::milliseconds period_;
+  std::chrono::steady_clock::time_point last_{};
+  std::shared_ptr<pybind11::error_already_set> error_;
+};
 
 }  // namespace vaetransfer::bindings

@@ -86,7 +86,8 @@ void init_train(py::module_& m) {
       .def_readwrite("data_scale", &TrainSpec::data_scale)
       .def_readwrite("freeze", &TrainSpec::freeze)
       .def_readwrite("phases", &TrainSpec::phases)
-      .def_readwrite("out_dir", &TrainSpec::out_dir);
+      .def_readwrite("out_dir", &TrainSpec::out_dir)
+      .def_readwrite("config_hash", &TrainSpec::config_hash);
 
   py::class_<Optimizer, std::shared_ptr<Optimizer>>(m, "Optimizer")
       .def(py::init([](const OptimizerSpec& spec, const std::shared_ptr<nn::Model>& model) {
@@ -120,6 +121,7 @@ void init_train(py::module_& m) {
            py::arg("data"), py::arg("labels"), py::arg("eval_data"), py::arg("eval_labels"), py::arg("spec"))
       .def_property_readonly("step", &Trainer::step)
       .def_property_readonly("columns", &Trainer::columns)
+      .def_property_readonly("skipped", &Trainer::skipped)
       .def("weights_at", &Trainer::weights_at, py::arg("step"))
       .def("resume", &Trainer::resume, py::call_guard<py::gil_scoped_release>())
       .def("save_snapshot", &Trainer::save_snapshot, py::call_guard<py::gil_scoped_release>())
@@ -144,7 +146,11 @@ void init_train(py::module_& m) {
                 (*fn)(report_dict(columns, r), e ? py::object(eval_dict(*e)) : py::object(py::none()));
               });
             }
-            call_without_gil([&] { t.run(p, mcb, until); });
+            // Python's signal handlers (Ctrl-C's KeyboardInterrupt) run only when asked: poll
+            // them between steps, at most every 20 ms, and stop the run with a snapshot.
+            InterruptPoll poll;
+            call_without_gil([&] { t.run(p, mcb, until, std::ref(poll)); });
+            poll.raise_if_interrupted();
           },
           py::arg("progress") = py::none(), py::arg("metrics") = py::none(), py::arg("until") = 0)
       .def("reports", [](const Trainer& t) {

@@ -152,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ArgumentError, ArgumentTypeError) as exc:  # bad input: the message, no traceback
         print(f"vaetransfer {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # what was done is kept (snapshots, finished runs)
+        print(f"vaetransfer {args.command}: interrupted; the same command resumes", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -25,13 +25,18 @@ from pathlib import Path
 from typing import Iterator
 
 __all__ = ["atomic_path", "write_json", "write_text", "read_json", "read_jsonl", "read_csv", "DirectoryLock",
-           "output_dir", "TornRecordWarning", "LOCK_FILE"]
+           "output_dir", "TornRecordWarning", "CorruptFileWarning", "LOCK_FILE"]
 
 LOCK_FILE = ".lock"  #: the lock file of every directory a run, sweep or study writes
 
 
 class TornRecordWarning(UserWarning):
     """An appended log ended in a partial record (a kill or a full disk mid-write); it was dropped."""
+
+
+class CorruptFileWarning(UserWarning):
+    """A damaged file was set aside and what it held is recomputed (e.g. a snapshot failing its
+    checksum: the run resumes from the one before)."""
 
 
 def _umask() -> int:

@@ -19,10 +19,14 @@ vae-transfer-cka Table 5: batch 64, Adam(1e-4, 0.9, 0.999, 1e-8), Bernoulli like
 from __future__ import annotations
 
 import argparse
-import csv
+import contextlib
+import hashlib
 import json
 import math
 import os
+import signal
+import threading
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -33,7 +37,7 @@ from . import _C
 from ._checks import ArgumentError, type_error, value_error
 from .data import Dataset, as_dataset
 from .config import config_from_dict, config_to_dict
-from .io import write_json, write_text
+from .io import CorruptFileWarning, DirectoryLock, atomic_path, read_csv, read_json, read_jsonl, write_json, write_text
 from .nn import Model, ModelConfig, build_model
 from .objectives import TaskConfig, make_objective
 from .regularizers import RegularizerConfig, make_regularizer
@@ -134,7 +138,7 @@ class TrainConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "TrainConfig":
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        return cls.from_dict(read_json(path, "path", expect=dict))
 
     def to_spec(self, out_dir: str, data_scale: float) -> "_C.train.TrainSpec":
         s = _C.train.TrainSpec()
@@ -157,6 +161,7 @@ class TrainConfig:
             phases.append(_C.train.Phase(p.steps, list(p.freeze)))
         s.phases = phases
         s.out_dir = str(out_dir)
+        s.config_hash = config_hash(self)
         return s
 
 
@@ -169,7 +174,7 @@ class Run:
         self.out_dir = Path(out_dir)
         if not (self.out_dir / "config.json").exists():
             raise value_error("out_dir", f"{self.out_dir} holds no run (no config.json)")
-        self.config = TrainConfig.load(self.out_dir / "config.json")
+        self.config = TrainConfig.from_dict(read_json(self.out_dir / "config.json", "out_dir", expect=dict))
 
     def snapshots(self) -> list[tuple[int, str]]:
         """(step, path) of every snapshot, by step."""
@@ -186,29 +191,29 @@ class Run:
 
     @property
     def history(self) -> dict[str, torch.Tensor]:
-        """Column → float64 tensor over steps (``step, loss``, the objective's scalars, …)."""
+        """Column → float64 tensor over steps (``step, loss``, the objective's scalars, …). Readable
+        while the run is written: a torn last row is dropped (with a warning)."""
         path = self.out_dir / "history.csv"
         if not path.exists():
             return {}
-        with open(path, newline="") as f:
-            rows = list(csv.reader(f))
-        header, body = rows[0], rows[1:]
-        cols = list(zip(*body)) if body else [[] for _ in header]
-        return {h: torch.tensor([float(v) for v in c], dtype=torch.float64) for h, c in zip(header, cols)}
+        header, body = read_csv(path, "out_dir")
+        try:
+            cols = [[float(v) for v in c] for c in zip(*body)] if body else [[] for _ in header]
+        except ValueError as exc:
+            raise value_error("out_dir", f"{str(path)!r} is corrupt: {exc}") from None
+        return {h: torch.tensor(c, dtype=torch.float64) for h, c in zip(header, cols)}
 
     @property
     def best(self) -> dict | None:
         """``{"step", "eval_loss"}`` of the weights kept by ``keep_best`` (early stopping: the
         held-out evaluation with the lowest ``eval_loss``), or None."""
         path = self.out_dir / BEST_FILE
-        return json.loads(path.read_text())["best"] if path.exists() else None
+        return _read_best(path) if path.exists() else None
 
     @property
     def metrics(self) -> list[dict]:
-        path = self.out_dir / "metrics.jsonl"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        """The records of metrics.jsonl (a torn last record is dropped, with a warning)."""
+        return read_jsonl(self.out_dir / "metrics.jsonl", "out_dir")
 
     def model(self, step: int | str | None = None, device: str = "cpu") -> Model:
         """The model at snapshot ``step`` (the latest by default; ``"best"``: the weights
@@ -255,6 +260,55 @@ def load_run(out_dir: str | os.PathLike) -> Run:
 def _science(config: dict) -> dict:
     """A saved TrainConfig without its execution fields: what decides whether a run may resume."""
     return {k: v for k, v in config.items() if k not in TrainConfig.EXECUTION_FIELDS}
+
+
+#: Fields that do not change the trajectory up to a step (a run may be lengthened, evaluated or
+#: snapshotted differently and still continue from its snapshots).
+_BOOKKEEPING_FIELDS = ("steps", "snapshot_every", "keep_snapshots", "metrics_every", "eval_every", "eval_batch_size",
+                       "dataset", "keep_best")
+
+
+def config_hash(config: TrainConfig) -> str:
+    """16 hex digits of SHA-256 over the fields that decide a run's trajectory: each snapshot records
+    it, so a run never resumes another run's snapshot."""
+    fields = {k: v for k, v in _science(config.to_dict()).items() if k not in _BOOKKEEPING_FIELDS}
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _readable(snapshot: str) -> bool:
+    """Whether a snapshot reads and matches its checksum."""
+    try:
+        _C.train.read_snapshot_model(snapshot)
+        return True
+    except ArgumentError:
+        return False
+
+
+def _read_best(path: Path) -> dict:
+    best = read_json(path, "out_dir", expect=dict).get("best")
+    if not (isinstance(best, dict) and isinstance(best.get("step"), int) and isinstance(best.get("eval_loss"), float)):
+        raise value_error("out_dir", f"{str(path)!r} is corrupt: expected {{'best': {{'step', 'eval_loss'}}}}")
+    return best
+
+
+@contextlib.contextmanager
+def _terminate_as_exit():
+    """SIGTERM raises SystemExit(143) while training (in the main thread, where nobody else
+    handles it), so the loop stops between steps with a snapshot, as Ctrl-C does, instead of
+    the process vanishing mid-step."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _fingerprint(ds: Dataset, with_labels: bool) -> dict:
@@ -344,6 +398,8 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
     if not isinstance(config.objective, TaskConfig):
         raise type_error("objective", f"expected a TaskConfig, got {type(config.objective).__name__}")
     if config.threads is not None:
+        if isinstance(config.threads, bool) or not isinstance(config.threads, int) or config.threads < 1:
+            raise value_error("threads", f"expected torch threads >= 1 (or None), got {config.threads!r}")
         torch.set_num_threads(config.threads)
     # Build everything (validates the config) before writing anything.
     model = build_model(config.model, seed=config.seed, device=config.device)
@@ -356,20 +412,14 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
         config = TrainConfig.from_dict({**config.to_dict(), "dataset": train_set.name})
 
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise value_error("out_dir", f"{str(out)!r} is a file, not a directory")
+    if config.keep_best and not (eval_set is not None and config.eval_every > 0):
+        raise value_error("keep_best", "keeps the weights of the best held-out evaluation: give eval_data and "
+                                       "eval_every > 0")
     fp = {"train": _fingerprint(train_set, needs_labels)}
     if eval_set is not None:
         fp["eval"] = _fingerprint(eval_set, needs_labels)
-    if (out / "config.json").exists():
-        saved = json.loads((out / "config.json").read_text())
-        if _science(saved) != _science(config.to_dict()):
-            raise value_error("config", f"{out} holds a run with a different config; use another out_dir")
-        saved_fp = json.loads((out / "data.json").read_text()) if (out / "data.json").exists() else fp
-        if saved_fp != fp:
-            raise value_error("data", f"differs from the data {out} was started with ({saved_fp} vs {fp})")
-        run = Run(out)
-        if run.finished:
-            return run
-
     if config.init_from:
         model.load_state_dict(_initial_weights(config.init_from))
     for i, group in enumerate(config.reinit):
@@ -384,21 +434,38 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
     eval_y = eval_set.labels if eval_set is not None and needs_labels else None
     trainer = _C.train.Trainer(model._impl, task, regs, schedules, config.optimizer.to_spec(), train_set.images,
                                labels, eval_x, eval_y, config.to_spec(str(out), scale))
-    out.mkdir(parents=True, exist_ok=True)
+    with DirectoryLock(out, what="training a run"), _terminate_as_exit():
+        if (out / "config.json").exists():
+            saved = read_json(out / "config.json", "out_dir", expect=dict)
+            if _science(saved) != _science(config.to_dict()):
+                raise value_error("config", f"{out} holds a run with a different config; use another out_dir")
+            saved_fp = read_json(out / "data.json", "out_dir", expect=dict) if (out / "data.json").exists() else fp
+            if saved_fp != fp:
+                raise value_error("data", f"differs from the data {out} was started with ({saved_fp} vs {fp})")
+            run = Run(out)
+            if run.finished and _readable(run.snapshots()[-1][1]):  # else resume sets it aside
+                return run
+        elif _C.train.list_snapshots(str(out)):
+            raise value_error("out_dir", f"{out} holds snapshots but no config.json: they are not known to belong "
+                                         "to this run; use another out_dir (or restore the run's config.json)")
+        return _start(config, model, trainer, out, fp, progress, metrics_hook)
+
+
+def _start(config: TrainConfig, model: Model, trainer, out: Path, fp: dict, progress, metrics_hook) -> Run:
+    """Resumes the run in ``out`` (held under its lock) and trains it."""
     config.save(out / "config.json")
     write_json(out / "data.json", fp)
     start = trainer.resume()
+    for message in trainer.skipped:
+        warnings.warn(f"resuming from an earlier snapshot: {message}", CorruptFileWarning, stacklevel=3)
     metrics_path = out / "metrics.jsonl"
-    if metrics_path.exists():  # drop lines past the snapshot we resumed from
-        kept = [l for l in metrics_path.read_text().splitlines() if l.strip() and json.loads(l)["step"] <= start]
-        write_text(metrics_path, "".join(l + "\n" for l in kept))
+    if metrics_path.exists():  # drop records past the snapshot we resumed from (and a torn last one)
+        kept = [r for r in read_jsonl(metrics_path, "out_dir") if r.get("step", math.inf) <= start]
+        write_text(metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
 
-    if config.keep_best and not (eval_set is not None and config.eval_every > 0):
-        raise value_error("keep_best", "keeps the weights of the best held-out evaluation: give eval_data and "
-                                       "eval_every > 0")
     best = {"eval_loss": math.inf, "step": -1}
     if config.keep_best and (out / BEST_FILE).exists():
-        saved_best = json.loads((out / BEST_FILE).read_text())["best"]
+        saved_best = _read_best(out / BEST_FILE)
         if saved_best["step"] <= start:  # a best past the resumed snapshot is found again on the way
             best = saved_best
 
@@ -406,9 +473,8 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
         value = float(evaluation["loss"])
         if math.isfinite(value) and value < best["eval_loss"]:
             best.update(eval_loss=value, step=int(step))
-            tmp = out / (BEST_WEIGHTS + ".tmp")
-            torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, tmp)
-            os.replace(tmp, out / BEST_WEIGHTS)
+            with atomic_path(out / BEST_WEIGHTS) as tmp:
+                torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, tmp)
             write_json(out / BEST_FILE, {"best": dict(best)})  # after the weights: never names missing ones
 
     bar = None
@@ -442,8 +508,9 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
             f.write(json.dumps(line) + "\n")
 
     wants_metrics = metrics_hook is not None or config.eval_every > 0
-    try:
-        trainer.run(on_progress if (bar is not None or on_step is not None) else None, on_metrics if wants_metrics else None, 0)
+    try:  # Ctrl-C (or SIGTERM) stops between steps with a snapshot of the step reached, then re-raises
+        trainer.run(on_progress if (bar is not None or on_step is not None) else None,
+                    on_metrics if wants_metrics else None, 0)
     finally:
         if bar is not None:
             bar.close()
@@ -498,6 +565,8 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     idx = None
     if a.n:
         count = domain.size(a.data_dir)
+        if not 0 < a.n <= count:  # a negative n would slice from the end, a huge one take everything
+            raise value_error("n", f"expected 0 (all) or 1…{count} examples of {a.dataset}, got {a.n}")
         idx = torch.randperm(count, generator=torch.Generator().manual_seed(a.seed))[: a.n].sort().values
     raw = domain.build(idx, data_dir=a.data_dir)
     shape = raw.input_shape

@@ -25,6 +25,13 @@ void Task::check_examples(const nn::Model& model, const at::Tensor& x, const cha
                " of shape ", x.sizes());
   VT_CHECK_ARG(x.size(0) > 0, arg, "expected a non-empty data set");
   VT_CHECK_ARG(x.device().is_cpu(), arg, "expected the data set in CPU memory, got ", x.device());
+  if (at::isFloatingType(x.scalar_type())) {  // before the first step: a NaN pixel is not a learning-rate problem
+    const auto bad = at::logical_not(at::isfinite(x)).flatten(1).any(1);
+    const int64_t count = bad.sum().item<int64_t>();
+    VT_CHECK_ARG(count == 0, arg, "expected finite values; ", count, " of ", x.size(0),
+                 " examples hold NaN or infinite values (the first: example ", count ? bad.nonzero()[0][0].item<int64_t>() : -1,
+                 ")");
+  }
 }
 
 void Task::check_data(const nn::Model& model, const at::Tensor& x, const at::Tensor& y) const {

@@ -267,9 +267,13 @@ EvalReport Trainer::evaluate() {
   return r;
 }
 
-void Trainer::run(const Progress& progress, const Metrics& metrics, int64_t until) {
+void Trainer::run(const Progress& progress, const Metrics& metrics, int64_t until, const Interrupted& interrupted) {
   const int64_t end = until > 0 ? std::min(until, spec_.steps) : spec_.steps;
   while (step_ < end) {
+    if (interrupted && interrupted()) {  // between steps: the snapshot holds a whole step
+      if (!spec_.out_dir.empty() && step_ > 0 && last_snapshot_step_ != step_) save_snapshot();
+      return;
+    }
     reports_.push_back(train_step());
     const auto& r = reports_.back();
     // Metrics before the snapshot: a run killed in between resumes from the previous snapshot
@@ -287,7 +291,14 @@ void Trainer::run(const Progress& progress, const Metrics& metrics, int64_t unti
     if (!spec_.out_dir.empty() &&
         ((spec_.snapshot_every > 0 && step_ % spec_.snapshot_every == 0) || step_ == spec_.steps))
       save_snapshot();
-    if (progress && (step_ % spec_.progress_every == 0 || step_ == end)) progress(r);
+    if (progress && (step_ % spec_.progress_every == 0 || step_ == end)) {
+      try {
+        progress(r);
+      } catch (...) {  // e.g. Ctrl-C inside a progress bar: this step is whole (metrics written), keep it
+        if (!spec_.out_dir.empty() && last_snapshot_step_ != step_) save_snapshot();
+        throw;
+      }
+    }
   }
 }
 
@@ -333,11 +344,13 @@ std::string Trainer::save_snapshot() {
   s.epoch = epoch_;
   s.noise_rng = noise_gen_.get_state();
   s.shuffle_rng = shuffle_gen_.get_state();
+  s.config_hash = spec_.config_hash;
   char name[64];
   std::snprintf(name, sizeof name, "step_%08lld.pt", static_cast<long long>(step_));
   const auto path = (fs::path(snapshot_dir()) / name).string();
   write_snapshot(s, path);
   last_snapshot_ = path;
+  last_snapshot_step_ = step_;
   if (spec_.keep_snapshots > 0) {
     auto all = list_snapshots(spec_.out_dir);
     for (size_t i = 0; i + spec_.keep_snapshots < all.size(); ++i) fs::remove(all[i].second);
@@ -347,14 +360,29 @@ std::string Trainer::save_snapshot() {
 
 int64_t Trainer::resume() {
   if (spec_.out_dir.empty()) return step_;
+  // The newest snapshot that reads and matches its checksum; damaged ones are set aside.
   auto all = list_snapshots(spec_.out_dir);
-  if (all.empty()) {
-    // A run that never reached a snapshot starts afresh: drop its partial history.
+  std::optional<Snapshot> found;
+  std::string path;
+  for (auto it = all.rbegin(); it != all.rend() && !found; ++it) {
+    try {
+      found = read_snapshot(it->second);
+      path = it->second;
+    } catch (const ArgumentError& e) {
+      const auto aside = it->second + ".corrupt";
+      fs::rename(it->second, aside);
+      skipped_.push_back(std::string(e.what()) + "; moved to " + aside);
+    }
+  }
+  if (!found) {
+    // A run that never reached a (readable) snapshot starts afresh: drop its partial history.
     fs::remove(fs::path(spec_.out_dir) / "history.csv");
     return step_;
   }
-  const auto& [step, path] = all.back();
-  auto s = read_snapshot(path);
+  auto& s = *found;
+  VT_CHECK_ARG(s.config_hash.empty() || spec_.config_hash.empty() || s.config_hash == spec_.config_hash, "out_dir",
+               "the snapshot ", path, " belongs to a run with another config (hash ", s.config_hash, ", this run's ",
+               spec_.config_hash, "); use another out_dir");
   VT_CHECK_ARG(s.optimizer_name == optimizer_.spec().name, "optimizer", "the snapshot ", path, " was made with '",
                s.optimizer_name, "', not '", optimizer_.spec().name, "'");
   VT_CHECK_ARG(s.task_name == task_->name(), "objective", "the snapshot ", path, " was made with '", s.task_name,
@@ -388,6 +416,7 @@ int64_t Trainer::resume() {
   step_ = s.step;
   phase_ = -2;  // re-applied before the next step
   last_snapshot_ = path;
+  last_snapshot_step_ = step_;
   // Keep history rows up to the snapshot only.
   const auto hist = fs::path(spec_.out_dir) / "history.csv";
   if (fs::exists(hist)) {

@@ -8,7 +8,9 @@
 // snapshots/step_XXXXXXXX.pt, each a torch.load-able dict with the model's parameters and
 // buffers, optimiser state, task, schedules, data order and RNG states. Resuming from the
 // latest snapshot replays the same trajectory as an uninterrupted run (same thread count,
-// same device).
+// same device). Each snapshot carries the hash of its run's config and a checksum of its
+// contents; resume refuses another run's snapshot and falls back past an unreadable or corrupt
+// one (renamed *.corrupt). run() polls an interrupt between steps and stops with a snapshot.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -46,6 +48,7 @@ struct TrainSpec {
   std::vector<std::string> freeze;  // frozen for the whole run
   std::vector<Phase> phases;        // frozen in addition, phase by phase
   std::string out_dir;           // empty: no files
+  std::string config_hash;       // the run's config, recorded in (and checked against) snapshots
 };
 
 struct RegularizerSlot {
@@ -81,6 +84,8 @@ class Trainer {
   using Progress = std::function<void(const StepReport&)>;
   // Called every metrics_every and every eval_every steps; `eval` is null when none ran.
   using Metrics = std::function<void(const StepReport&, const EvalReport* eval)>;
+  // Polled between steps: true stops the run after a snapshot of the step reached.
+  using Interrupted = std::function<bool()>;
 
   // `data`: uint8 or floating [N, input_shape...] on the CPU (batches are moved to the model's
   // device); `labels`: int64 [N] or undefined; `eval_data`/`eval_labels`: the held-out set (may
@@ -92,10 +97,14 @@ class Trainer {
   int64_t step() const { return step_; }
   const TrainSpec& spec() const { return spec_; }
   const std::vector<std::string>& columns() const { return columns_; }
-  // Loads the latest snapshot of out_dir if there is one (and truncates history.csv to it);
-  // returns the step reached (0 when starting afresh).
+  // Loads the latest readable snapshot of out_dir if there is one (and truncates history.csv to
+  // it); returns the step reached (0 when starting afresh). Snapshots that cannot be read or fail
+  // their checksum are renamed *.corrupt and listed in skipped(); one of another config is refused.
   int64_t resume();
-  void run(const Progress& progress, const Metrics& metrics, int64_t until = 0);
+  const std::vector<std::string>& skipped() const { return skipped_; }
+  // Trains until `until` (0: the end); returns early, after a snapshot, when `interrupted` says so.
+  void run(const Progress& progress, const Metrics& metrics, int64_t until = 0,
+           const Interrupted& interrupted = nullptr);
   // The task's scalars on the held-out data at the current weights, in eval mode, without
   // touching the training state (RNG, BatchNorm statistics, gradients).
   EvalReport evaluate();
@@ -131,6 +140,8 @@ class Trainer {
   std::vector<StepReport> reports_;
   size_t history_flushed_ = 0;
   std::string last_snapshot_;
+  int64_t last_snapshot_step_ = -1;
+  std::vector<std::string> skipped_;
 };
 
 // Snapshot files (snapshot.cpp): a dict of str → tensor / int / float / str / list / dict.
@@ -143,9 +154,13 @@ struct Snapshot {
   std::vector<std::pair<std::string, at::Tensor>> regularizers;  // "<label>/<name>" → state tensor
   at::Tensor permutation, noise_rng, shuffle_rng;
   int64_t position = 0, epoch = 0;
+  std::string config_hash;  // empty in snapshots of earlier releases
 };
 void write_snapshot(const Snapshot& s, const std::string& path);  // atomic: temp file + rename
+// Reads and verifies the checksum (ArgumentError "path" naming the file when either fails).
 Snapshot read_snapshot(const std::string& path);
+// A 64-bit checksum of everything a snapshot restores: any single changed word changes it.
+std::string snapshot_checksum(const Snapshot& s);
 // Model parameters and buffers only (any snapshot version), for loading a run's model anywhere.
 std::vector<std::pair<std::string, at::Tensor>> read_snapshot_model(const std::string& path);
 // Sorted (step, path) of out_dir/snapshots.
