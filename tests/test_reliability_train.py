@@ -337,3 +337,16 @@ def test_written_files_follow_the_umask(tmp_path):
                                            "best.json", "step_00000010.pt"}
         for p in files:
             assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~umask, p
+
+
+def test_damaged_weight_files_are_named(tmp_path):
+    run = vt.train(_config(steps=10, eval_every=5, keep_best=True), _data(), tmp_path / "run", eval_data=_data(16),
+                   progress=False)
+    best = tmp_path / "run" / "best.pt"
+    best.write_bytes(best.read_bytes()[:100])
+    with pytest.raises(ArgumentError, match="best.pt.*corrupt") as e:
+        run.model("best")
+    assert e.value.argument == "out_dir"
+    with pytest.raises(ArgumentError, match="best.pt.*corrupt") as e:
+        vt.train(_config(steps=10, init_from=str(best)), _data(), tmp_path / "next", progress=False)
+    assert e.value.argument == "init_from"

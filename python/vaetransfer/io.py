@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["atomic_path", "write_json", "write_text", "read_json", "read_jsonl", "read_csv", "DirectoryLock",
+__all__ = ["atomic_path", "write_json", "write_text", "read_json", "read_jsonl", "read_csv", "load_torch", "DirectoryLock",
            "output_dir", "TornRecordWarning", "CorruptFileWarning", "LOCK_FILE"]
 
 LOCK_FILE = ".lock"  #: the lock file of every directory a run, sweep or study writes
@@ -98,6 +98,23 @@ def read_json(path: str | os.PathLike, argument: str, expect: type | None = None
         raise value_error(argument, f"{str(path)!r} is corrupt: expected {kind}, found {type(data).__name__} "
                                     f"{json.dumps(data)[:60]}")
     return data
+
+
+def load_torch(path: str | os.PathLike, argument: str, safe_globals: tuple = ()):
+    """``torch.load(path, weights_only=True)`` on the CPU (never running a pickle's code); a file
+    that cannot be read or is not such a file is an ArgumentError naming ``argument`` and the path."""
+    import torch
+
+    from ._checks import value_error
+
+    try:
+        with torch.serialization.safe_globals(list(safe_globals)):
+            return torch.load(path, weights_only=True, map_location="cpu")
+    except OSError as exc:
+        raise value_error(argument, f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    except Exception as exc:  # noqa: BLE001 - torch raises many kinds for a damaged file
+        reason = str(exc).encode("ascii", "replace").decode()[:200]
+        raise value_error(argument, f"{str(path)!r} is corrupt or not a torch weights file ({reason})") from None
 
 
 def _complete_lines(path: Path, argument: str) -> list[str]:

@@ -37,7 +37,8 @@ from . import _C
 from ._checks import ArgumentError, type_error, value_error
 from .data import Dataset, as_dataset
 from .config import config_from_dict, config_to_dict
-from .io import CorruptFileWarning, DirectoryLock, atomic_path, read_csv, read_json, read_jsonl, write_json, write_text
+from .io import (CorruptFileWarning, DirectoryLock, atomic_path, load_torch, read_csv, read_json, read_jsonl,
+                 write_json, write_text)
 from .nn import Model, ModelConfig, build_model
 from .objectives import TaskConfig, make_objective
 from .regularizers import RegularizerConfig, make_regularizer
@@ -222,7 +223,7 @@ class Run:
             if self.best is None:
                 raise value_error("step", f"{self.out_dir} kept no best weights (TrainConfig.keep_best with eval_every)")
             m = build_model(self.config.model, seed=self.config.seed, device="cpu")
-            m.load_state_dict(torch.load(self.out_dir / BEST_WEIGHTS, weights_only=True, map_location="cpu"))
+            m.load_state_dict(load_torch(self.out_dir / BEST_WEIGHTS, "out_dir"))
             m.eval()
             return m.to(device) if device != "cpu" else m
         snaps = dict(self.snapshots())
@@ -248,8 +249,7 @@ def load_snapshot(path: str | os.PathLike) -> dict:
     schedules, columns, data, rng, frozen``), read with ``torch.load(weights_only=True)``."""
     import torch.jit._pickle as jit_pickle  # written by torch::pickle_save, which tags typed dicts
 
-    with torch.serialization.safe_globals([jit_pickle.restore_type_tag]):
-        return torch.load(path, weights_only=True, map_location="cpu")
+    return load_torch(path, "path", safe_globals=(jit_pickle.restore_type_tag,))
 
 
 def load_run(out_dir: str | os.PathLike) -> Run:
@@ -342,10 +342,7 @@ def _initial_weights(path: str) -> dict:
         return dict(_C.train.read_snapshot_model(resolved))
     except ArgumentError:
         pass
-    try:
-        state = torch.load(resolved, weights_only=True, map_location="cpu")
-    except Exception as e:  # noqa: BLE001 - any unreadable file is the same user error
-        raise value_error("init_from", f"{resolved} is neither a snapshot nor a weights file ({e})") from None
+    state = load_torch(resolved, "init_from")
     if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
                                               for k, v in state.items()):
         raise value_error("init_from", f"{resolved} is neither a snapshot nor a dict of tensors by name")

@@ -59,7 +59,7 @@ import torch
 
 from .. import data, plots, similarity
 from .._checks import value_error
-from ..io import atomic_path
+from ..io import atomic_path, load_torch
 from ..nn import ModelConfig, build_model
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
@@ -338,7 +338,7 @@ def _save_init(model, path: Path) -> None:
 
 def _load_weights(config: ModelConfig, seed: int, path: Path):
     model = build_model(config, seed=seed)
-    model.load_state_dict(torch.load(path, weights_only=True, map_location="cpu"))
+    model.load_state_dict(load_torch(path, "path"))
     return model.eval()
 
 

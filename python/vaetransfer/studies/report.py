@@ -88,7 +88,7 @@ def _load(path: str | os.PathLike) -> dict:
     p = Path(path)
     if p.is_dir():
         p = p / "results.json"
-    results = read_json(p, "dirs")
+    results = read_json(p, "dirs", expect=dict)
     if not isinstance(results, dict) or not isinstance(results.get("findings"), list):
         raise value_error("dirs", f"{str(p)!r} holds no study results with findings")
     return results

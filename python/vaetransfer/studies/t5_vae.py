@@ -50,7 +50,7 @@ import torch
 
 from .._checks import value_error
 from ..config import config_from_dict, config_to_dict
-from ..io import atomic_path
+from ..io import atomic_path, read_json
 from . import t5_pretrain
 from .figures import pyplot, save
 from .pipeline import (RESULTS_FILE, STUDY_FILE, SWEEPS_DIR, Execution, Finding, Stage, Study, Verdict, run_beside,
@@ -695,7 +695,7 @@ def run_diagnostic(out_dir, name: str, *, execution: Execution | None = None, pr
     out = Path(out_dir)
     if not (out / RESULTS_FILE).is_file():
         raise value_error("out_dir", f"{out} holds no finished t5_vae study; run it first")
-    recorded = json.loads((out / STUDY_FILE).read_text())
+    recorded = read_json(out / STUDY_FILE, "out_dir", expect=dict)
     if recorded.get("study") != STUDY.name:
         raise value_error("out_dir", f"{out} holds the study {recorded.get('study')!r}, not {STUDY.name!r}")
     c = config_from_dict(Config, recorded["config"])
