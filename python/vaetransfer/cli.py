@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 
 from ._C import ArgumentError, ArgumentTypeError
@@ -152,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ArgumentError, ArgumentTypeError) as exc:  # bad input: the message, no traceback
         print(f"vaetransfer {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # what was done is kept (snapshots, finished runs)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: what was done is kept (snapshots, finished runs)
         print(f"vaetransfer {args.command}: interrupted; the same command resumes", file=sys.stderr)
-        return 130
+        return 128 + getattr(exc, "signum", signal.SIGINT)
 
 
 if __name__ == "__main__":

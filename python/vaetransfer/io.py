@@ -24,7 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["atomic_path", "write_json", "write_text", "read_json", "read_jsonl", "read_csv", "load_torch", "DirectoryLock",
+__all__ = ["atomic_path", "write_json", "write_text", "read_json", "read_jsonl", "read_csv", "load_torch", "file_size", "read_bounded",
+           "inside", "DirectoryLock",
            "output_dir", "TornRecordWarning", "CorruptFileWarning", "LOCK_FILE"]
 
 LOCK_FILE = ".lock"  #: the lock file of every directory a run, sweep or study writes
@@ -98,6 +99,43 @@ def read_json(path: str | os.PathLike, argument: str, expect: type | None = None
         raise value_error(argument, f"{str(path)!r} is corrupt: expected {kind}, found {type(data).__name__} "
                                     f"{json.dumps(data)[:60]}")
     return data
+
+
+def file_size(path: str | os.PathLike, argument: str, limit: int | None = None) -> int:
+    """The size of the file ``path``, checked before the file is read: a missing file, or one over
+    ``limit`` bytes, is an ArgumentError naming ``argument`` and the file."""
+    from ._checks import value_error
+
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise value_error(argument, f"no such file: {path!r}")
+    size = os.path.getsize(path)
+    if limit is not None and size > limit:
+        raise value_error(argument, f"{os.path.basename(path)}: {size} bytes, more than such a file holds "
+                                    f"(at most {limit})")
+    return size
+
+
+def read_bounded(path: str | os.PathLike, argument: str, limit: int) -> bytes:
+    """The bytes of a file of at most ``limit`` bytes (its size checked before it is read)."""
+    size = file_size(path, argument, limit)
+    with open(path, "rb") as f:
+        return f.read(size)
+
+
+def inside(folder: str | os.PathLike, name, argument: str, source: str | os.PathLike) -> str:
+    """``folder/name`` for a file name read from the file ``source`` (an index, a list): it must be
+    a relative path that stays in the folder — no absolute path, no ``..`` part. The check is on
+    the name, not on where links lead: links the folder's owner made are theirs (a Hugging Face
+    cache's shards link to ``../../blobs``)."""
+    from ._checks import value_error
+
+    if not isinstance(name, str) or not name or "\0" in name:
+        raise value_error(argument, f"{str(source)!r} names {name!r}, which is not a file name")
+    if os.path.isabs(name) or ".." in Path(name).parts:
+        raise value_error(argument, f"{str(source)!r} names {name!r}, which is outside the folder "
+                                    f"{os.fspath(folder)!r}")
+    return os.path.join(os.fspath(folder), name)
 
 
 def load_torch(path: str | os.PathLike, argument: str, safe_globals: tuple = ()):

@@ -19,13 +19,10 @@ vae-transfer-cka Table 5: batch 64, Adam(1e-4, 0.9, 0.999, 1e-8), Bernoulli like
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import math
 import os
-import signal
-import threading
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,6 +34,7 @@ from . import _C
 from ._checks import ArgumentError, type_error, value_error
 from .data import Dataset, as_dataset
 from .config import config_from_dict, config_to_dict
+from .interrupts import stop_on_signals
 from .io import (CorruptFileWarning, DirectoryLock, atomic_path, load_torch, read_csv, read_json, read_jsonl,
                  write_json, write_text)
 from .nn import Model, ModelConfig, build_model
@@ -292,25 +290,6 @@ def _read_best(path: Path) -> dict:
     return best
 
 
-@contextlib.contextmanager
-def _terminate_as_exit():
-    """SIGTERM raises SystemExit(143) while training (in the main thread, where nobody else
-    handles it), so the loop stops between steps with a snapshot, as Ctrl-C does, instead of
-    the process vanishing mid-step."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
-        yield
-        return
-
-    def stop(signum, frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def _fingerprint(ds: Dataset, with_labels: bool) -> dict:
     x = ds.images
     fp = {"n": int(x.shape[0]), "shape": list(x.shape[1:]), "dtype": str(x.dtype).replace("torch.", ""),
@@ -431,7 +410,7 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
     eval_y = eval_set.labels if eval_set is not None and needs_labels else None
     trainer = _C.train.Trainer(model._impl, task, regs, schedules, config.optimizer.to_spec(), train_set.images,
                                labels, eval_x, eval_y, config.to_spec(str(out), scale))
-    with DirectoryLock(out, what="training a run"), _terminate_as_exit():
+    with DirectoryLock(out, what="training a run"), stop_on_signals():
         if (out / "config.json").exists():
             saved = read_json(out / "config.json", "out_dir", expect=dict)
             if _science(saved) != _science(config.to_dict()):

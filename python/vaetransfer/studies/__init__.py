@@ -59,13 +59,16 @@ def get(name: str | types.ModuleType) -> types.ModuleType:
     elif name in REGISTRY:
         module = importlib.import_module(REGISTRY[name])
     else:
+        unknown = value_error("study", f"unknown study {name!r} (not registered, not an importable module); "
+                                       f"available: {', '.join(available())}")
+        if not name or name.startswith("."):  # importlib would take it for a relative import
+            raise unknown
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if not (exc.name and (name == exc.name or name.startswith(exc.name + "."))):
                 raise  # the module exists but something it imports does not
-            raise value_error("study", f"unknown study {name!r} (not registered, not an importable module); "
-                                       f"available: {', '.join(available())}") from None
+            raise unknown from None
     if not isinstance(getattr(module, "STUDY", None), Study):
         raise value_error("study", f"module {module.__name__} declares no STUDY")
     return module

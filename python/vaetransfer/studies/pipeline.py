@@ -19,6 +19,13 @@ never run again, half-finished ones continue from their snapshots, finished anal
 reused), sweep execution under an :class:`Execution` (which is not part of the study's identity nor
 of any run id, and may change between a run and its resume), progress, ``results.json`` (one schema,
 :data:`RESULTS_SCHEMA`) and ``index.md``.
+
+What goes wrong, and what happens then: a second process on one output directory is refused at
+once (an ArgumentError naming ``out_dir``); Ctrl-C or SIGTERM stops the study's workers within about
+a second and leaves it resumable (see :mod:`vaetransfer.sweep`); ``study.json`` (the user's
+study and config) that is corrupt is an ArgumentError naming it; derived files that are corrupt
+are set aside (``<name>.corrupt``, with a :class:`~vaetransfer.io.CorruptFileWarning`) and redone:
+a run's ``measured.json`` (the run measures again) and an analysis step (computed again).
 """
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from .._C import ArgumentError
 from .._checks import type_error, value_error
 from ..config import config_from_dict, config_to_dict, diff_keys
 from ..io import DirectoryLock, output_dir, read_json, write_json, write_text
@@ -265,16 +273,19 @@ class Context:
 def step(out_dir: str | os.PathLike, name: str, compute: Callable[[], Any], *, key: Any = None,
          outputs: Sequence[str | os.PathLike] = ()) -> Any:
     """See :meth:`Context.step`."""
+    from ..sweep.jobs import set_aside
+
     if not isinstance(name, str) or not _NAME.match(name):
         raise value_error("name", f"expected a step name of letters, digits and _.=-, got {name!r}")
     path = Path(out_dir) / STEPS_DIR / f"{name}.json"
     key = json.loads(json.dumps(key))  # compare as JSON reads it back (tuples → lists)
     if path.exists() and all(Path(p).exists() for p in outputs):
         try:
-            saved = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            saved = None
-        if isinstance(saved, dict) and saved.get("key") == key and "result" in saved:
+            saved = read_json(path, "out_dir", expect=dict)
+        except ArgumentError as exc:  # derived: computed again
+            set_aside(path, exc, "the step is computed again")
+            saved = {}
+        if saved.get("key") == key and "result" in saved:
             return saved["result"]
     start = time.perf_counter()
     result = compute()
@@ -315,9 +326,12 @@ def run_sweep(sweep_dir: str | os.PathLike, study: Study, stage: Stage, config, 
                       base={"function": f"{__name__}:execute_job",
                             "args": {"study": reference(study), "stage": stage.name, "config": config_to_dict(config)}},
                       zip=[_rows_to_zip(rows, stage.name)])
-    s.run(execution.executor, workers=execution.workers, threads=execution.threads, retries=1,
-          num_cpus=execution.cpus_per_run, address=execution.address, progress=progress, retry_failed=True)
-    results = _stage_results(Path(sweep_dir), stage.name)
+    for repair in (True, False):  # a second pass re-runs the runs whose measurements were set aside
+        s.run(execution.executor, workers=execution.workers, threads=execution.threads, retries=1,
+              num_cpus=execution.cpus_per_run, address=execution.address, progress=progress, retry_failed=True)
+        results = _stage_results(Path(sweep_dir), stage.name, repair=repair)
+        if results is not None:
+            break
     bad = [r for r in results if r.status not in stage.accept]
     if bad:
         row = s.results()[[r.id for r in results].index(bad[0].id)]
@@ -328,19 +342,30 @@ def run_sweep(sweep_dir: str | os.PathLike, study: Study, stage: Stage, config, 
     return results
 
 
-def _stage_results(sweep_dir: Path, stage: str) -> list[RunResult]:
+def _stage_results(sweep_dir: Path, stage: str, *, repair: bool = False) -> list[RunResult] | None:
+    """The runs of a stage's sweep. A done run's ``measured.json`` that is missing or corrupt is an
+    ArgumentError naming it — or, with ``repair``, is set aside with the run's ``result.json`` (the
+    run counts as not finished: the next run of the sweep measures it again), and None is returned."""
     from .. import sweep as vsweep
 
     s = vsweep.open_sweep(sweep_dir)
-    out = []
+    out, repaired = [], False
     for spec, row in zip(s.runs, s.results()):
         run_dir = s.run_dir(spec.id)
         measured = {}
-        if row["status"] in ("done",) and (run_dir / MEASURED_FILE).exists():
-            measured = json.loads((run_dir / MEASURED_FILE).read_text())
+        if row["status"] == "done":
+            path = run_dir / MEASURED_FILE
+            try:
+                measured = read_json(path, "out_dir", expect=dict)
+            except ArgumentError as exc:
+                if not repair:
+                    raise
+                vsweep.jobs.set_aside(path, exc, "the run measures again",
+                                      also=(run_dir / vsweep.jobs.RESULT_FILE,))
+                repaired = True
         args = {k: v for k, v in spec.config["args"].items() if k not in _RESERVED_ARGS}
         out.append(RunResult(stage, args, spec.id, run_dir, row["status"], row["seconds"], measured))
-    return out
+    return None if repaired else out
 
 
 def scalars(d: Mapping, prefix: str = "", depth: int = 2) -> dict:
@@ -391,6 +416,9 @@ def _pin(out: Path, study: Study, preset: str, config) -> None:
         raise value_error("out_dir", f"{out} holds the study {saved.get('study')!r}, not {study.name!r}; "
                                      "use another out_dir")
     saved_config = saved.get("config") or {}
+    if not isinstance(saved_config, dict):
+        raise value_error("out_dir", f"{str(path)!r} is corrupt: its config is {type(saved_config).__name__}, "
+                                     "not an object")
     try:  # a field added to the study since the record was written reads as its default
         saved_config = config_to_dict(config_from_dict(study.config, saved_config))
     except (ValueError, TypeError):
@@ -410,16 +438,16 @@ def run_beside(out_dir: str | os.PathLike, study: Study, name: str, stage: Stage
     setting changed) as the sweep ``sweeps/<name>`` of the study's directory ``out_dir``, under the
     directory's one-writer lock; the study's own results stand. Runs of ``stage`` reach the study's
     earlier stages (``job.earlier``) as the study's runs do."""
+    from ..sweep import stop_on_signals
+
     out = Path(out_dir)
-    try:
-        recorded = json.loads((out / STUDY_FILE).read_text()).get("study")
-    except (OSError, json.JSONDecodeError):
-        recorded = None
+    path = out / STUDY_FILE
+    recorded = read_json(path, "out_dir", expect=dict).get("study") if path.exists() else None
     if recorded != study.name:
         raise value_error("out_dir", f"{out} holds no {study.name} study (run it first)")
     if not isinstance(name, str) or not _NAME.match(name) or name in {s.name for s in study.stages}:
         raise value_error("name", f"expected a new sweep name of letters, digits and _.=-, got {name!r}")
-    with DirectoryLock(out, what="running a study"):
+    with DirectoryLock(out, what="running a study"), stop_on_signals():
         return run_sweep(out / SWEEPS_DIR / name, study, stage, config, rows, execution or Execution(), progress)
 
 
@@ -431,9 +459,11 @@ def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Executio
     ``{"schema", "study", "title", "preset", "config", "execution", "build_info", "runs": {stage:
     {"runs", "done", "seconds"}}, "analysis": {…}, "findings": [{name, claim, source, rule,
     reproduced, evidence, reason}], "figures": [...], "seconds"}`` — ``execution`` records the
-    settings of this invocation only; ``seconds`` is its wall-clock time.
+    settings of this invocation only; ``seconds`` is its wall-clock time. Ctrl-C or SIGTERM
+    raises KeyboardInterrupt once the workers have stopped (a re-run resumes).
     """
     from .. import build_info
+    from ..sweep import stop_on_signals
     from .report import render_index
 
     if not isinstance(config, study.config):
@@ -443,7 +473,7 @@ def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Executio
         raise type_error("execution", f"expected an Execution, got {type(execution).__name__}")
     out = output_dir(out_dir)
     ctx = Context(study, config, out, execution, progress)
-    with DirectoryLock(out, what="running a study"):
+    with DirectoryLock(out, what="running a study"), stop_on_signals():
         _pin(out, study, preset, config)
         start = time.perf_counter()
         runs = ctx.runs

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .._checks import value_error
+from .._checks import type_error, value_error
 
 __all__ = ["StudyJob", "STUDY_JOB"]
 
@@ -25,8 +25,12 @@ class StudyJob:
         if "study" not in base:
             raise value_error("base", "expected the study's name under 'study'")
         preset = base.get("preset", "small")
+        values = base.get("config")
+        values = {} if values is None else values
+        if not isinstance(values, Mapping):
+            raise type_error("config", f"expected an object of the study's config values, got {values!r}")
         config = make_config(base["study"], preset)
-        config = override(config, base.get("config") or {})
+        config = override(config, values)
         config = override(config, params)
         return {"study": get_study(base["study"]).name, "preset": preset, "config": config_to_dict(config)}
 

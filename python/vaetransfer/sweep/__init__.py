@@ -15,26 +15,43 @@ directory; ``<id>`` hashes the resolved config). Opening a directory with anothe
 an error unless the new one only adds runs. Finished runs are never run again; interrupted ones
 resume from their last snapshot; a failing run is retried ``retries`` times, then recorded as
 ``failed`` while the others go on. Command line: ``vaetransfer sweep run|status|results``.
+
+What goes wrong, and what happens then:
+
+* **a second driver** on one directory is refused at once (an ArgumentError naming ``out_dir``);
+* **Ctrl-C or SIGTERM** stops the driver within about a second: its workers get SIGTERM (then
+  SIGKILL), the runs keep their last snapshot, their rows go back to pending (the attempt does not
+  count), and ``vaetransfer sweep run DIR`` finishes the work; a killed driver's workers die with it;
+* **a corrupt store** (``results.sqlite`` overwritten or truncated) is derived state: opening the
+  sweep moves it aside (``results.sqlite.corrupt``, with a
+  :class:`~vaetransfer.io.CorruptFileWarning`) and rebuilds it from the runs' ``result.json``
+  files — finished runs stay finished; failed runs lose their error and run again. While another
+  process runs the sweep it is an ArgumentError naming ``out_dir`` and the store instead;
+* **a corrupt ``result.json``** of one run: that run runs again (:func:`jobs.read_result`), the
+  others are not disturbed;
+* **a corrupt ``sweep.json``** (the declaration, the user's) is an ArgumentError naming it.
 """
 from __future__ import annotations
 
 import json
 import os
-import time
+import signal
+import sqlite3
 from pathlib import Path
 from typing import Any, Mapping
 
-from .._checks import type_error, value_error
-from ..io import DirectoryLock, write_json
+from .._C import ArgumentError
+from .._checks import value_error
+from ..io import DirectoryLock, output_dir, read_json, write_json
 from . import jobs
 from .analysis import group, plot
 from .declaration import Declaration, RunSpec, config_id
-from .executors import EXECUTORS, make_executor
+from .executors import EXECUTORS, Interrupted, make_executor, stop_on_signals
 from .jobs import JOBS, DataSpec
-from .store import STATUSES, Store
+from .store import STATUSES, CorruptStore, Store
 
 __all__ = ["Sweep", "create", "open_sweep", "Declaration", "RunSpec", "DataSpec", "JOBS", "EXECUTORS", "group",
-           "plot", "config_id", "main"]
+           "plot", "config_id", "main", "Interrupted", "stop_on_signals"]
 
 DECLARATION_FILE = "sweep.json"
 STORE_FILE = "results.sqlite"
@@ -45,13 +62,12 @@ class Sweep:
     """A sweep directory and its declaration (see the module docstring)."""
 
     def __init__(self, out_dir: str | os.PathLike, declaration: Declaration):
-        self.out_dir = Path(out_dir)
         self.declaration = declaration
         self.runs: list[RunSpec] = declaration.expand()
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.out_dir = output_dir(out_dir)
         path = self.out_dir / DECLARATION_FILE
         if path.exists():
-            saved = Declaration.from_dict(json.loads(path.read_text()))
+            saved = _saved_declaration(path)
             if saved.to_dict() != declaration.to_dict():
                 old = {r.id for r in saved.expand()}
                 missing = old - {r.id for r in self.runs}
@@ -60,7 +76,7 @@ class Sweep:
                                                      "declaration does not have; a changed declaration may only add "
                                                      "runs (use another directory)")
         write_json(path, declaration.to_dict())
-        store = Store(self.out_dir / STORE_FILE)
+        store = self._store()
         try:
             store.add(self.runs)
         finally:
@@ -69,13 +85,58 @@ class Sweep:
     def run_dir(self, run_id: str) -> Path:
         return self.out_dir / RUNS_DIR / run_id
 
+    def _result(self, run_id: str) -> dict | None:
+        return jobs.read_result(self.run_dir(run_id))
+
+    def _store(self) -> Store:
+        """The store, opened; a new one is filled from the runs' result files, a corrupt one is
+        rebuilt (see the module docstring)."""
+        path = self.out_dir / STORE_FILE
+        try:
+            store = Store(path)
+        except CorruptStore as exc:
+            return self._rebuild(path, exc)
+        except sqlite3.Error as exc:
+            raise value_error("out_dir", f"cannot open the sweep store {str(path)!r}: {exc}") from None
+        if store.created:  # deleted (or never written): finished runs are finished
+            self._fill(store)
+        return store
+
+    def _fill(self, store: Store) -> None:
+        store.add(self.runs)
+        store.reconcile(self._result)
+
+    def _rebuild(self, path: Path, problem: CorruptStore) -> Store:
+        """Moves the corrupt store aside and builds it again, holding the directory's lock (no
+        driver writes it meanwhile)."""
+        lock = DirectoryLock(self.out_dir, what="running the sweep")
+        try:
+            lock.__enter__()
+        except ArgumentError:
+            raise value_error("out_dir", f"the sweep store {str(path)!r} is corrupt ({problem}) and another process "
+                                         f"is running the sweep in {self.out_dir}; stop it, then open the sweep "
+                                         "again: the store is rebuilt from its runs' result.json files") from None
+        try:
+            try:
+                store = Store(path)  # rebuilt by another process since we looked
+            except CorruptStore:
+                jobs.set_aside(path, f"the sweep store {str(path)!r} is corrupt ({problem})",
+                               "rebuilt it from the runs' result.json files (finished runs stay finished; failed "
+                               "runs run again)", also=(f"{path}-wal", f"{path}-shm"))
+                store = Store(path)
+            if store.created:
+                self._fill(store)
+            return store
+        finally:
+            lock.__exit__(None, None, None)
+
     # ------------------------------------------------------------------------------ queries
     def results(self, *, config: bool = False) -> list[dict]:
         """One dict per run of this declaration, in run order: ``id, name, status, attempts, error,
         started, ended, host, seconds``, the run's axis values under their dotted names, and its
         final metrics (a metric named like an axis gets the prefix ``metrics.``); with
         ``config=True`` also the resolved ``config``."""
-        store = Store(self.out_dir / STORE_FILE)
+        store = self._store()
         try:
             rows = store.rows([r.id for r in self.runs])
         finally:
@@ -134,8 +195,9 @@ class Sweep:
         ``executor="ray"``: Ray tasks of ``num_cpus`` CPUs each (``threads`` torch threads), on a
         local Ray instance of ``cpus`` CPUs or, with ``address``, on a running cluster.
         A run that raises (or whose worker dies) is tried ``1 + retries`` times in all, then
-        ``failed``; ``retry_failed`` gives earlier failed runs new attempts. Ctrl-C stops the
-        workers (runs keep their last snapshot, rows go back to pending) and re-raises.
+        ``failed``; ``retry_failed`` gives earlier failed runs new attempts. Ctrl-C or SIGTERM
+        stops the workers (runs keep their last snapshot, rows go back to pending) and raises
+        KeyboardInterrupt (:class:`Interrupted` for SIGTERM).
         """
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise value_error("retries", f"expected a number of retries >= 0, got {retries!r}")
@@ -143,30 +205,29 @@ class Sweep:
             raise value_error("threads", f"expected torch threads per run >= 1 (or None), got {threads!r}")
         if executor not in EXECUTORS:
             raise value_error("executor", f"expected one of {sorted(EXECUTORS)}, got {executor!r}")
-        lock = DirectoryLock(self.out_dir, what="running the sweep").__enter__()
-        store = Store(self.out_dir / STORE_FILE)
-        try:
-            store.reconcile(self.run_dir, jobs.RESULT_FILE)
-            if retry_failed:
-                store.retry_failed()
-            ids = {r.id for r in self.runs}
-            pending = [r for r in store.rows(ids) if r["status"] == "pending"]
-            if not pending:
-                return store.counts()
-            options: dict[str, Any] = {"threads": threads}
-            if executor == "local":
-                options["workers"] = workers
-            else:
-                options.update(num_cpus=num_cpus, address=address, cpus=cpus)
-            ex = make_executor(executor, **options)
+        with DirectoryLock(self.out_dir, what="running the sweep"), stop_on_signals():
+            store = self._store()
             try:
-                self._drive(store, ex, pending, retries, progress, poll)
+                store.reconcile(self._result)
+                if retry_failed:
+                    store.retry_failed()
+                ids = {r.id for r in self.runs}
+                pending = [r for r in store.rows(ids) if r["status"] == "pending"]
+                if not pending:
+                    return store.counts()
+                options: dict[str, Any] = {"threads": threads}
+                if executor == "local":
+                    options["workers"] = workers
+                else:
+                    options.update(num_cpus=num_cpus, address=address, cpus=cpus)
+                ex = make_executor(executor, **options)
+                try:
+                    self._drive(store, ex, pending, retries, progress, poll)
+                finally:
+                    ex.close()
+                return self.counts()
             finally:
-                ex.close()
-            return {k: v for k, v in self.counts().items()}
-        finally:
-            store.close()
-            lock.__exit__(None, None, None)
+                store.close()
 
     def _drive(self, store: Store, ex, pending: list[dict], retries: int, progress: bool, poll: float) -> None:
         queue = list(pending)
@@ -196,10 +257,9 @@ class Sweep:
                         bar.update(1)
                 if bar is not None:
                     bar.set_postfix_str(self._postfix(store, ex.running()), refresh=True)
-        except KeyboardInterrupt:
-            running = ex.running()
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (stop_on_signals)
             ex.cancel()
-            store.release(running)
+            store.release()  # every running row is this driver's: it holds the directory's lock
             raise
         finally:
             if bar is not None:
@@ -238,25 +298,34 @@ def create(out_dir: str | os.PathLike, job: str, base: Mapping, grid: Mapping | 
 def open_sweep(out_dir: str | os.PathLike) -> Sweep:
     """The sweep saved in ``out_dir``."""
     path = Path(out_dir) / DECLARATION_FILE
-    if not path.exists():
+    if not path.is_file():
         raise value_error("out_dir", f"{out_dir} holds no sweep (no {DECLARATION_FILE})")
-    return Sweep(out_dir, Declaration.from_dict(json.loads(path.read_text())))
+    return Sweep(out_dir, _saved_declaration(path))
+
+
+def _saved_declaration(path: Path) -> Declaration:
+    """A sweep directory's declaration: the user's, so a corrupt one is an error, never replaced."""
+    hint = "restore it, or delete it and declare the sweep again (its runs and their results are kept)"
+    try:
+        saved = read_json(path, "out_dir", expect=dict)
+    except ArgumentError as exc:
+        raise value_error("out_dir", f"{jobs.bare_message(exc)}; it is the sweep's declaration: {hint}") from None
+    try:
+        return Declaration.from_dict(saved)
+    except (ArgumentError, TypeError, ValueError) as exc:
+        raise value_error("out_dir", f"{str(path)!r} holds no valid sweep declaration ({exc}); {hint}") from None
 
 
 def load_declaration(path: str | os.PathLike) -> Declaration:
-    try:
-        d = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise value_error("declaration", f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise value_error("declaration", f"{str(path)!r} is not valid JSON: {exc}") from exc
-    return Declaration.from_dict(d)
+    """The declaration in the JSON file ``path`` (``vaetransfer sweep run DECL.json``)."""
+    return Declaration.from_dict(read_json(path, "declaration"))
 
 
 def main(argv: list[str] | None = None) -> int:
     """``vaetransfer sweep run DECL.json --out DIR``, ``... run DIR`` (resume), ``... status DIR``,
     ``... results DIR``."""
     import argparse
+    import sys
 
     p = argparse.ArgumentParser(prog="vaetransfer sweep", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="action", required=True)
@@ -283,18 +352,16 @@ def main(argv: list[str] | None = None) -> int:
         if src.is_dir():
             if a.out and Path(a.out) != src:
                 p.error("give either a sweep directory or a declaration file with --out")
-            sw = open_sweep(src)
-        else:
-            if not a.out:
-                p.error("a declaration file needs --out DIR")
-            sw = Sweep(a.out, load_declaration(src))
+        elif not a.out:
+            p.error("a declaration file needs --out DIR")
         try:
+            sw = open_sweep(src) if src.is_dir() else Sweep(a.out, load_declaration(src))
             counts = sw.run(a.executor, workers=a.workers, threads=a.threads, retries=a.retries,
                             num_cpus=a.num_cpus, address=a.address, cpus=a.cpus, retry_failed=a.retry_failed,
                             progress=not a.quiet)
-        except KeyboardInterrupt:
-            print(f"\ninterrupted; `vaetransfer sweep run {sw.out_dir}` resumes", flush=True)
-            return 130
+        except KeyboardInterrupt as exc:
+            print(f"\ninterrupted; `vaetransfer sweep run {a.out or src}` resumes", file=sys.stderr, flush=True)
+            return 128 + getattr(exc, "signum", signal.SIGINT)
         print(", ".join(f"{v} {k}" for k, v in counts.items() if v))
         return 0 if counts["failed"] == 0 else 1
     if a.action == "status":

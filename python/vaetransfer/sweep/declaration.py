@@ -29,6 +29,15 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
+def _json_data(obj: Any, argument: str) -> Any:
+    """``obj`` as JSON reads it back; what JSON cannot hold (NaN, infinity, objects) is an
+    ArgumentTypeError naming ``argument``."""
+    try:
+        return json.loads(canonical_json(obj))
+    except (TypeError, ValueError) as exc:
+        raise type_error(argument, f"expected JSON data (finite numbers, strings, lists, objects): {exc}") from None
+
+
 def config_id(resolved: Mapping) -> str:
     """A run's id: the first 12 hex digits of the SHA-256 of its resolved config."""
     return hashlib.sha256(canonical_json(resolved).encode()).hexdigest()[:12]
@@ -63,7 +72,7 @@ class Declaration:
         if not isinstance(self.base, Mapping):
             raise type_error("base", f"expected a JSON object (the {self.job} job's config), got "
                                      f"{type(self.base).__name__}")
-        self.base = json.loads(canonical_json(self.base))
+        self.base = _json_data(self.base, "base")
         if not isinstance(self.grid, Mapping):
             raise type_error("grid", f"expected {{name: [values]}}, got {type(self.grid).__name__}")
         if isinstance(self.zip, Mapping):
@@ -98,7 +107,7 @@ class Declaration:
         seen.add(name)
         if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, (list, tuple)):
             raise type_error(name, f"expected a list of values, got {values!r}")
-        values = json.loads(canonical_json(list(values)))
+        values = _json_data(list(values), name)
         if not values:
             raise value_error(name, "expected at least one value")
         if unique and len({canonical_json(v) for v in values}) != len(values):

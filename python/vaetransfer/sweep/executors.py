@@ -4,6 +4,11 @@ the driver (:meth:`vaetransfer.sweep.Sweep.run`) submits runs, collects outcomes
 
 An outcome is ``(run_id, result, error)``: ``result`` is what ``execute`` returned, or ``error``
 the text of what went wrong (the exception and its traceback, or how the worker died).
+
+Stopping: :meth:`cancel` stops every run at once — local workers get SIGTERM (a training run
+stops between steps with a snapshot) and SIGKILL after :data:`STOP_GRACE` seconds; Ray tasks are
+cancelled, then force-cancelled after the grace. :func:`stop_on_signals` makes SIGTERM stop a
+driver the way Ctrl-C does (:class:`Interrupted`, a KeyboardInterrupt).
 """
 from __future__ import annotations
 
@@ -12,17 +17,24 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 import traceback
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
-from typing import Any
+from typing import Any, Iterator
 
 from .._checks import type_error, value_error
+from ..interrupts import Interrupted, stop_on_signals
 from . import jobs
 
-__all__ = ["LocalExecutor", "RayExecutor", "make_executor", "EXECUTORS"]
+__all__ = ["LocalExecutor", "RayExecutor", "make_executor", "EXECUTORS", "Interrupted", "stop_on_signals",
+           "STOP_GRACE"]
 
 Outcome = tuple[str, "dict | None", "str | None"]
+
+STOP_GRACE = 1.0  #: seconds a stopped run gets to write its snapshot before it is killed
 
 
 def _die_with_parent() -> None:
@@ -51,15 +63,22 @@ def _worker_main(fd: int, parent_pid: int) -> None:
     while True:
         try:
             task = conn.recv()
-        except EOFError:
+        except (EOFError, OSError):  # the driver is gone
             return
         if task is None:
             return
         job, run_id, config, run_dir, threads = task
         try:
-            conn.send((run_id, jobs.execute(job, run_id, config, run_dir, threads), None))
-        except BaseException:  # noqa: BLE001 — every failure is reported to the driver as text
-            conn.send((run_id, None, traceback.format_exc(limit=20)))
+            outcome = (run_id, jobs.execute(job, run_id, config, run_dir, threads), None)
+        except Exception:  # noqa: BLE001 — every failure is reported to the driver as text
+            outcome = (run_id, None, traceback.format_exc(limit=20))
+        except KeyboardInterrupt as exc:  # SIGTERM stopped a study job's own driver: exit as that signal
+            raise SystemExit(128 + getattr(exc, "signum", signal.SIGINT)) from None
+        # SystemExit (SIGTERM while training) leaves as is: the driver sees this worker exit.
+        try:
+            conn.send(outcome)
+        except OSError:  # the driver is gone
+            return
 
 
 class LocalExecutor:
@@ -123,13 +142,19 @@ class LocalExecutor:
     def running(self) -> list[str]:
         return list(self._busy.values())
 
-    def cancel(self) -> None:
-        """Stops every worker now (the runs keep their last snapshot)."""
-        for proc in self._procs.values():
-            if proc.poll() is None:
+    def cancel(self, grace: float = STOP_GRACE) -> None:
+        """Stops every worker: SIGTERM, then SIGKILL for those still alive after ``grace`` seconds
+        (the runs keep their last snapshot)."""
+        live = [proc for proc in self._procs.values() if proc.poll() is None]
+        for proc in live:
+            proc.terminate()
+        deadline = time.monotonic() + grace
+        for proc in live:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
                 proc.kill()
-        for proc in self._procs.values():
-            proc.wait()
+                proc.wait()
         self._busy.clear()
 
     def close(self) -> None:
@@ -149,6 +174,19 @@ class LocalExecutor:
             conn.close()
 
 
+def _python_handlers(restore: dict | None = None) -> dict:
+    """The Python handlers of SIGINT and SIGTERM, or (``restore``) sets them back: ray.init
+    replaces them with its own (SIGTERM: exit at once), which would skip the driver's cleanup."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    if restore is None:
+        return {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum, handler in restore.items():
+        if handler is not None:  # None: set from outside Python, nothing to put back
+            signal.signal(signum, handler)
+    return restore
+
+
 def _ray_execute(job, run_id, config, run_dir, threads):
     return jobs.execute(job, run_id, config, run_dir, threads)
 
@@ -164,12 +202,16 @@ class RayExecutor:
 
     def __init__(self, num_cpus: float = 1, threads: int | None = 1, address: str | None = None,
                  cpus: int | None = None, max_concurrent: int | None = None):
+        if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or num_cpus <= 0:
+            raise type_error("num_cpus", f"expected CPUs per run > 0, got {num_cpus!r}")
+        if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1):
+            raise value_error("cpus", f"expected the CPUs of the local Ray instance >= 1 (or None: all), got {cpus!r}")
+        if address is not None and (not isinstance(address, str) or not address):
+            raise type_error("address", f"expected a Ray address ('auto', 'ray://host:10001'), got {address!r}")
         try:
             import ray
         except ImportError as exc:  # ray is optional (the [ray] extra)
             raise value_error("executor", "the ray executor needs Ray: pip install 'vaetransfer[ray]'") from exc
-        if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or num_cpus <= 0:
-            raise type_error("num_cpus", f"expected CPUs per run > 0, got {num_cpus!r}")
         self.ray, self.threads = ray, threads
         self._started = False
         if not ray.is_initialized():
@@ -178,8 +220,15 @@ class RayExecutor:
                 kwargs["num_cpus"] = cpus or os.cpu_count()
             else:
                 kwargs["address"] = address
-            ray.init(**kwargs)
+            handlers = _python_handlers()
+            try:
+                ray.init(**kwargs)
+            except Exception as exc:  # noqa: BLE001 — Ray raises ValueError, ConnectionError, RuntimeError, ...
+                where = f"the Ray cluster at {address!r}" if address else "a local Ray instance"
+                raise value_error("address" if address else "executor",
+                                  f"cannot start or reach {where}: {type(exc).__name__}: {exc}") from None
             self._started = True
+            _python_handlers(handlers)
         total = ray.cluster_resources().get("CPU", 1)
         self.max_concurrent = max_concurrent or max(1, int(total // num_cpus))
         self._remote = ray.remote(num_cpus=num_cpus, max_retries=0)(_ray_execute)
@@ -211,13 +260,23 @@ class RayExecutor:
     def running(self) -> list[str]:
         return list(self._refs.values())
 
-    def cancel(self) -> None:
-        for ref in list(self._refs):
+    def cancel(self, grace: float = STOP_GRACE) -> None:
+        """Cancels every task (a KeyboardInterrupt in it), then force-cancels (kills the worker
+        of) those still running after ``grace`` seconds."""
+        refs = list(self._refs)
+        self._refs.clear()
+        if not refs:
+            return
+        self._cancel(refs, force=False)
+        _, rest = self.ray.wait(refs, num_returns=len(refs), timeout=grace)
+        self._cancel(rest, force=True)
+
+    def _cancel(self, refs, force: bool) -> None:
+        for ref in refs:
             try:
-                self.ray.cancel(ref, force=True)
+                self.ray.cancel(ref, force=force)
             except Exception:  # noqa: BLE001 — already finished
                 pass
-        self._refs.clear()
 
     def close(self) -> None:
         if self._started:

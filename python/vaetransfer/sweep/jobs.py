@@ -17,7 +17,10 @@ or a class anywhere named as ``"module:attr"``).
 :func:`execute` is what every executor runs in its worker: it locks the run directory (two
 processes never train one run), returns a finished run's saved result without running it again,
 and writes ``result.json`` atomically only after the job returned — so a run counts as done only
-when its final snapshot (or results) is on disk.
+when its final snapshot (or results) is on disk. A ``result.json`` that is corrupt (not JSON, not
+a result) is derived state: :func:`read_result` sets it aside (``result.json.corrupt``, with a
+:class:`~vaetransfer.io.CorruptFileWarning` naming it) and the run counts as not finished — it
+runs again, resuming from its snapshots — while the sweep's other runs go on.
 """
 from __future__ import annotations
 
@@ -28,13 +31,17 @@ import math
 import os
 import socket
 import time
+import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .._C import ArgumentError
 from .._checks import type_error, value_error
+from ..io import CorruptFileWarning, read_json
 
-__all__ = ["JOBS", "get_job", "DataSpec", "execute", "RESULT_FILE", "PROGRESS_FILE", "read_progress"]
+__all__ = ["JOBS", "get_job", "DataSpec", "execute", "RESULT_FILE", "PROGRESS_FILE", "read_progress", "read_result",
+           "set_aside", "bare_message"]
 
 RESULT_FILE = "result.json"      #: written when a run has finished (metrics, status)
 PROGRESS_FILE = "progress.json"  #: the step a running run has reached, its pid and host
@@ -217,6 +224,8 @@ class TrainJob:
         cfg = TrainConfig.from_dict(d)
         train_set, test_set = data.build()
         run = train(cfg, train_set, run_dir, eval_data=test_set, progress=lambda step: report(step, cfg.steps))
+        if not run.finished:  # never record a run stopped early (by a signal) as done
+            raise RuntimeError(f"training stopped at step {run.step} of {cfg.steps}")
         metrics = final_metrics(run)
         if evaluate is not None:
             extra = _import(evaluate, "evaluate")(run, train_set, test_set) or {}
@@ -250,7 +259,8 @@ class FunctionJob:
         if unknown:
             raise value_error("base", f"unknown keys {sorted(unknown)}; a function job has function, args")
         _import(base.get("function"), "function")
-        args = copy.deepcopy(base.get("args") or {})
+        args = copy.deepcopy(base.get("args"))
+        args = {} if args is None else args
         if not isinstance(args, dict):
             raise type_error("args", f"expected a JSON object, got {args!r}")
         for name, value in params.items():
@@ -292,10 +302,55 @@ def get_job(kind: str):
 
 # ---------------------------------------------------------------------------------- worker side
 def read_progress(run_dir: str | os.PathLike) -> dict | None:
+    """A running run's ``progress.json`` (None when absent or unreadable: it is only shown, and
+    rewritten every half second)."""
     try:
-        return json.loads((Path(run_dir) / PROGRESS_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
+        progress = json.loads((Path(run_dir) / PROGRESS_FILE).read_text())
+    except (OSError, ValueError):
         return None
+    return progress if isinstance(progress, dict) else None
+
+
+def bare_message(exc: str | Exception) -> str:
+    """An ArgumentError's message without its ``argument '...': `` prefix (to say it again in another)."""
+    text = str(exc)
+    argument = getattr(exc, "argument", None)
+    return text.removeprefix(f"argument '{argument}': ") if argument is not None else text
+
+
+def set_aside(path: str | os.PathLike, problem: str | Exception, redo: str, *, also: tuple = (),
+              argument: str = "out_dir") -> None:
+    """Moves the corrupt derived file ``path`` — and ``also``, files that go with it — to
+    ``<name>.corrupt`` (replacing an earlier one) and warns with a
+    :class:`~vaetransfer.io.CorruptFileWarning`: ``problem`` (what is wrong, naming the file) and
+    ``redo`` (what happens now). A file that cannot be moved is an ArgumentError naming ``argument``."""
+    problem = bare_message(problem)
+    moved = []
+    for p in (Path(path), *map(Path, also)):
+        if p.exists():
+            try:
+                os.replace(p, p.with_name(p.name + ".corrupt"))
+            except OSError as exc:
+                raise value_error(argument, f"{problem}; cannot move {str(p)!r} aside: {exc.strerror or exc}") from None
+            moved.append(p.name + ".corrupt")
+    warnings.warn(f"{problem}; set aside as {', '.join(moved) or 'nothing'}: {redo}", CorruptFileWarning, stacklevel=3)
+
+
+def read_result(run_dir: str | os.PathLike) -> dict | None:
+    """A run's saved result (``result.json``: status done or diverged, metrics), or None when it has
+    not finished. A corrupt one is set aside (:func:`set_aside`): the run runs again."""
+    path = Path(run_dir) / RESULT_FILE
+    if not path.exists():
+        return None
+    try:
+        result = read_json(path, "run_dir", expect=dict)
+        if result.get("status") not in ("done", "diverged") or not isinstance(result.get("metrics"), dict):
+            raise value_error("run_dir", f"{str(path)!r} is corrupt: expected a run's result (status done or "
+                                         f"diverged, metrics), found keys {sorted(result)[:8]}")
+    except ArgumentError as exc:
+        set_aside(path, exc, "the run counts as not finished and runs again", argument="run_dir")
+        return None
+    return result
 
 
 def _reporter(run_dir: Path, every: float = 0.5) -> Callable[[int, int], None]:
@@ -324,9 +379,9 @@ def execute(job: str, run_id: str, config: dict, run_dir: str | os.PathLike, thr
     run_dir.mkdir(parents=True, exist_ok=True)
     with DirectoryLock(run_dir, argument="run_dir", what="running this run", wait=True):
         # waits while another process still holds this run (a worker of a killed driver winding down)
-        saved = run_dir / RESULT_FILE
-        if saved.exists():
-            return json.loads(saved.read_text())
+        saved = read_result(run_dir)
+        if saved is not None:
+            return saved
         if threads:
             import torch
             torch.set_num_threads(int(threads))
@@ -340,5 +395,5 @@ def execute(job: str, run_id: str, config: dict, run_dir: str | os.PathLike, thr
             metrics, status, error = {}, "diverged", str(exc)
         result = {"status": status, "metrics": metrics, "error": error, "host": socket.gethostname(),
                   "seconds": round(time.perf_counter() - start, 3)}
-        write_json(saved, result)
+        write_json(run_dir / RESULT_FILE, result)
         return result

@@ -4,6 +4,10 @@ Only the driver writes it, each change in one transaction. A row says ``done`` (
 ``diverged``) only after the worker has written the run's ``result.json``, which it writes only
 after the run's final snapshot (or a study's results) is on disk; :meth:`Store.reconcile` checks
 both directions when a sweep is opened again.
+
+The store is derived state: every finished run's outcome is in its ``result.json``. A file that
+is not a sound SQLite database (garbage, truncated) raises :class:`CorruptStore` on opening
+(``PRAGMA quick_check``); :class:`vaetransfer.sweep.Sweep` then moves it aside and rebuilds it.
 """
 from __future__ import annotations
 
@@ -12,11 +16,11 @@ import socket
 import sqlite3
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from .declaration import RunSpec
 
-__all__ = ["Store", "STATUSES"]
+__all__ = ["Store", "STATUSES", "CorruptStore"]
 
 STATUSES = ("pending", "running", "done", "failed", "diverged")
 FINAL = ("done", "failed", "diverged")
@@ -40,14 +44,46 @@ CREATE TABLE IF NOT EXISTS runs (
 """
 
 
+_RELEASE = ("UPDATE runs SET status = 'pending', attempts = MAX(attempts - 1, 0) "
+            "WHERE id = ? AND status = 'running'")
+
+
+class CorruptStore(Exception):
+    """The store's file is not a sound SQLite database (overwritten, truncated); the message says how."""
+
+
+def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)  # Python >= 3.11
+    if code is not None:
+        return code & 0xFF in (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
+    return not isinstance(exc, sqlite3.OperationalError)  # those two are raised as plain DatabaseError
+
+
 class Store:
+    """The store in ``path`` (created when missing: then ``created`` is True). A corrupt file
+    raises :class:`CorruptStore`; other SQLite errors (a file that cannot be opened) propagate."""
+
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)  # explicit transactions
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.execute(_SCHEMA)
+        try:
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            problems = [row[0] for row in self.db.execute("PRAGMA quick_check")]
+            if problems != ["ok"]:  # a truncated or damaged file may open and fail only later
+                raise CorruptStore("; ".join(problems[:3]))
+            self.created = self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
+                                           ).fetchone() is None
+            self.db.execute(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self.db.close()
+            if _is_corruption(exc):
+                raise CorruptStore(str(exc)) from None
+            raise
+        except BaseException:
+            self.db.close()
+            raise
 
     def close(self) -> None:
         self.db.close()
@@ -83,39 +119,36 @@ class Store:
         self._tx("UPDATE runs SET status = ?, error = ?, ended = ? WHERE id = ?",
                  ("failed" if final else "pending", error, time.time(), run_id))
 
-    def release(self, run_ids: Iterable[str]) -> None:
-        """Interrupted runs (Ctrl-C): back to pending; the attempt does not count."""
+    def release(self, run_ids: Iterable[str] | None = None) -> None:
+        """Interrupted runs (Ctrl-C, SIGTERM), by default every ``running`` one: back to pending;
+        the attempt does not count."""
+        if run_ids is None:
+            run_ids = [row[0] for row in self.db.execute("SELECT id FROM runs WHERE status = 'running'")]
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             for rid in run_ids:
-                self.db.execute("UPDATE runs SET status = 'pending', attempts = MAX(attempts - 1, 0) "
-                                "WHERE id = ? AND status = 'running'", (rid,))
+                self.db.execute(_RELEASE, (rid,))
 
-    def reconcile(self, run_dir, result_file: str) -> None:
-        """After a driver was killed: ``running`` rows go back to pending (the attempt does not
-        count); a run whose
-        ``result.json`` exists is recorded from it; a final row whose file is gone is pending again."""
+    def reconcile(self, result_of: Callable[[str], dict | None]) -> None:
+        """After a driver was killed (or the store rebuilt): ``running`` rows go back to pending
+        (the attempt does not count); a run with a result (``result_of(id)``: its ``result.json``,
+        None when it has not finished) is recorded from it; a final row without one is pending again."""
         rows = self.db.execute("SELECT id, status FROM runs").fetchall()
+        results = {row["id"]: result_of(row["id"]) for row in rows}  # read the files before the transaction
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             for row in rows:
-                path = Path(run_dir(row["id"])) / result_file
-                if path.exists():
-                    try:
-                        result = json.loads(path.read_text())
-                    except json.JSONDecodeError:
-                        result = None
-                    if result is not None and row["status"] not in ("done", "diverged"):
+                result = results[row["id"]]
+                if result is not None:
+                    if row["status"] not in ("done", "diverged"):
                         self.db.execute("UPDATE runs SET status = ?, error = ?, host = ?, seconds = ?, metrics = ?, "
                                         "ended = COALESCE(ended, ?) WHERE id = ?",
                                         (result["status"], result.get("error"), result.get("host"),
                                          result.get("seconds"), json.dumps(result.get("metrics") or {}), time.time(),
                                          row["id"]))
-                        continue
-                if row["status"] == "running":  # its driver was killed: not the run's fault
-                    self.db.execute("UPDATE runs SET status = 'pending', attempts = MAX(attempts - 1, 0) "
-                                    "WHERE id = ?", (row["id"],))
-                elif row["status"] in ("done", "diverged") and not path.exists():
+                elif row["status"] == "running":  # its driver was killed: not the run's fault
+                    self.db.execute(_RELEASE, (row["id"],))
+                elif row["status"] in ("done", "diverged"):  # its result is gone (deleted, or corrupt and set aside)
                     self.db.execute("UPDATE runs SET status = 'pending' WHERE id = ?", (row["id"],))
 
     def retry_failed(self) -> int:

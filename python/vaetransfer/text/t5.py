@@ -15,7 +15,9 @@ Layers (for :meth:`T5.activations` and the similarity measures): ``encoder.embed
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -25,7 +27,7 @@ import torch
 
 from .. import _C
 from .._checks import type_error, value_error
-from ..io import atomic_path
+from ..io import atomic_path, file_size, inside, read_json
 from ..nn import Model, ModelConfig
 
 __all__ = ["T5Config", "T5", "pad_pair"]
@@ -33,6 +35,13 @@ __all__ = ["T5Config", "T5", "pad_pair"]
 # Tensors Hugging Face keeps beside ours: copies of `shared` (tied) and a table its code never uses.
 _TIED_COPIES = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
 _UNUSED = ("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight",)
+_MAX_JSON_BYTES = 1 << 26  # config.json is a few KB; an index of 100,000 tensors about 10 MB
+#: The sane range of each config value that sizes a tensor, checked before a model is built from a
+#: file's config.json (the largest public T5s: 24 layers, d_model 4096, d_ff 65536 (t5-11b), 128
+#: heads of d_kv 128, a vocabulary of 250,112 (mT5)).
+SIZE_RANGES = {"vocab_size": (1, 1 << 22), "d_model": (1, 1 << 16), "d_kv": (1, 1 << 12), "d_ff": (1, 1 << 18),
+               "num_layers": (1, 1024), "num_decoder_layers": (1, 1024), "num_heads": (1, 1024),
+               "relative_attention_num_buckets": (1, 1 << 12), "relative_attention_max_distance": (1, 1 << 20)}
 
 
 @dataclass
@@ -69,22 +78,76 @@ class T5Config:
         return ModelConfig("t5", **options)
 
     @classmethod
-    def from_hf(cls, d: dict) -> "T5Config":
-        """From a Hugging Face ``config.json`` dict (keys this model does not use are ignored)."""
+    def from_hf(cls, d: dict, *, argument: str = "config", source: str | os.PathLike | None = None) -> "T5Config":
+        """From a Hugging Face ``config.json`` dict (keys this model does not use are ignored).
+        Values of the wrong type, or sizes outside :data:`SIZE_RANGES`, are an ArgumentError naming
+        ``argument`` (and ``source``, the file the dict came from)."""
+        where = f"{str(source)!r}: " if source is not None else ""
         if d.get("model_type", "t5") not in ("t5", "mt5"):  # mT5 is the T5 v1.1 layout
-            raise value_error("config", f"expected a T5 config (model_type 't5' or 'mt5'), got model_type "
+            raise value_error(argument, f"{where}expected a T5 config (model_type 't5' or 'mt5'), got model_type "
                                         f"{d.get('model_type')!r}")
         ff = d.get("feed_forward_proj", "relu")
         if ff not in ("relu", "gated-gelu"):
-            raise value_error("config", f"feed_forward_proj {ff!r} is not supported; expected 'relu' or 'gated-gelu'")
+            raise value_error(argument, f"{where}feed_forward_proj {ff!r} is not supported; expected 'relu' or "
+                                        "'gated-gelu'")
         known = {f.name for f in fields(cls)}
         out = cls(**{k: v for k, v in d.items() if k in known and v is not None})
         eos = d.get("eos_token_id", 1)
-        if isinstance(eos, list):  # some configs list several; the first ends generation
-            out.eos_token_id = int(eos[0])
+        if isinstance(eos, list) and eos:  # some configs list several; the first ends generation
+            out.eos_token_id = eos[0]
         if out.num_decoder_layers is None:
             out.num_decoder_layers = out.num_layers
+        out._check(argument, where)
         return out
+
+    def _check(self, argument: str, where: str) -> None:
+        """Types, and sizes within :data:`SIZE_RANGES`: checked before anything is built from them
+        (a config of a file may ask for any size)."""
+        def is_int(v):
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        for name, (low, high) in SIZE_RANGES.items():
+            v = getattr(self, name)
+            if not is_int(v) or not low <= v <= high:
+                raise value_error(argument, f"{where}{name} = {v!r} is not an int in the sane range [{low}, {high}]")
+        for name in ("pad_token_id", "eos_token_id", "decoder_start_token_id"):
+            v = getattr(self, name)
+            if not is_int(v) or not 0 <= v < self.vocab_size:
+                raise value_error(argument, f"{where}{name} = {v!r} is not a token id in [0, {self.vocab_size})")
+        for name in ("dropout_rate", "layer_norm_epsilon", "initializer_factor"):
+            v = getattr(self, name)
+            if not (is_int(v) or isinstance(v, float)) or not math.isfinite(v) or v < 0:
+                raise value_error(argument, f"{where}{name} = {v!r} is not a finite number >= 0")
+        for name in ("tie_word_embeddings", "scale_decoder_outputs"):
+            v = getattr(self, name)
+            if not (isinstance(v, bool) or (v is None and name == "scale_decoder_outputs")):
+                raise value_error(argument, f"{where}{name} = {v!r} is not true or false")
+
+    def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The shape of every parameter this config implies, by Hugging Face's names, computed
+        without building the model."""
+        v, d, inner, ff, h = self.vocab_size, self.d_model, self.num_heads * self.d_kv, self.d_ff, self.num_heads
+        dense = ["wi_0", "wi_1"] if self.feed_forward_proj == "gated-gelu" else ["wi"]
+        shapes = {"shared.weight": (v, d)}
+        for stack, n in (("encoder", self.num_layers), ("decoder", self.num_decoder_layers or self.num_layers)):
+            sublayers = ["SelfAttention"] + (["EncDecAttention"] if stack == "decoder" else [])
+            for i in range(n):
+                block = f"{stack}.block.{i}.layer"
+                for j, attention in enumerate(sublayers):
+                    shapes.update({f"{block}.{j}.{attention}.{m}.weight": (inner, d) for m in "qkv"})
+                    shapes[f"{block}.{j}.{attention}.o.weight"] = (d, inner)
+                    if i == 0 and attention == "SelfAttention":
+                        shapes[f"{block}.{j}.{attention}.relative_attention_bias.weight"] = (
+                            self.relative_attention_num_buckets, h)
+                    shapes[f"{block}.{j}.layer_norm.weight"] = (d,)
+                j = len(sublayers)
+                shapes.update({f"{block}.{j}.DenseReluDense.{w}.weight": (ff, d) for w in dense})
+                shapes[f"{block}.{j}.DenseReluDense.wo.weight"] = (d, ff)
+                shapes[f"{block}.{j}.layer_norm.weight"] = (d,)
+            shapes[f"{stack}.final_layer_norm.weight"] = (d,)
+        if not self.tie_word_embeddings:
+            shapes["lm_head.weight"] = (v, d)
+        return shapes
 
     def to_hf(self) -> dict:
         """The ``config.json`` dict Hugging Face reads."""
@@ -224,23 +287,35 @@ class T5(Model):
         """The T5 of a Hugging Face folder: ``config.json`` and ``model.safetensors`` (sharded
         ``model.safetensors.index.json``) or ``pytorch_model.bin``; its tokenizer
         (:class:`vaetransfer.text.Tokenizer`) when the folder has one. Parameters come in the
-        model's dtype (float32 unless ``dtype``). A missing, unexpected or misshapen tensor is a
-        ``ValueError`` naming it."""
+        model's dtype (float32 unless ``dtype``). Nothing is built before the config's sizes are
+        within :data:`SIZE_RANGES` and the checkpoint's tensor names and shapes (read from its
+        headers) are those the config implies: a missing, unexpected or misshapen tensor, a corrupt
+        ``config.json`` or index, or an index naming a file outside the folder is an
+        ``ArgumentError`` (a ``ValueError``) naming ``folder`` and the file or tensor."""
         folder = Path(folder)
         if not folder.is_dir():
             raise FileNotFoundError(f"folder: no such directory {str(folder)!r}")
         config_path = folder / "config.json"
         if not config_path.is_file():
             raise FileNotFoundError(f"folder: {str(folder)!r} has no config.json")
-        try:
-            hf = json.loads(config_path.read_text())
-        except json.JSONDecodeError as e:
-            raise value_error("folder", f"{config_path} is not valid JSON ({e})") from None
-        config = T5Config.from_hf(hf)
-        state = _read_weights(folder)
-        shared = state.get("shared.weight")
-        if shared is None:
-            raise value_error("folder", f"{folder}: the checkpoint has no 'shared.weight' (the token embedding)")
+        config = T5Config.from_hf(_read_json(config_path), argument="folder", source=config_path)
+        # The checkpoint's names and shapes (its headers; no tensor read yet) must be exactly those
+        # the config implies before anything is built: the model then costs what the file holds.
+        shapes, load = _open_checkpoint(folder)
+        for stack, key in (("encoder", "num_layers"), ("decoder", "num_decoder_layers")):
+            block_norm = re.compile(rf"{stack}\.block\.\d+\.layer\.0\.layer_norm\.weight")
+            blocks = sum(1 for name in shapes if block_norm.fullmatch(name))
+            if blocks != getattr(config, key):  # the usual mismatch, said plainly before the tensors it leaves
+                raise value_error("folder", f"{folder}: config.json has {key} = {getattr(config, key)}, the checkpoint "
+                                            f"{blocks} {stack} blocks")
+        optional = {name: (config.vocab_size, config.d_model) for name in (*_TIED_COPIES, "lm_head.weight")}
+        optional.update({name: (config.relative_attention_num_buckets, config.num_heads) for name in _UNUSED})
+        _check_fits(folder, shapes, config.parameter_shapes(), optional)
+        state = load()
+        for name, t in state.items():
+            if not t.is_floating_point():
+                raise value_error("folder", f"{folder}: tensor '{name}' has dtype {t.dtype}, expected floating point")
+        shared = state["shared.weight"]
         for name in _TIED_COPIES:
             copy = state.pop(name, None)
             if copy is not None and not torch.equal(copy, shared):
@@ -259,20 +334,9 @@ class T5(Model):
             else:
                 state.pop("lm_head.weight", None)
         model = cls(config, seed=0, device="cpu")
-        expected = set(model.parameter_names)
-        missing = sorted(expected - set(state))
-        unexpected = sorted(set(state) - expected)
-        if missing or unexpected:
-            raise value_error("folder", f"{folder}: the checkpoint does not fit its config"
-                                        + (f"; missing tensors: {missing}" if missing else "")
-                                        + (f"; unexpected tensors: {unexpected}" if unexpected else ""))
-        params = model.named_parameters()
-        for name, t in state.items():
-            if tuple(t.shape) != tuple(params[name].shape):
-                raise value_error("folder", f"{folder}: tensor '{name}' has shape {tuple(t.shape)}, the config "
-                                            f"implies {tuple(params[name].shape)}")
-            if not t.is_floating_point():
-                raise value_error("folder", f"{folder}: tensor '{name}' has dtype {t.dtype}, expected floating point")
+        # parameter_shapes against the core's own model: the same names and shapes, or a bug here.
+        _check_fits(folder, {k: tuple(t.shape) for k, t in state.items()},
+                    {k: tuple(t.shape) for k, t in model.named_parameters().items()})
         model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
         if dtype is not None:
             model.to_dtype(dtype)
@@ -309,37 +373,110 @@ class T5(Model):
         return folder
 
 
-def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
-    """Tensors of a Hugging Face folder, by name."""
+def _read_json(path: Path) -> dict:
+    """The JSON object of a folder's file (its size checked before it is parsed)."""
+    file_size(path, "folder", _MAX_JSON_BYTES)
+    return read_json(path, "folder", expect=dict)
+
+
+def _names(names, limit: int = 10) -> str:
+    """At most ``limit`` names of a sorted list, then how many more (a message stays short)."""
+    names = sorted(names)
+    return str(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _check_fits(folder: Path, have: dict[str, tuple], want: dict[str, tuple],
+                optional: dict[str, tuple] | None = None) -> None:
+    """Tensor shapes ``have`` (a checkpoint's) against ``want`` (the config's) and the ``optional``
+    extras a Hugging Face folder may carry: a missing, unexpected or misshapen tensor is an
+    ArgumentError naming it."""
+    optional = optional or {}
+    missing = set(want) - set(have)
+    unexpected = set(have) - set(want) - set(optional)
+    if missing or unexpected:
+        raise value_error("folder", f"{folder}: the checkpoint does not fit its config.json"
+                                    + (f"; missing tensors: {_names(missing)}" if missing else "")
+                                    + (f"; unexpected tensors: {_names(unexpected)}" if unexpected else ""))
+    for name in sorted(have):
+        expected = want.get(name, optional.get(name))
+        if tuple(have[name]) != tuple(expected):
+            raise value_error("folder", f"{folder}: tensor '{name}' has shape {tuple(have[name])}, config.json "
+                                        f"implies {tuple(expected)}")
+
+
+def _safetensors_files(folder: Path, index: Path) -> dict[Path, set[str]]:
+    """The shards of a sharded checkpoint (each inside ``folder``) with the tensors the index
+    assigns to each."""
+    weight_map = _read_json(index).get("weight_map")
+    if not isinstance(weight_map, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                   for k, v in weight_map.items()):
+        raise value_error("folder", f"{str(index)!r} is corrupt: expected 'weight_map', an object of tensor names to "
+                                    f"file names, got {json.dumps(weight_map)[:60]}")
+    files: dict[Path, set[str]] = {}
+    for tensor, name in weight_map.items():
+        files.setdefault(Path(inside(folder, name, "folder", index)), set()).add(tensor)
+    return files
+
+
+def _open_checkpoint(folder: Path):
+    """``(shapes, load)`` of a Hugging Face folder's checkpoint: the tensors' shapes by name, read
+    from the files' headers without their data, and a function that reads the tensors."""
+    from safetensors import SafetensorError, safe_open
+    from safetensors.torch import load_file
+
     single, index, bin_path = folder / "model.safetensors", folder / "model.safetensors.index.json", folder / "pytorch_model.bin"
     if single.is_file():
-        files = [single]
+        files = {single: None}
     elif index.is_file():
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError) as e:
-            raise value_error("folder", f"{index} is not a safetensors index ({e})") from None
-        files = [folder / f for f in sorted(set(weight_map.values()))]
+        files = _safetensors_files(folder, index)
     elif bin_path.is_file():
-        try:
-            state = torch.load(bin_path, map_location="cpu", weights_only=True)
-        except Exception as e:  # noqa: BLE001 - any unreadable pickle is the same user error
-            raise value_error("folder", f"{bin_path} is not a readable PyTorch state dict ({e})") from None
-        if not isinstance(state, dict):
-            raise value_error("folder", f"{bin_path} holds a {type(state).__name__}, expected a state dict")
-        return dict(state)
+        return _open_bin(bin_path)
     else:
         raise FileNotFoundError(f"folder: {str(folder)!r} has no model.safetensors, model.safetensors.index.json "
                                 "or pytorch_model.bin")
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    state = {}
-    for f in files:
+    shapes: dict[str, tuple[int, ...]] = {}
+    for f, listed in files.items():
         if not f.is_file():
             raise FileNotFoundError(f"folder: the index names {f.name}, which is missing")
         try:
-            state.update(load_file(str(f)))
+            with safe_open(str(f), framework="pt") as handle:
+                here = {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
         except (SafetensorError, OSError, ValueError) as e:
             raise value_error("folder", f"{f} is not a readable safetensors file ({e})") from None
-    return state
+        if listed is not None and set(here) != listed:
+            lacks, unlisted = listed - set(here), set(here) - listed
+            raise value_error("folder", f"{str(index)!r} does not match {f.name}:"
+                                        + (f" it lists {_names(lacks)} there, which the file lacks" if lacks else "")
+                                        + (";" if lacks and unlisted else "")
+                                        + (f" the file holds {_names(unlisted)}, which it does not list there"
+                                           if unlisted else ""))
+        shapes.update(here)
+
+    def load() -> dict[str, torch.Tensor]:
+        state = {}
+        for f in files:
+            try:
+                state.update(load_file(str(f)))
+            except (SafetensorError, OSError, ValueError) as e:
+                raise value_error("folder", f"{f} is not a readable safetensors file ({e})") from None
+        return state
+
+    return shapes, load
+
+
+def _open_bin(path: Path):
+    """``(shapes, load)`` of a ``pytorch_model.bin``, memory-mapped (its tensors are not read until
+    used): only the zip format of torch >= 1.6 maps, and only plain tensors are unpickled."""
+    import zipfile
+
+    if not zipfile.is_zipfile(path):  # the legacy format reads every storage, of any size it declares
+        raise value_error("folder", f"{path} is not a PyTorch zip checkpoint (the legacy format of torch < 1.6 is "
+                                    "not read); save it again with torch.save")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as e:  # noqa: BLE001 - any unreadable pickle is the same user error
+        raise value_error("folder", f"{path} is not a readable PyTorch state dict ({e})") from None
+    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                              for k, v in state.items()):
+        raise value_error("folder", f"{path} holds a {type(state).__name__}, expected a state dict of named tensors")
+    return {k: tuple(v.shape) for k, v in state.items()}, lambda: dict(state)

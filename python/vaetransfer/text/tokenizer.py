@@ -42,8 +42,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
+from .._C import ArgumentError
 from .._checks import type_error, value_error
-from ..io import atomic_path
+from ..io import atomic_path, file_size, read_bounded, read_json
 
 try:
     import sentencepiece as spm
@@ -67,6 +68,12 @@ TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 _SENTINEL = re.compile(r"<extra_id_(\d+)>")
+#: The most bytes a tokenizer file may have (the largest public tokenizer.json files are about
+#: 35 MB, mT5's spiece.model 4 MB), checked before it is read.
+_MAX_FILE_BYTES = 1 << 27
+#: The most sentinels a folder's config may ask for (T5 has 100, ByT5 125): each is a special
+#: token built in memory.
+_MAX_EXTRA_IDS = 1 << 12
 
 
 def sentinel_token(i: int) -> str:
@@ -225,22 +232,38 @@ class Tokenizer:
                     raise value_error("folder", f"{name}: {key} is {value!r}; a T5 tokenizer has {expected!r}")
         extra_ids = config.get("extra_ids")
         if extra_ids is None:
+            source = CONFIG_FILE if config.get("additional_special_tokens") else SPECIAL_TOKENS_FILE
             listed = config.get("additional_special_tokens") or special_map.get("additional_special_tokens") or []
+            if not isinstance(listed, list):
+                raise value_error("folder", f"{str(folder / source)!r} is corrupt: additional_special_tokens is a "
+                                            f"{type(listed).__name__}, not a list")
             listed = [t.get("content") if isinstance(t, dict) else t for t in listed]
             n = sum(1 for t in listed if isinstance(t, str) and _SENTINEL.fullmatch(t))
             extra_ids = n if n else None
+        elif isinstance(extra_ids, bool) or not isinstance(extra_ids, int) or not 0 <= extra_ids <= _MAX_EXTRA_IDS:
+            raise value_error("folder", f"{str(folder / CONFIG_FILE)!r}: extra_ids = {extra_ids!r} is not an int in "
+                                        f"[0, {_MAX_EXTRA_IDS}]")
         max_length = config.get("model_max_length", 512)
         if not isinstance(max_length, int) or max_length < 1 or max_length > 10**9:  # HF writes 1e30 for "none"
             max_length = None
-        if use == "tokenizers":
-            try:
-                tk = tokenizers.Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-            except Exception as exc:  # tokenizers raises its own Exception type
-                raise value_error("folder", f"{str(folder / TOKENIZER_FILE)!r} is not a tokenizers file ({exc})") from exc
-            return cls.from_tokenizers(tk, extra_ids=extra_ids, model_max_length=max_length)
-        model = _read_bytes(folder / SPIECE_FILE, "folder")
-        return cls(sentencepiece_model=model, extra_ids=100 if extra_ids is None else extra_ids,
-                   model_max_length=max_length)
+        path = folder / wanted
+        try:  # what the file holds is checked by the constructor: name the file in its errors
+            if use == "tokenizers":
+                file_size(path, "folder", _MAX_FILE_BYTES)
+                try:
+                    tk = tokenizers.Tokenizer.from_file(str(path))
+                except Exception as exc:  # tokenizers raises its own Exception type
+                    raise value_error("folder", f"{str(path)!r} is not a tokenizers file ({exc})") from exc
+                return cls.from_tokenizers(tk, extra_ids=extra_ids, model_max_length=max_length)
+            model = _read_bytes(path, "folder")
+            return cls(sentencepiece_model=model, extra_ids=100 if extra_ids is None else extra_ids,
+                       model_max_length=max_length)
+        except ArgumentError as exc:
+            argument = getattr(exc, "argument", None)
+            if argument == "folder":
+                raise
+            message = str(exc).removeprefix(f"argument '{argument}': ")
+            raise value_error("folder", f"{str(path)!r} is corrupt: {message}") from exc
 
     def save_pretrained(self, folder: str | os.PathLike) -> Path:
         """Writes the folder (see the module's docstring) so that this class and
@@ -545,15 +568,11 @@ def _count_sentinels(vocab: dict[str, int]) -> int:
 
 
 def _read_json(path: Path) -> dict:
+    """A folder's JSON object file (its size checked before it is parsed); ``{}`` when absent."""
     if not path.is_file():
         return {}
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise value_error("folder", f"{str(path)!r} is not valid JSON ({exc})") from exc
-    if not isinstance(obj, dict):
-        raise value_error("folder", f"{str(path)!r}: expected a JSON object")
-    return obj
+    file_size(path, "folder", _MAX_FILE_BYTES)
+    return read_json(path, "folder", expect=dict)
 
 
 def _read_bytes(path: Path, argument: str) -> bytes:
@@ -561,4 +580,4 @@ def _read_bytes(path: Path, argument: str) -> bytes:
         exc = FileNotFoundError(f"argument '{argument}': no such file: {str(path)!r}")
         exc.argument = argument
         raise exc
-    return path.read_bytes()
+    return read_bounded(path, argument, _MAX_FILE_BYTES)
