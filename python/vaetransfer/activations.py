@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import inspect
 from collections import OrderedDict
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import torch
 
 from ._C import ArgumentError, ArgumentTypeError
 from ._checks import argument_error as _error
+from ._checks import check_device, check_flag, check_seed
 
 __all__ = ["activations"]
 
@@ -91,7 +92,10 @@ def _custom_forward(custom: Callable, layers: Sequence[str] | None) -> Callable:
 
     def forward(xb, **kw):
         acts = custom(xb, layers=names, **kw) if takes_layers else custom(xb, **kw)
-        if names is None or takes_layers:
+        if not isinstance(acts, Mapping):
+            raise _error(ArgumentTypeError, "model", f"expected activations(x, layers) to return a mapping of layer name "
+                                                     f"to tensor, got {type(acts).__name__}")
+        if names is None:
             return acts
         missing = [k for k in names if k not in acts]
         if missing:
@@ -123,8 +127,17 @@ def activations(model, x: torch.Tensor, layers: Sequence[str] | str | None = Non
         raise _error(ArgumentTypeError, "dtype", f"expected one of {_STORAGE_DTYPES}, got {dtype}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise _error(ArgumentError, "batch_size", f"expected a positive int, got {batch_size!r}")
+    if device is not None:
+        device = check_device(device)
+    seed, use_mean = check_seed(seed), check_flag(use_mean, "use_mean")
     if isinstance(layers, str):
         layers = [layers]
+    elif layers is not None:
+        if isinstance(layers, (bytes, Mapping)) or not isinstance(layers, Iterable):
+            raise _error(ArgumentTypeError, "layers", f"expected a layer name or a sequence of layer names, got {layers!r}")
+        layers = list(layers)
+        if not all(isinstance(name, str) for name in layers):
+            raise _error(ArgumentTypeError, "layers", f"expected layer names (str), got {layers!r}")
     n = x.shape[0]
     model_device = x.device
     if isinstance(model, Model):
@@ -157,6 +170,10 @@ def activations(model, x: torch.Tensor, layers: Sequence[str] | str | None = Non
                   for k, v in model_kwargs.items()}
             acts = forward(xb, **kw)
             for name, a in acts.items():
+                if not isinstance(a, torch.Tensor) or a.dim() < 1 or a.shape[0] != xb.shape[0]:
+                    got = f"shape {list(a.shape)}" if isinstance(a, torch.Tensor) else type(a).__name__
+                    raise _error(ArgumentError, "model", f"layer {name!r}: expected a tensor with one row per example "
+                                                         f"({xb.shape[0]} in this chunk), got {got}")
                 a = a.reshape(a.shape[0], -1)
                 if name not in out:
                     out[name] = torch.empty((n, a.shape[1]), dtype=dtype, device=device or a.device)

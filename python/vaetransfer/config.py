@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from typing import Any, Iterable, Mapping
@@ -22,6 +23,8 @@ __all__ = ["config_to_dict", "config_from_dict", "coerce", "merge", "apply_sets"
 
 
 def field_hints(cls: type) -> dict[str, Any]:
+    if not isinstance(cls, type):
+        raise type_error("config", f"expected a config class, got {cls!r}")
     return typing.get_type_hints(cls)
 
 
@@ -84,6 +87,8 @@ def coerce(value, tp, key: str):
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise type_error(key, f"expected a number, got {value!r}")
+        if isinstance(value, float) and math.isnan(value):
+            raise value_error(key, f"expected a number, got {value!r}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
@@ -231,6 +236,8 @@ def apply_sets(config, sets: Iterable[str]) -> Any:
     malformed item)."""
     if isinstance(sets, str):
         sets = [sets]
+    if isinstance(sets, (bytes, Mapping)) or not isinstance(sets, Iterable):
+        raise type_error("set", f"expected 'key=value' strings, got {type(sets).__name__}")
     for item in sets:
         path, value, raw = _parse_set(item)
         config = _set(config, path, value, raw)
@@ -246,12 +253,19 @@ def override(config, values: Mapping[str, Any]) -> Any:
     for key, value in values.items():
         if not isinstance(key, str) or not key:
             raise value_error("values", f"expected field names, got {key!r}")
-        raw = value if isinstance(value, str) else json.dumps(value)
+        try:
+            raw = value if isinstance(value, str) else json.dumps(value)
+        except (TypeError, ValueError):  # not JSON data: coerce names the key
+            raw = str(value)
         config = _set(config, key.split("."), value, raw)
     return config
 
 
 def diff_keys(a: Mapping, b: Mapping, prefix: str = "") -> set[str]:
+    """The dotted keys whose values differ between two (nested) JSON objects."""
+    for name, d in (("a", a), ("b", b)):
+        if not isinstance(d, Mapping):
+            raise type_error(_join(prefix, name) if not prefix else prefix, f"expected a JSON object, got {type(d).__name__}")
     keys = set()
     for k in set(a) | set(b):
         va, vb = a.get(k), b.get(k)

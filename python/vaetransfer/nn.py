@@ -20,12 +20,14 @@ layer, a parameter name or any dotted prefix (``"block1.bn"``).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from typing import Sequence
 
 import torch
 
 from . import _C
-from ._checks import type_error, value_error
+from ._checks import (check_device, check_flag, check_int, check_number, check_seed, check_str, check_tensor, is_int,
+                      type_error, value_error)
 
 __all__ = ["ModelConfig", "Model", "VAE", "Classifier", "build_model", "architectures"]
 
@@ -101,9 +103,35 @@ def _build(config: ModelConfig, seed: int, device: str):
         raise type_error("config", f"expected a ModelConfig, got {type(config).__name__}")
     if not isinstance(config.architecture, str):
         raise type_error("architecture", f"expected a string, got {type(config.architecture).__name__}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise value_error("seed", f"expected an int >= 0, got {seed!r}")
-    return _C.nn.make_model(config.architecture, config.params(), seed, str(device))
+    if not is_int(seed) or not 0 <= seed < 2**63:
+        raise value_error("seed", f"expected an int >= 0 (below 2^63), got {seed!r}")
+    return _C.nn.make_model(config.architecture, config.params(), int(seed), _device_name(device))
+
+
+def _device_name(device) -> str:
+    """The core's name of a checked device (:func:`vaetransfer._checks.check_device`)."""
+    return str(check_device(device))
+
+
+def _layer_names(layers, argument: str = "layers") -> list[str]:
+    """None (all), one name or a sequence of names, as a list."""
+    if layers is None:
+        return []
+    if isinstance(layers, str):
+        return [layers]
+    if isinstance(layers, (bytes, Mapping)) or not isinstance(layers, Iterable):
+        raise type_error(argument, f"expected a layer name or a sequence of layer names, got {layers!r}")
+    layers = list(layers)
+    if not all(isinstance(n, str) for n in layers):
+        raise type_error(argument, f"expected a layer name or a sequence of layer names, got {layers!r}")
+    return layers
+
+
+def _groups(groups, argument: str) -> list[str]:
+    for g in groups:
+        if not isinstance(g, str):
+            raise type_error(argument, f"expected parameter group names (str), got {type(g).__name__} {g!r}")
+    return list(groups)
 
 
 def build_model(config: ModelConfig | None = None, seed: int = 0, device: str = "cpu") -> "Model":
@@ -199,12 +227,17 @@ class Model:
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Strict: every parameter and buffer with its shape, nothing else."""
+        if not isinstance(state, Mapping):
+            raise type_error("state", f"expected a mapping of name to tensor, got {type(state).__name__}")
+        for k, v in state.items():
+            if not isinstance(k, str) or not isinstance(v, torch.Tensor):
+                raise type_error("state", f"expected a mapping of name (str) to tensor, got {k!r}: {type(v).__name__}")
         self._impl.load_state_dict(dict(state))
 
     # -- modes
     def train(self, mode: bool = True) -> "Model":
         """Training mode (BatchNorm uses and updates batch statistics)."""
-        self._impl.train(bool(mode))
+        self._impl.train(check_flag(mode, "mode"))
         return self
 
     def eval(self) -> "Model":
@@ -212,20 +245,20 @@ class Model:
         return self.train(False)
 
     def to(self, device: str) -> "Model":
-        self._impl.to(str(device))
+        self._impl.to(_device_name(device))
         return self
 
     # -- transfer
     def group(self, group: str) -> list[str]:
         """Parameter names of a group: ``"all"``, a part, a layer, a parameter name or a dotted prefix."""
-        return list(self._impl.group(group))
+        return list(self._impl.group(check_str(group, "group")))
 
     def freeze(self, *groups: str) -> None:
         """Stops training the parameters of ``groups`` (see :meth:`group`)."""
-        self._impl.set_trainable(list(groups), False)
+        self._impl.set_trainable(_groups(groups, "groups"), False)
 
     def unfreeze(self, *groups: str) -> None:
-        self._impl.set_trainable(list(groups), True)
+        self._impl.set_trainable(_groups(groups, "groups"), True)
 
     @property
     def frozen_parameters(self) -> list[str]:
@@ -234,7 +267,7 @@ class Model:
     def reinitialize(self, group: str, seed: int = 0) -> None:
         """Draws fresh values for a group with PyTorch's default initialisation (BatchNorm layers
         covered entirely are reset, running statistics included)."""
-        self._impl.reinitialize(group, seed)
+        self._impl.reinitialize(check_str(group, "group"), check_seed(seed))
 
     # -- activations
     def activations(self, x: torch.Tensor, layers: Sequence[str] | str | None = None, *, chunk_size: int = 500,
@@ -247,16 +280,20 @@ class Model:
         ``chunk_size``. :func:`vaetransfer.activations.activations` does the same for any model
         with reduced-precision storage.
         """
-        if isinstance(layers, str):
-            layers = [layers]
+        layers = _layer_names(layers)
+        check_tensor(x, "x")
+        if x.dim() < 1:
+            raise value_error("x", f"expected examples [N, ...], got shape {list(x.shape)}")
+        chunk_size = check_int(chunk_size, "chunk_size", 1, what="a chunk size")
         noise = self.noise(x.shape[0], seed=seed, use_mean=use_mean)
-        out = self._impl.activations(x, list(layers or []), chunk_size, noise, flatten)
+        out = self._impl.activations(x, layers, chunk_size, noise, check_flag(flatten, "flatten"))
         order = self.layer_names
         return OrderedDict(sorted(out.items(), key=lambda kv: order.index(kv[0])))
 
     def noise(self, n: int, *, seed: int = 0, use_mean: bool = False) -> torch.Tensor | None:
         """The per-example noise of n examples (a VAE's ε [n, latent]; None for deterministic models)."""
-        return self._impl.noise(int(n), seed, bool(use_mean))
+        return self._impl.noise(check_int(n, "n", 0, what="a number of examples"), check_seed(seed),
+                                check_flag(use_mean, "use_mean"))
 
     def to_torch(self) -> torch.nn.Module:
         """The plain-PyTorch twin (``vaetransfer.torch_reference``) with these weights and buffers, on the CPU."""
@@ -300,24 +337,25 @@ class VAE(Model):
 
     def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x float [N, *input_shape] → (mean, logvar), each [N, latent]."""
-        return self._impl.encode(x)
+        return self._impl.encode(check_tensor(x, "x"))
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         """z [N, latent] → reconstruction logits [N, *input_shape]."""
-        return self._impl.decode(z)
+        return self._impl.decode(check_tensor(z, "z"))
 
     def forward(self, x: torch.Tensor, eps: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """(mean, logvar, z, logits) with z = mean + exp(logvar/2)·eps (differentiable)."""
-        return self._impl.forward_with_noise(x, eps)
+        return self._impl.forward_with_noise(check_tensor(x, "x"), check_tensor(eps, "eps"))
 
     def reconstruct(self, x: torch.Tensor, *, sample: bool = False, seed: int = 0,
                     chunk_size: int = 1024) -> torch.Tensor:
         """sigmoid(decode(z)) with z the posterior mean (or a sample), [N, *input_shape]."""
-        return self._impl.reconstruct(x, sample, seed, chunk_size)
+        return self._impl.reconstruct(check_tensor(x, "x"), check_flag(sample, "sample"), check_seed(seed),
+                                      check_int(chunk_size, "chunk_size", 1, what="a chunk size"))
 
     def sample(self, n: int, *, seed: int = 0) -> torch.Tensor:
         """sigmoid(decode(z)), z ~ N(0, I): [n, *input_shape]."""
-        return self._impl.sample(n, seed)
+        return self._impl.sample(check_int(n, "n", 0, what="a number of samples"), check_seed(seed))
 
     def traverse(self, x: torch.Tensor, values: torch.Tensor | Sequence[float] | None = None, *,
                  steps: int = 10, limit: float = 2.0) -> torch.Tensor:
@@ -326,9 +364,24 @@ class VAE(Model):
         Latent d of the example's posterior mean is set to each value (default
         ``linspace(-limit, limit, steps)``), the others kept.
         """
+        check_tensor(x, "x")
         if values is None:
+            steps = check_int(steps, "steps", 1, what="a number of steps")
+            limit = check_number(limit, "limit", minimum=0.0)
             values = torch.linspace(-limit, limit, steps)
-        return self._impl.traverse(x, torch.as_tensor(values, dtype=torch.float32))
+        else:
+            if isinstance(values, (str, bytes)):
+                raise type_error("values", f"expected a tensor or a sequence of numbers, got {type(values).__name__}")
+            try:
+                values = torch.as_tensor(values, dtype=torch.float32)
+            except (TypeError, ValueError, RuntimeError) as exc:
+                raise type_error("values", f"expected a tensor or a sequence of numbers, got {type(values).__name__}") \
+                    from exc
+            if values.dim() == 1 and values.numel() == 0:
+                raise value_error("values", "expected at least one value")
+            if not bool(torch.isfinite(values).all()):
+                raise value_error("values", "expected finite values, found NaN or inf")
+        return self._impl.traverse(x, values)
 
 
 class Classifier(Model):
@@ -345,9 +398,13 @@ class Classifier(Model):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Class logits [N, num_classes] (differentiable; BatchNorm follows the train/eval mode)."""
-        return self._impl.forward(x)
+        return self._impl.forward(check_tensor(x, "x"))
 
     def predict(self, x: torch.Tensor, *, chunk_size: int = 1024) -> torch.Tensor:
         """Predicted classes [N] (int64) in the current mode, without autograd."""
+        check_tensor(x, "x")
+        chunk_size = check_int(chunk_size, "chunk_size", 1, what="a chunk size")
         with torch.no_grad():
+            if x.dim() >= 1 and x.shape[0] == 0:  # no examples: no predictions (the shape is checked all the same)
+                return self.forward(x).argmax(1) if x.dim() > 1 else torch.empty(0, dtype=torch.long)
             return torch.cat([self.forward(x[s:s + chunk_size]).argmax(1) for s in range(0, x.shape[0], chunk_size)])

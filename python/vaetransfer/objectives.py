@@ -15,10 +15,12 @@ likelihood; ``report_tc=True`` also reports the minibatch-weighted TC. Loss weig
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 
 from . import _C
-from ._checks import type_error
+from ._checks import check_int, check_number, check_seed, check_str, check_tensor, type_error, value_error
 from ._registry import RegisteredConfig, listing
 
 __all__ = ["ObjectiveConfig", "TaskConfig", "make_objective", "registered", "objective_names", "OBJECTIVES",
@@ -47,6 +49,8 @@ class TaskConfig(RegisteredConfig):
 
     @classmethod
     def from_dict(cls, d: dict) -> "TaskConfig":
+        if not isinstance(d, Mapping):
+            raise type_error("objective", f"expected an object with the objective's name and parameters, got {d!r}")
         d = dict(d)
         name = d.pop("name", None)
         e = cls.entry(name) if isinstance(name, str) else None
@@ -77,6 +81,8 @@ def make_objective(config: TaskConfig, dataset_size: int | None = None) -> "_C.o
         raise type_error("config", f"expected a TaskConfig, got {type(config).__name__}")
     if not isinstance(config.name, str):
         raise type_error("objective", f"expected a string, got {type(config.name).__name__}")
+    if dataset_size is not None:
+        dataset_size = check_int(dataset_size, "dataset_size", 1, what="a data set size")
     return _C.objectives.make_task(config.name, config.to_params(dataset_size))
 
 
@@ -84,6 +90,13 @@ def log_likelihood(x: torch.Tensor, output: torch.Tensor, likelihood: str = "ber
                    mask: torch.Tensor | None = None) -> torch.Tensor:
     """log p(x | output) per example [N], summed over the other axes: ``bernoulli`` (logits),
     ``gaussian`` (mean, σ = gaussian_std) or ``categorical`` (logits [N, ..., V], x class ids, optional mask)."""
+    check_tensor(x, "x")
+    check_tensor(output, "output")
+    check_str(likelihood, "likelihood")
+    check_tensor(mask, "mask", optional=True)
+    gaussian_std = check_number(gaussian_std, "gaussian_std", finite=False)
+    if likelihood in ("bernoulli", "gaussian") and x.shape != output.shape:
+        raise value_error("output", f"expected the shape of x {list(x.shape)}, got {list(output.shape)}")
     return _C.objectives.log_likelihood(x, output, likelihood, gaussian_std, mask)
 
 
@@ -95,6 +108,13 @@ def negative_log_likelihood(x: torch.Tensor, logits: torch.Tensor, likelihood: s
 
 def gaussian_kl(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     """KL(N(mean, exp(logvar)) ‖ N(0, 1)) per example and latent, [N, latent]."""
+    check_tensor(mean, "mean")
+    check_tensor(logvar, "logvar")
+    if logvar.shape != mean.shape:
+        raise value_error("logvar", f"expected the shape of 'mean' {list(mean.shape)}, got {list(logvar.shape)}")
+    for name, t in (("mean", mean), ("logvar", logvar)):
+        if not bool(torch.isfinite(t.detach()).all()):
+            raise value_error(name, "expected finite values, found NaN or inf")
     return _C.objectives.gaussian_kl(mean, logvar)
 
 
@@ -109,6 +129,14 @@ def _task(objective, n: int) -> "_C.objectives.Task":
     if isinstance(objective, _C.objectives.Task):
         return objective
     raise type_error("objective", f"expected a TaskConfig, a registered name or a core task, got {type(objective).__name__}")
+
+
+def _model_impl(model):
+    from .nn import Model
+
+    if not isinstance(model, Model):
+        raise type_error("model", f"expected a vaetransfer model, got {type(model).__name__}")
+    return model._impl
 
 
 def _examples(data, label: str | None):
@@ -137,10 +165,13 @@ def evaluate(model, objective="beta-vae", data=None, *, label: str | None = None
 
     ``objective``: a :class:`TaskConfig`, a registered name or a core task (its likelihood is the
     one the model trained with)."""
+    impl = _model_impl(model)
+    batch_size = check_int(batch_size, "batch_size", 1, what="a batch size")
+    seed = check_seed(seed)
+    check_tensor(z, "z", optional=True)
     x, y, scale = _examples(data, label)
     task = _task(objective, len(x))
-    return dict(_C.objectives.evaluate(model._impl, task, x, y if task.needs_labels else None, int(batch_size),
-                                       int(seed), scale, z))
+    return dict(_C.objectives.evaluate(impl, task, x, y if task.needs_labels else None, batch_size, seed, scale, z))
 
 
 def importance_weighted_log_likelihood(model, objective="beta-vae", data=None, *, mean: torch.Tensor,
@@ -151,10 +182,20 @@ def importance_weighted_log_likelihood(model, objective="beta-vae", data=None, *
     :func:`evaluate`) and the objective's own likelihood decoded by the core model — no Python
     callback. Returns :class:`vaetransfer.estimators.IWEstimate` (``log_px`` and the Monte-Carlo
     ``elbo`` of the same samples, [N] each)."""
+    from .estimators import check_sampled_logvar
+
+    impl = _model_impl(model)
+    check_tensor(mean, "mean")
+    check_tensor(logvar, "logvar")
+    num_samples = check_int(num_samples, "num_samples", 1, what="a number of samples")
+    samples_per_chunk = check_int(samples_per_chunk, "samples_per_chunk", 1, what="a number of samples per chunk")
+    batch_size = check_int(batch_size, "batch_size", 1, what="a batch size")
+    seed = check_seed(seed)
+    check_sampled_logvar(mean, logvar)
     x, _, scale = _examples(data, None)
     task = _task(objective, len(x))
-    return _C.objectives.importance_weighted_log_likelihood(model._impl, task, x, mean, logvar, int(num_samples),
-                                                            int(samples_per_chunk), int(seed), int(batch_size), scale)
+    return _C.objectives.importance_weighted_log_likelihood(impl, task, x, mean, logvar, num_samples, samples_per_chunk,
+                                                            seed, batch_size, scale)
 
 
 __doc__ = (__doc__ or "") + listing(registered())

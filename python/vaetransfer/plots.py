@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Sequence
 
 import matplotlib
@@ -11,12 +12,16 @@ if "inline" not in matplotlib.get_backend().lower():
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+from ._checks import check_int, check_number, check_tensor, type_error, value_error  # noqa: E402
 from .io import atomic_path  # noqa: E402
 from .similarity import decoder_start  # noqa: E402
 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> None:
     """Writes ``fig`` as PNG atomically and closes it."""
+    if not callable(getattr(fig, "savefig", None)):
+        raise type_error("fig", f"expected a matplotlib figure, got {type(fig).__name__}")
+    dpi = check_number(dpi, "dpi", minimum=0.0, exclusive=True)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
     plt.close(fig)
@@ -33,8 +38,15 @@ def _as_hwc(image: torch.Tensor):
 
 def image_grid(images: torch.Tensor, ncols: int = 8, *, titles: Sequence[str] | None = None,
                row_labels: Sequence[str] | None = None, suptitle: str | None = None, cell: float = 1.2):
-    """A grid figure of images ([N, C, H, W] or [N, H, W], uint8 or float in [0, 1])."""
+    """A grid figure of images ([N, C, H, W] or [N, H, W], uint8 or float in [0, 1]; C is 1, 3 or 4)."""
+    check_tensor(images, "images")
+    if images.dim() not in (3, 4) or (images.dim() == 4 and images.shape[1] not in (1, 3, 4)):
+        raise value_error("images", f"expected [N, C, H, W] with C in (1, 3, 4) or [N, H, W], got {list(images.shape)}")
+    ncols = check_int(ncols, "ncols", 1, what="a number of columns")
+    cell = check_number(cell, "cell", minimum=0.0, exclusive=True)
     n = images.shape[0]
+    if titles is not None and (isinstance(titles, str) or len(titles) < n):
+        raise value_error("titles", f"expected a title for each of the {n} images, got {titles!r}")
     nrows = max(1, -(-n // ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(cell * ncols, cell * nrows), squeeze=False)
     for k, ax in enumerate(axes.flat):
@@ -62,6 +74,17 @@ def loss_curves(histories: dict, *, columns: Sequence[str] = ("loss", "reconstru
 
     One panel per column; a running mean over ``smooth`` steps is drawn over the raw values.
     """
+    if not isinstance(histories, Mapping) or not all(isinstance(h, Mapping) for h in histories.values()):
+        raise type_error("histories", "expected a mapping of label to history (column → tensor)")
+    if isinstance(columns, str):
+        columns = [columns]
+    if not isinstance(columns, Sequence) or not columns or not all(isinstance(c, str) for c in columns):
+        raise value_error("columns", f"expected a non-empty sequence of column names, got {columns!r}")
+    smooth = check_int(smooth, "smooth", 1, what="a window of steps (1: none)")
+    for label, h in histories.items():
+        for col in columns:
+            if col in h and len(h[col]) and ("step" not in h or len(h["step"]) != len(h[col])):
+                raise value_error("histories", f"{label!r}: expected a 'step' column as long as {col!r}")
     fig, axes = plt.subplots(1, len(columns), figsize=(4.2 * len(columns), 3.2), squeeze=False)
     for ax, col in zip(axes[0], columns):
         for label, h in histories.items():
@@ -87,6 +110,9 @@ def loss_curves(histories: dict, *, columns: Sequence[str] = ("loss", "reconstru
 def reconstructions(models: dict, x: torch.Tensor, *, title: str | None = None):
     """First row the inputs x [n, C, H, W], then one row of posterior-mean reconstructions per model
     (``models`` maps a label to a ``vaetransfer.VAE``)."""
+    if not isinstance(models, Mapping) or not all(callable(getattr(m, "reconstruct", None)) for m in models.values()):
+        raise type_error("models", "expected a mapping of label to VAE")
+    check_tensor(x, "x")
     rows = [x.float().cpu()] + [m.reconstruct(x.float()).cpu() for m in models.values()]
     fig = image_grid(torch.cat(rows), x.shape[0], row_labels=["input", *models.keys()], suptitle=title)
     return fig
@@ -96,6 +122,12 @@ def latent_traversal(model, x: torch.Tensor, *, steps: int = 9, limit: float = 2
                      title: str | None = None):
     """One row per latent: the example x [1, C, H, W] decoded with that latent swept over
     ``linspace(-limit, limit, steps)``; rows labelled with their KL when ``kl_per_dim`` is given."""
+    if not callable(getattr(model, "traverse", None)):
+        raise type_error("model", f"expected a VAE, got {type(model).__name__}")
+    check_tensor(x, "x")
+    steps = check_int(steps, "steps", 1, what="a number of steps")
+    if kl_per_dim is not None and len(kl_per_dim) < getattr(model, "latent_dim", 0):
+        raise value_error("kl_per_dim", f"expected one KL per latent ({model.latent_dim}), got {len(kl_per_dim)}")
     grid = model.traverse(x.float(), steps=steps, limit=limit).cpu()  # [L, steps, C, H, W]
     L = grid.shape[0]
     labels = [f"z{d}" + (f" KL {float(kl_per_dim[d]):.2f}" if kl_per_dim is not None else "") for d in range(L)]
@@ -128,7 +160,23 @@ def similarity_heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence
         values = matrix.values
     else:
         values = matrix
-    values = torch.as_tensor(values).detach().double().cpu().numpy()
+    if isinstance(values, (str, bytes)):
+        raise type_error("matrix", f"expected a SimilarityMatrix or an (L_a, L_b) tensor, got {type(values).__name__}")
+    try:
+        values = torch.as_tensor(values).detach().double().cpu().numpy()
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise type_error("matrix", f"expected a SimilarityMatrix or an (L_a, L_b) tensor, got "
+                                   f"{type(values).__name__}") from exc
+    if values.ndim != 2:
+        raise value_error("matrix", f"expected an (L_a, L_b) matrix, got shape {list(values.shape)}")
+    for name, names, size in (("rows", rows, values.shape[0]), ("cols", cols, values.shape[1])):
+        if names is not None and len(names) != size:
+            raise value_error(name, f"expected {size} names, got {len(names)}")
+    for name, split in (("split_rows", split_rows), ("split_cols", split_cols)):
+        if split is not None and split != "auto" and not (isinstance(split, int) and not isinstance(split, bool)):
+            raise type_error(name, f"expected 'auto', None or a layer index, got {split!r}")
+    if isinstance(cmap, str) and cmap not in matplotlib.colormaps:
+        raise value_error("cmap", f"expected a matplotlib colormap name, got {cmap!r}")
     rows = list(rows) if rows is not None else [str(i) for i in range(values.shape[0])]
     cols = list(cols) if cols is not None else [str(j) for j in range(values.shape[1])]
     if ax is None:
@@ -171,6 +219,8 @@ def sanity_study_figure(study, *, axes=None):
     the shared fraction as a dashed reference line. Returns the figure.
     """
 
+    if not all(hasattr(study, a) for a in ("names", "shared", "ns", "cka", "procrustes")):
+        raise type_error("study", f"expected a vaetransfer.similarity.SanityStudy, got {type(study).__name__}")
     k = len(study.names)
     if axes is None:
         fig, axes = plt.subplots(1, k, figsize=(4 * k, 3.2), sharey=True, squeeze=False)

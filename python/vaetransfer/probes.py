@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from ._checks import type_error, value_error
+from ._checks import check_int, check_number, check_seed, type_error, value_error
 
 __all__ = ["gbt_probe", "PROBE_MODELS"]
 
@@ -50,10 +50,16 @@ def gbt_probe(features, labels, *, test_fraction: float = 0.2, seed: int = 0, it
         raise value_error("labels", f"expected [N] = [{x.shape[0]}] class labels, got shape {list(y.shape)}")
     if not np.issubdtype(y.dtype, np.integer):
         raise type_error("labels", f"expected integer classes, got {y.dtype}")
+    if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)) or x.dtype == np.bool_:
+        raise type_error("features", f"expected real (float or integer) features, got {x.dtype}")
+    if x.shape[1] == 0:
+        raise value_error("features", f"expected at least one feature, got shape {list(x.shape)}")
     if not np.isfinite(x).all():
         raise value_error("features", "contain NaN or infinite values")
-    if not 0.0 < test_fraction < 1.0:
-        raise value_error("test_fraction", f"expected a fraction in (0, 1), got {test_fraction}")
+    test_fraction = check_number(test_fraction, "test_fraction", minimum=0.0, maximum=1.0, exclusive=True)
+    seed = check_seed(seed)
+    if threads is not None:
+        threads = check_int(threads, "threads", 1, what="a number of threads (or None: all cores)")
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise value_error("iterations", f"expected boosting rounds >= 1, got {iterations!r}")
     if model not in PROBE_MODELS:

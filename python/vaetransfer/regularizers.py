@@ -16,6 +16,8 @@ column named ``label`` (default: the regulariser's name), and a scheduled λ the
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from . import _C
 from ._checks import type_error
 from ._registry import RegisteredConfig
@@ -55,6 +57,8 @@ class RegularizerConfig(RegisteredConfig):
 
     @classmethod
     def from_dict(cls, d: dict) -> "RegularizerConfig":
+        if not isinstance(d, Mapping):
+            raise type_error("regularizers", f"expected an object with the regularizer's name and parameters, got {d!r}")
         d = dict(d)
         return cls(d.pop("name", None), d.pop("weight", 1.0), d.pop("label", None), **d)
 
@@ -63,4 +67,8 @@ def make_regularizer(config: RegularizerConfig) -> tuple:
     """``(label, core regulariser, core weight schedule)`` for the trainer."""
     if not isinstance(config, RegularizerConfig):
         raise type_error("regularizers", f"expected RegularizerConfig entries, got {type(config).__name__}")
+    if not isinstance(config.name, str):
+        raise type_error("regularizer", f"expected a regularizer name (str), got {type(config.name).__name__}")
+    if config.label is not None and (not isinstance(config.label, str) or not config.label):
+        raise type_error("label", f"expected a non-empty column name (str) or None, got {config.label!r}")
     return (config.column, _C.regularizers.make_regularizer(config.name, config.params), make_schedule(config.weight))

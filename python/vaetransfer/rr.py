@@ -31,6 +31,8 @@ whose AlexNet weights cannot be downloaded here.
 """
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +41,7 @@ from typing import Sequence
 import torch
 
 from . import _C
-from ._checks import type_error, value_error
+from ._checks import check_flag, check_int, check_number, check_seed, check_str, check_tensor, type_error, value_error
 from .nn import Model, ModelConfig, build_model
 from .objectives import TaskConfig
 from .regularizers import RegularizerConfig
@@ -75,7 +77,7 @@ def reverse_pass(model: Model, x: torch.Tensor, variant: str = "full", output_ac
     the reverse; differentiable). BatchNorm running statistics change only as in the forward pass."""
     if not isinstance(x, torch.Tensor):
         raise type_error("x", f"expected a tensor, got {type(x).__name__}")
-    d = _C.rr.reverse_pass(_impl(model), x, variant, output_activation)
+    d = _C.rr.reverse_pass(_impl(model), x, check_str(variant, "variant"), check_str(output_activation, "output_activation"))
     return ReversePass(list(d["names"]), list(d["targets"]), list(d["reconstructions"]))
 
 
@@ -83,6 +85,7 @@ def term_names(model: Model | ModelConfig) -> list[str]:
     """The RR terms of a model: ``input``, then every layer before the head."""
     if isinstance(model, ModelConfig):
         model = build_model(model)
+    _impl(model)
     layers = [n for n, part in model.layers if part != "input"]
     return ["input"] + layers[:-1]
 
@@ -93,15 +96,30 @@ def rr_regularizer(weight: float = 1.0, *, variant: str = "full", layer_weights:
     """The RR loss as a regulariser of any reversible model (history columns ``rr`` and
     ``rr_<term>``); ``weight`` may be a schedule, 0 switches it off. ``reduction="mean"``
     averages each term over its units as well (one λ for layers of any size)."""
+    if isinstance(layer_weights, (str, bytes)) or not isinstance(layer_weights, Sequence):
+        raise type_error("layer_weights", f"expected a sequence of numbers, got {type(layer_weights).__name__}")
+    weights = []
+    for i, w in enumerate(layer_weights):
+        if isinstance(w, bool) or not isinstance(w, numbers.Real):
+            raise type_error("layer_weights", f"expected numbers, got {type(w).__name__} {w!r} at position {i}")
+        if not math.isfinite(float(w)) or w < 0:
+            raise value_error("layer_weights", f"expected finite weights >= 0, got {w!r} at position {i}")
+        weights.append(float(w))
+    layer_weights = weights
     return RegularizerConfig("rr", weight=weight, label=label, variant=variant,
-                             layer_weights=[float(w) for w in layer_weights], input_only=bool(input_only),
+                             layer_weights=layer_weights, input_only=check_flag(input_only, "input_only"),
                              reduction=reduction, output_activation=output_activation)
 
 
 def srip_regularizer(beta: float = 0.01, *, groups: Sequence[str] = ("all",), iterations: int = 1,
                      label: str = "srip") -> RegularizerConfig:
     """The Ort baseline: ``β Σ_W σ(WᵀW − I)`` over the weight matrices and kernels of ``groups``."""
-    return RegularizerConfig("srip", weight=beta, label=label, groups=list(groups), iterations=int(iterations))
+    if isinstance(groups, str):
+        groups = [groups]
+    if not isinstance(groups, Sequence) or not all(isinstance(g, str) for g in groups):
+        raise type_error("groups", f"expected parameter group names, got {groups!r}")
+    return RegularizerConfig("srip", weight=beta, label=label, groups=list(groups),
+                             iterations=check_int(iterations, "iterations", 1, what="a number of power iterations"))
 
 
 def public_lambda_to_ours(public: float, batch_size: int, *, input_term: bool = False,
@@ -109,15 +127,23 @@ def public_lambda_to_ours(public: float, batch_size: int, *, input_term: bool = 
     """Our λ_m equivalent to the public code's ``λ·Σ_batch ½‖d' − d‖²`` (its inputs in
     0..``pixel_range``, ours in [0, 1]): ×batch/2 for hidden terms, and × pixel_range² more for the
     input term."""
-    if batch_size < 1:
-        raise value_error("batch_size", f"expected >= 1, got {batch_size}")
-    return public * batch_size / 2 * (pixel_range ** 2 if input_term else 1.0)
+    public = check_number(public, "public")
+    batch_size = check_int(batch_size, "batch_size", 1, what="a batch size")
+    pixel_range = check_number(pixel_range, "pixel_range", minimum=0.0, exclusive=True)
+    return public * batch_size / 2 * (pixel_range ** 2 if check_flag(input_term, "input_term") else 1.0)
 
 
 def gram_residual(weight: torch.Tensor) -> torch.Tensor:
     """WᵀW − I or WWᵀ − I (the smaller) of W reshaped to [out, fan_in]."""
-    if not isinstance(weight, torch.Tensor) or weight.dim() < 2:
-        raise value_error("weight", "expected a tensor with >= 2 dimensions")
+    check_tensor(weight, "weight")
+    if weight.dim() < 2:
+        raise value_error("weight", f"expected a tensor with >= 2 dimensions, got shape {list(weight.shape)}")
+    if weight.numel() == 0:
+        raise value_error("weight", f"expected a non-empty weight, got shape {list(weight.shape)}")
+    if not weight.is_floating_point():
+        raise type_error("weight", f"expected a floating-point tensor, got {str(weight.dtype).replace('torch.', '')}")
+    if not bool(torch.isfinite(weight).all()):
+        raise value_error("weight", "expected finite values, found NaN or inf")
     return _C.rr.gram_residual(weight)
 
 
@@ -125,17 +151,26 @@ def spectral_norm(a: torch.Tensor, iterations: int = 1, v: torch.Tensor | None =
                   seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """(σ(A), v) of a symmetric matrix A by ``iterations`` power-iteration steps from ``v`` (a
     normalised N(0, I) draw from ``seed`` when None) — the estimate SRIP uses each step."""
-    if not isinstance(a, torch.Tensor) or a.dim() != 2 or a.shape[0] != a.shape[1]:
-        raise value_error("a", "expected a square matrix")
-    if iterations < 0:
-        raise value_error("iterations", f"expected >= 0, got {iterations}")
+    check_tensor(a, "a")
+    if a.dim() != 2 or a.shape[0] != a.shape[1]:
+        raise value_error("a", f"expected a square matrix, got shape {list(a.shape)}")
+    if not a.is_floating_point():
+        raise type_error("a", f"expected a floating-point matrix, got {str(a.dtype).replace('torch.', '')}")
+    if not bool(torch.isfinite(a).all()):
+        raise value_error("a", "expected finite values, found NaN or inf")
+    iterations = check_int(iterations, "iterations", 0, what="a number of iterations")
     if v is None:
-        g = torch.Generator().manual_seed(seed)
+        g = torch.Generator().manual_seed(check_seed(seed))
         v = torch.randn(a.shape[0], generator=g, dtype=a.dtype)
         v = v / v.norm()
-    elif v.shape != (a.shape[0],):
-        raise value_error("v", f"expected a vector of {a.shape[0]} entries, got shape {tuple(v.shape)}")
-    sigma, v = _C.rr.spectral_norm(a, v.clone(), int(iterations))
+    else:
+        check_tensor(v, "v")
+        if v.shape != (a.shape[0],):
+            raise value_error("v", f"expected a vector of {a.shape[0]} entries, got shape {tuple(v.shape)}")
+        if not v.is_floating_point() or not bool(torch.isfinite(v).all()) or (v.numel() and not bool(v.ne(0).any())):
+            raise value_error("v", "expected a finite, non-zero floating-point start vector")
+        v = v.to(a.dtype)
+    sigma, v = _C.rr.spectral_norm(a, v.clone(), iterations)
     return sigma, v
 
 
@@ -144,8 +179,9 @@ def right_singular_vectors(model: Model, layer: str | None = None) -> tuple[torc
     (``layer``: its name, default the first layer after the input), M = U S Vᵀ: the columns of V,
     i.e. the input patterns the layer responds to, by decreasing singular value (sign as the SVD
     returns it; rescale for display)."""
+    _impl(model)
     names = [n for n, part in model.layers if part != "input"]
-    layer = layer or names[0]
+    layer = names[0] if layer is None else check_str(layer, "layer")
     if layer not in names:
         raise value_error("layer", f"expected one of {names}, got {layer!r}")
     params = model.named_parameters()
@@ -172,6 +208,12 @@ class PatternMatch:
 def pattern_match(vectors: torch.Tensor, patterns: torch.Tensor) -> PatternMatch:
     """How much the ``vectors`` [k, ...] look like the ``patterns`` [P, ...] (e.g. class-mean
     images): the best absolute correlation per pattern — the stand-in for the paper's LPIPS."""
+    for name, t in (("vectors", vectors), ("patterns", patterns)):
+        check_tensor(t, name)
+        if t.dim() < 1 or t.shape[0] == 0 or t[0].numel() == 0:
+            raise value_error(name, f"expected [k, ...] with at least one non-empty row, got shape {list(t.shape)}")
+        if not bool(torch.isfinite(t.double()).all()):
+            raise value_error(name, "expected finite values, found NaN or inf")
     v = vectors.reshape(len(vectors), -1).double()
     p = patterns.reshape(len(patterns), -1).double()
     if v.shape[1] != p.shape[1]:
@@ -198,8 +240,9 @@ def greedy_pretraining(model: ModelConfig, data, out_dir: str | os.PathLike, *, 
     Returns the last stage's run folder (pass it as ``init_from``)."""
     if not isinstance(model, ModelConfig):
         raise type_error("model", f"expected a ModelConfig, got {type(model).__name__}")
-    if steps_per_layer < 1:
-        raise value_error("steps_per_layer", f"expected >= 1, got {steps_per_layer}")
+    steps_per_layer = check_int(steps_per_layer, "steps_per_layer", 1, what="a number of steps")
+    batch_size = check_int(batch_size, "batch_size", 1, what="a batch size")
+    seed = check_seed(seed)
     built = build_model(model, seed=seed)
     layers = [n for n, part in built.layers if part != "input"]
     terms = term_names(built)

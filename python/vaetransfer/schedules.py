@@ -14,6 +14,8 @@ runs see the same weights; each run's snapshot records its schedules.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from . import _C
 from ._checks import type_error
 from ._registry import RegisteredConfig
@@ -35,6 +37,12 @@ class ScheduleConfig(RegisteredConfig):
     def kind(self) -> str:
         return self.name
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "ScheduleConfig":
+        if not isinstance(d, Mapping):
+            raise type_error("schedule", f"expected an object with the schedule's name and parameters, got {d!r}")
+        return super().from_dict(dict(d))
+
 
 def make_schedule(schedule: "ScheduleConfig | float | int") -> "_C.train.Schedule":
     """The core schedule (a number is a constant one); ``.value(step)`` evaluates it."""
@@ -44,4 +52,6 @@ def make_schedule(schedule: "ScheduleConfig | float | int") -> "_C.train.Schedul
         return _C.train.make_schedule("constant", {"value": float(schedule)})
     if not isinstance(schedule, ScheduleConfig):
         raise type_error("schedule", f"expected a ScheduleConfig or a number, got {type(schedule).__name__}")
+    if not isinstance(schedule.kind, str):
+        raise type_error("schedule", f"expected a schedule name (str), got {type(schedule.kind).__name__}")
     return _C.train.make_schedule(schedule.kind, schedule.params)

@@ -42,6 +42,7 @@ import torch
 from . import _C
 from ._C import ArgumentError, ArgumentTypeError
 from ._checks import argument_error as _error
+from ._checks import check_flag, check_int, check_number, check_seed, check_tensor
 from .activations import activations  # re-exported: extraction lives in vaetransfer.activations
 
 _S = _C.similarity
@@ -74,7 +75,7 @@ __all__ = [
 
 
 def _cka_form(form: str) -> int:
-    if form not in _CKA_FORMS:
+    if not isinstance(form, str) or form not in _CKA_FORMS:
         raise _error(ArgumentError, "cka_form", f"expected one of {sorted(_CKA_FORMS)}, got {form!r}")
     return _CKA_FORMS[form]
 
@@ -95,19 +96,25 @@ def cka(X: torch.Tensor, Y: torch.Tensor, *, debiased: bool = False, cka_form: s
     form (``⟨K, L⟩``, cost ``n²(p_x + p_y)/2``) by cost; ``"feature"``/``"gram"`` force one.
     ``debiased``: unbiased HSIC (needs n ≥ 4); the result then lies in [−1, 1].
     """
-    return float(_S.cka(X, Y, bool(debiased), _cka_form(cka_form)))
+    check_tensor(X, "x")
+    check_tensor(Y, "y")
+    return float(_S.cka(X, Y, check_flag(debiased, "debiased"), _cka_form(cka_form)))
 
 
 def procrustes(X: torch.Tensor, Y: torch.Tensor, *, form: ProcrustesForm = "nu") -> float:
     """Procrustes similarity ``ν = ‖ẎᵀẊ‖_*`` (Eq. 5, 7) of ``X: (n, p_x)``, ``Y: (n, p_y)``, or a
     distance form of it (``"2-2nu"``, ``"1-nu"``, ``"arccos"``, ``"sqrt(2-2nu)"``)."""
+    check_tensor(X, "x")
+    check_tensor(Y, "y")
+    if not isinstance(form, str):
+        raise _error(ArgumentTypeError, "form", f"expected one of {list(PROCRUSTES_FORMS)}, got {type(form).__name__}")
     return float(_S.procrustes(X, Y, form))
 
 
 def similarity(X: torch.Tensor, Y: torch.Tensor, measure: Measure = "cka", *, form: ProcrustesForm = "nu",
                **measure_params) -> float:
     """One pair under any registered measure (``"min"`` = ``min(CKA, ν)``)."""
-    fx, fy = LayerFit(X, name="X"), LayerFit(Y, name="Y")
+    fx, fy = LayerFit(check_tensor(X, "X"), name="X"), LayerFit(check_tensor(Y, "Y"), name="Y")
     return float(_run_engine([[fx]], [[fy]], measure, form, "raise", 1 << 30, "auto", False,
                              measure_params=measure_params)[0].item())
 
@@ -136,7 +143,13 @@ class SimilarityMatrix:
     bound: torch.Tensor | None = field(default=None, repr=False)
 
     def __getitem__(self, key: tuple[str, str]) -> float:
+        if not isinstance(key, tuple) or len(key) != 2:
+            raise _error(ArgumentTypeError, "key", f"expected (row layer, column layer), got {key!r}")
         r, c = key
+        if r not in self.rows:
+            raise _error(ArgumentError, "key", f"expected a row layer, one of {self.rows}, got {r!r}")
+        if c not in self.cols:
+            raise _error(ArgumentError, "key", f"expected a column layer, one of {self.cols}, got {c!r}")
         return float(self.values[self.rows.index(r), self.cols.index(c)])
 
     def quadrants(self) -> dict:
@@ -160,10 +173,16 @@ class SimilarityMatrix:
                 "encoder_diagonal_mean": sum(diagonal) / len(diagonal) if diagonal else None}
 
 
+def _layer_list(names) -> list:
+    if isinstance(names, (str, bytes, Mapping)) or not isinstance(names, (Sequence, range)):
+        raise _error(ArgumentTypeError, "names", f"expected a sequence of layer names, got {type(names).__name__}")
+    return list(names)
+
+
 def decoder_start(names: Sequence[str]) -> int | None:
     """Index of a model's first decoder layer in its layer names: after ``sampled`` if present,
     else the first ``dec*`` name; None without a decoder."""
-    names = list(names)
+    names = _layer_list(names)
     if "sampled" in names:
         return names.index("sampled") + 1
     return next((i for i, n in enumerate(names) if str(n).startswith("dec")), None)
@@ -172,7 +191,7 @@ def decoder_start(names: Sequence[str]) -> int | None:
 def encoder_layers(names: Sequence[str]) -> list[str]:
     """The encoder's layers among a model's layer names: those before ``sampled`` (a VAE: enc*,
     mean, logvar), else the ``enc*`` layers (a classifier's trunk); never the input."""
-    names = list(names)
+    names = _layer_list(names)
     if "sampled" in names:
         return [n for n in names[:names.index("sampled")] if n != "input"]
     return [n for n in names if str(n).startswith("enc")]
@@ -181,7 +200,7 @@ def encoder_layers(names: Sequence[str]) -> list[str]:
 def decoder_layers(names: Sequence[str]) -> list[str]:
     """The decoder's layers among a model's layer names (see :func:`decoder_start`)."""
     start = decoder_start(names)
-    return [] if start is None else list(names)[start:]
+    return [] if start is None else _layer_list(names)[start:]
 
 
 def fit_layers(acts: Mapping[str, torch.Tensor], *, argument: str = "acts", chunk_features: int = 0,
@@ -194,6 +213,9 @@ def fit_layers(acts: Mapping[str, torch.Tensor], *, argument: str = "acts", chun
     if not isinstance(acts, Mapping) or len(acts) == 0:
         raise _error(ArgumentTypeError if not isinstance(acts, Mapping) else ArgumentError, argument,
                      "expected a non-empty mapping of layer name to activations")
+    chunk_features = check_int(chunk_features, "chunk_features", 0, what="a number of features per chunk (0: all)")
+    if cache is not None and not isinstance(cache, dict):
+        raise _error(ArgumentTypeError, "cache", f"expected a dict or None, got {type(cache).__name__}")
     fits = []
     for name, x in acts.items():
         label = f"{argument}[{name!r}]"
@@ -244,6 +266,10 @@ def _run_engine(fa, fb, measure, form, constant, memory_bytes, cka_form, progres
     entry = _entry(measure)
     declared = {p["name"] for p in entry["params"]}
     rank = _procrustes_rank(procrustes_rank, power_iterations)
+    power_iterations = check_int(power_iterations, "power_iterations", 0, what="a number of power iterations")
+    memory_bytes = check_int(memory_bytes, "memory_bytes", 1, what="a number of bytes")
+    if progress is not None and not isinstance(progress, bool):
+        raise _error(ArgumentTypeError, "progress", f"expected True, False or None (default), got {progress!r}")
     params = {"form": form, "rank": rank, "power_iterations": int(power_iterations)}
     params = {k: v for k, v in params.items() if k in declared}
     params.update(measure_params or {})
@@ -372,19 +398,26 @@ def sanity_matrices(n: int, *, features: int = 50, shared: Sequence[float] = (0.
     keeping ``round(s·features)`` of A's columns, the rest replaced by independent standard normal
     noise. Default names ``B`` (80 %), ``C`` (50 %), ``D`` (0 %), as in the paper.
     """
-    if n < 2:
-        raise _error(ArgumentError, "n", f"expected at least 2 examples, got {n}")
-    g = torch.Generator().manual_seed(seed)
+    n = check_int(n, "n", 2, what="a number of examples")
+    features = check_int(features, "features", 1, what="a number of features")
+    shared = _fractions(shared)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise _error(ArgumentTypeError, "dtype", f"expected a floating-point torch.dtype, got {dtype!r}")
+    g = torch.Generator().manual_seed(check_seed(seed))
     a = torch.randn(n, features, generator=g, dtype=dtype)
     out = OrderedDict(A=a)
     for i, s in enumerate(shared):
-        if not 0.0 <= s <= 1.0:
-            raise _error(ArgumentError, "shared", f"expected fractions in [0, 1], got {s}")
         k = int(round(s * features))
         m = torch.randn(n, features, generator=g, dtype=dtype)
         m[:, :k] = a[:, :k]
         out[chr(ord("B") + i)] = m
     return out
+
+
+def _fractions(shared) -> list[float]:
+    if isinstance(shared, (str, bytes, Mapping)) or not isinstance(shared, (Sequence, range)):
+        raise _error(ArgumentTypeError, "shared", f"expected a sequence of fractions, got {type(shared).__name__}")
+    return [check_number(s, "shared", minimum=0.0, maximum=1.0) for s in shared]
 
 
 @dataclass
@@ -406,6 +439,15 @@ def sanity_study(ns: Sequence[int] = (50, 100, 200, 500, 1000, 2000, 5000), *, f
     Expected: CKA and Procrustes ≈ the shared fraction for B and C at large n; for D (nothing
     shared) Procrustes overestimates at small n while CKA drops towards 0.
     """
+    if isinstance(ns, (str, bytes, Mapping)) or not isinstance(ns, (Sequence, range)):
+        raise _error(ArgumentTypeError, "ns", f"expected a sequence of example counts, got {type(ns).__name__}")
+    ns = [check_int(n, f"ns[{j}]", 2, what="a number of examples") for j, n in enumerate(ns)]
+    shared = _fractions(shared)
+    if not shared:
+        raise _error(ArgumentError, "shared", "expected at least one fraction")
+    repeats = check_int(repeats, "repeats", 1, what="a number of repeats")
+    features = check_int(features, "features", 1, what="a number of features")
+    seed = check_seed(seed)
     names = [chr(ord("B") + i) for i in range(len(shared))]
     c = torch.zeros(len(shared), len(ns), dtype=torch.float64)
     p = torch.zeros_like(c)

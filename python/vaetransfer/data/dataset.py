@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from .. import _C
-from .._checks import argument_error, type_error, value_error
+from .._checks import argument_error, check_device, type_error, value_error
 
 Indices = Union[None, slice, range, Sequence[int], np.ndarray, torch.Tensor]
 
@@ -34,13 +34,22 @@ def _check_flag(value, argument: str) -> bool:
     return bool(value)
 
 
+def _slice_rows(indices: slice, n: int, argument: str) -> torch.Tensor:
+    """The rows of ``range(n)[indices]`` (negative steps included) as int64."""
+    try:
+        rows = range(n)[indices]
+    except (TypeError, ValueError) as exc:  # step 0, non-integer bounds
+        raise value_error(argument, f"expected a slice with integer bounds and a non-zero step, got {indices!r}") from exc
+    return torch.from_numpy(np.arange(rows.start, rows.stop, rows.step, dtype=np.int64))
+
+
 def _index_tensor(indices: Indices, count: int) -> torch.Tensor | None:
     """The accepted index forms as an int64 tensor for the core's generators, which check the
     range themselves (None: every row)."""
     if indices is None:
         return None
     if isinstance(indices, slice):
-        return torch.arange(count)[indices]
+        return _slice_rows(indices, count, "indices")
     if _is_int(indices):
         raise type_error("indices", "expected a sequence of indices, got a single int (wrap it in a list)")
     try:
@@ -54,7 +63,7 @@ def _checked_indices(indices, n: int, argument: str) -> torch.Tensor:
     """int64 [k] row indices in [0, n) from a sequence, range, slice, array, integer tensor or
     boolean mask of length n; anything else raises a named error for ``argument``."""
     if isinstance(indices, slice):
-        return torch.arange(n)[indices]
+        return _slice_rows(indices, n, argument)
     if _is_int(indices):
         raise type_error(argument, "expected a sequence of indices, got a single int (wrap it in a list)")
     if indices is None or isinstance(indices, (str, bytes)):
@@ -95,6 +104,18 @@ def _label_tensor(labels) -> torch.Tensor:
         return torch.as_tensor(np.asarray(labels))
     except (TypeError, ValueError, RuntimeError) as exc:
         raise type_error("labels", f"expected a sequence of class labels, got {type(labels).__name__}") from exc
+
+
+def _as_tensor(value, argument: str) -> torch.Tensor:
+    """``value`` (a tensor, an array or nested numbers) as a tensor; anything else a named error."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (str, bytes)):
+        raise type_error(argument, f"expected a tensor or an array of numbers, got {type(value).__name__}")
+    try:
+        return torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise type_error(argument, f"expected a tensor or an array of numbers, got {type(value).__name__}") from exc
 
 
 def _core_call(call, argument: str):
@@ -343,7 +364,7 @@ class Dataset:
         images = self._images()
         x = images if indices is None else images[_checked_indices(indices, len(self), "indices")]
         if device is not None:
-            x = x.to(device)
+            x = x.to(check_device(device))
         out = x.to(torch.float32)
         if self.scale != 1.0:
             out = out * self.scale if out is images else out.mul_(self.scale)

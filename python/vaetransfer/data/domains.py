@@ -288,6 +288,10 @@ def domain(name: str, *, argument: str = "name") -> Domain:
 def load(name: str, **kwargs) -> Dataset:
     """Builds the registered data set ``name``: ``domain(name).build(**kwargs)`` (``indices``,
     ``images``, ``seed``, ``data_dir``; see :meth:`Domain.build`)."""
+    known = ("indices", "images", "seed", "data_dir")
+    for key in kwargs:
+        if key not in known:
+            raise type_error(key, f"unexpected keyword argument; load takes {', '.join(known)}")
     return domain(name).build(**kwargs)
 
 

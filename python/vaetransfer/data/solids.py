@@ -7,7 +7,7 @@ import torch
 
 from .. import _C
 from .._checks import type_error, value_error
-from .dataset import Dataset, Indices, _check_flag, _core_call, _index_tensor
+from .dataset import Dataset, Indices, _as_tensor, _check_flag, _core_call, _index_tensor
 
 SOLIDS_COUNT: int = _C.data.SOLIDS_COUNT
 SOLIDS_FACTORS = ("shape", "azimuth", "elevation", "light", "scale", "posX", "posY")
@@ -67,4 +67,5 @@ def render_solids(factor_values: torch.Tensor | np.ndarray, *, shading: str = "l
     :func:`solids`' ``factor_values``): shape an integer class in [0, 6), any finite angles
     (radians), scale in (0, 1], posX/posY in [0, 1]; e.g. for factor traversals."""
     shading = _check_shading(shading)
-    return _core_call(lambda: _C.data.render_solids(torch.as_tensor(factor_values), shading), "factor_values")
+    factor_values = _as_tensor(factor_values, "factor_values")
+    return _core_call(lambda: _C.data.render_solids(factor_values, shading), "factor_values")

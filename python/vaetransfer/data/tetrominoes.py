@@ -10,7 +10,7 @@ import torch
 
 from .. import _C
 from .._checks import type_error, value_error
-from .dataset import Dataset, Indices, _check_seed, _core_call, _index_tensor
+from .dataset import Dataset, Indices, _as_tensor, _check_flag, _check_seed, _core_call, _index_tensor
 
 TETROMINOES_COUNT: int = _C.data.TETROMINOES_COUNT
 TETROMINOES_FACTORS = ("angle", "hue", "scale", "x", "y")
@@ -38,6 +38,7 @@ def tetrominoes(indices: Indices = None, *, seed: int = 0, images: bool = True) 
     cell of the grid (:data:`TETROMINOES_SIZES`), which does not depend on the seed;
     ``extras["seed"]``."""
     seed = _check_seed(seed)
+    images = _check_flag(images, "images")
     pixels, values, cells = _C.data.tetrominoes(_index_tensor(indices, TETROMINOES_COUNT), seed, images)
     return Dataset(pixels, factors=cells, factor_values=values, factor_names=TETROMINOES_FACTORS,
                    factor_sizes=TETROMINOES_SIZES, scale=1.0 / 255.0, name="tetrominoes", extras={"seed": seed})
@@ -47,7 +48,8 @@ def render_tetrominoes(factor_values: torch.Tensor | np.ndarray) -> torch.Tensor
     """Images (uint8 [N, 3, 32, 32]) for arbitrary factor rows (float [N, 5], the columns of
     :func:`tetrominoes`' ``factor_values``; any angle, scale in (0, 8], x, y in [0, 31]), e.g.
     for factor traversals."""
-    return _core_call(lambda: _C.data.render_tetrominoes(torch.as_tensor(factor_values)), "factor_values")
+    factor_values = _as_tensor(factor_values, "factor_values")
+    return _core_call(lambda: _C.data.render_tetrominoes(factor_values), "factor_values")
 
 
 @dataclass(frozen=True)
@@ -88,4 +90,8 @@ def tetrominoes_split(kind: str, ratio: float | None = None, *, seed: int = 0, d
         raise value_error("ratio", f"the {kind!r} split takes no ratio, got {ratio!r}")
     seed, data_seed = _check_seed(seed), _check_seed(data_seed, "data_seed")
     train, test = _C.data.tetrominoes_split(kind, float(ratio or 0.0), seed, data_seed)
+    if kind in ("cv", "cd") and (train.numel() == 0 or test.numel() == 0):
+        empty, fix = ("training", "larger") if train.numel() == 0 else ("test", "smaller")
+        raise value_error("ratio", f"the {kind!r} split with ratio {float(ratio):g} leaves the {empty} part empty "
+                                   f"({train.numel()} / {test.numel()} rows); give a {fix} ratio")
     return Split(train, test, name=kind if ratio is None else f"{kind}({float(ratio):g})")

@@ -116,6 +116,14 @@ class Corpus:
         if set(self.attributes) != set(self.attribute_names):
             raise value_error("attribute_names", f"expected labels for exactly the attributes "
                                                  f"{sorted(self.attributes)}, got {sorted(self.attribute_names)}")
+        if not isinstance(self.attributes, dict):
+            raise type_error("attributes", f"expected a dict of name to codes, got {type(self.attributes).__name__}")
+        if not isinstance(self.attribute_names, dict):
+            raise type_error("attribute_names", f"expected a dict of name to labels, got {type(self.attribute_names).__name__}")
+        for name, labels in self.attribute_names.items():
+            if isinstance(labels, (str, bytes)) or not isinstance(labels, (list, tuple)) \
+                    or not all(isinstance(x, str) for x in labels):
+                raise type_error("attribute_names", f"{name!r}: expected a list of label strings, got {labels!r}")
         attributes = {}
         for name, codes in self.attributes.items():
             codes = np.asarray(codes)
@@ -139,7 +147,15 @@ class Corpus:
     def subset(self, indices: Sequence[int] | np.ndarray | slice) -> "Corpus":
         """The rows ``indices`` (integers, a boolean mask [N] or a slice), in that order."""
         if isinstance(indices, slice):
-            rows = np.arange(len(self))[indices]
+            try:
+                r = range(len(self))[indices]
+            except (TypeError, ValueError) as exc:  # step 0, non-integer bounds
+                raise value_error("indices", f"expected a slice with integer bounds and a non-zero step, "
+                                             f"got {indices!r}") from exc
+            rows = np.arange(r.start, r.stop, r.step, dtype=np.int64)
+        elif indices is None or isinstance(indices, (str, bytes)) or np.ndim(indices) == 0:
+            raise type_error("indices", f"expected a 1-D sequence of integers, a boolean mask or a slice, "
+                                        f"got {type(indices).__name__}")
         else:
             rows = np.asarray(indices)
             if rows.dtype == bool:
@@ -150,15 +166,16 @@ class Corpus:
                 rows = rows.astype(np.int64)
             elif rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
                 raise type_error("indices", "expected a 1-D sequence of integers, a boolean mask or a slice")
-            if rows.size and (rows.min() < -len(self) or rows.max() >= len(self)):
-                raise value_error("indices", f"out of range for a corpus of {len(self)} rows")
+            if rows.size and (rows.min() < 0 or rows.max() >= len(self)):
+                raise value_error("indices", f"expected rows in [0, {len(self)}), got values in "
+                                             f"[{int(rows.min())}, {int(rows.max())}]")
         return Corpus([self.sentences[i] for i in rows.tolist()],
                       {k: v[rows] for k, v in self.attributes.items()},
                       {k: list(v) for k, v in self.attribute_names.items()})
 
     def labels(self, attribute: str) -> list[str]:
         """Each row's label of ``attribute``."""
-        if attribute not in self.attributes:
+        if not isinstance(attribute, str) or attribute not in self.attributes:
             raise value_error("attribute", f"expected one of {sorted(self.attributes)}, got {attribute!r}")
         names = self.attribute_names[attribute]
         return [names[c] for c in self.attributes[attribute].tolist()]
@@ -734,6 +751,10 @@ def load_lines_folder(folder: str | os.PathLike, *, pattern: str = "{split}.txt"
         raise exc
     if not isinstance(pattern, str) or "{split}" not in pattern:
         raise value_error("pattern", f"expected a file name containing '{{split}}', got {pattern!r}")
+    try:
+        pattern.format(split="train")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise value_error("pattern", f"expected a file name whose only field is '{{split}}', got {pattern!r}") from exc
     out = {}
     for split in SPLITS:
         path = folder / pattern.format(split=split)
@@ -809,6 +830,8 @@ def write_lines(corpus: Corpus | Iterable[str], path: str | os.PathLike) -> None
     """Writes the sentences one per line (UTF-8, ``\\n`` after each; atomically). The attributes
     are not written. A sentence containing a line break is refused."""
     path = _check_path(path, "path")
+    if not isinstance(corpus, Corpus) and (isinstance(corpus, (str, bytes)) or not isinstance(corpus, Iterable)):
+        raise type_error("corpus", f"expected a Corpus or an iterable of sentences, got {type(corpus).__name__}")
     sentences = corpus.sentences if isinstance(corpus, Corpus) else list(corpus)
     for i, s in enumerate(sentences):
         if not isinstance(s, str):

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from .._checks import type_error, value_error
+from .._checks import check_flag, check_int, check_number, check_seed, check_tensor, type_error, value_error
 from ..nn import ModelConfig
 from .t5 import T5, T5Config
 
@@ -39,6 +41,8 @@ class T5VAEConfig:
     injection: str = "cross-attention"  # "cross-attention" (the paper) or "prefix" (the public code)
 
     def model_config(self) -> ModelConfig:
+        if not isinstance(self.t5, T5Config):
+            raise type_error("t5", f"expected a T5Config, got {type(self.t5).__name__}")
         return ModelConfig("t5-vae", **self.t5.model_config().params(), latent_dim=self.latent_dim,
                            pooling=self.pooling, pool_layers=self.pool_layers, injection=self.injection)
 
@@ -51,6 +55,8 @@ class T5VAE(T5):
     def __init__(self, config: T5VAEConfig | ModelConfig, seed: int = 0, device: str = "cpu"):
         if isinstance(config, T5VAEConfig):
             config = config.model_config()
+        elif not isinstance(config, ModelConfig):
+            raise type_error("config", f"expected a T5VAEConfig or a ModelConfig, got {type(config).__name__}")
         super().__init__(config, seed, device)
 
     @property
@@ -62,10 +68,13 @@ class T5VAE(T5):
                 pool_layers: str = "all", injection: str = "cross-attention", seed: int = 0) -> "T5VAE":
         """A T5-VAE around a pretrained T5 (a :class:`T5` or a Hugging Face folder): the T5's
         weights (and tokenizer), a fresh bottleneck and W_proj drawn from ``seed``."""
+        if isinstance(t5, T5VAE):
+            raise type_error("t5", "expected a T5, got a T5VAE")
+        if not isinstance(t5, (T5, str, os.PathLike)):
+            raise type_error("t5", f"expected a T5 or the folder of a pretrained one, got {type(t5).__name__}")
+        seed = check_seed(seed)
         if not isinstance(t5, T5):
             t5 = T5.from_pretrained(t5)
-        elif isinstance(t5, T5VAE):
-            raise type_error("t5", "expected a T5, got a T5VAE")
         model = cls(T5VAEConfig(t5.t5_config, latent_dim, pooling, pool_layers, injection), seed=seed)
         state = model.state_dict()
         state.update(t5.state_dict())
@@ -76,21 +85,33 @@ class T5VAE(T5):
     def posterior(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
         """(μ, log σ) [B, latent_dim] of q(z|x) (padding, where ``attention_mask`` is 0, never counts)."""
-        return self._impl.posterior(input_ids, attention_mask)
+        return self._impl.posterior(check_tensor(input_ids, "input_ids"),
+                                    check_tensor(attention_mask, "attention_mask", optional=True))
 
     def decode_latent(self, decoder_input_ids: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """Logits [B, T, vocab] of the decoder given the latents z [B, latent_dim] (teacher forcing)."""
+        check_tensor(decoder_input_ids, "decoder_input_ids")
+        self._check_latents(z)
         return self._impl.decode_latent(decoder_input_ids, z)
+
+    def _check_latents(self, z, argument: str = "z") -> None:
+        if not isinstance(z, torch.Tensor):
+            raise type_error(argument, f"expected a tensor, got {type(z).__name__}")
+        if z.dim() != 2 or z.shape[1] != self.latent_dim:
+            raise value_error(argument, f"expected latents [B, {self.latent_dim}], got {tuple(z.shape)}")
+        if not z.is_floating_point():
+            raise type_error(argument, f"expected floating-point latents, got {str(z.dtype).replace('torch.', '')}")
+        if not bool(torch.isfinite(z.detach()).all()):
+            raise value_error(argument, "expected finite values, found NaN or inf")
 
     def generate_latent(self, z: torch.Tensor, *, max_new_tokens: int = 40, do_sample: bool = False,
                         temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> torch.Tensor:
         """Token ids [B, 1 + n] decoded from latents z (start token first; see :meth:`T5.generate`)."""
-        if not isinstance(z, torch.Tensor):
-            raise type_error("z", f"expected a tensor, got {type(z).__name__}")
-        if z.dim() != 2 or z.shape[1] != self.latent_dim:
-            raise value_error("z", f"expected latents [B, {self.latent_dim}], got {tuple(z.shape)}")
-        return self._impl.generate_latent(z, int(max_new_tokens), bool(do_sample), float(temperature), int(top_k),
-                                          int(seed))
+        self._check_latents(z)
+        return self._impl.generate_latent(z, check_int(max_new_tokens, "max_new_tokens", 0, what="a number of tokens"),
+                                          check_flag(do_sample, "do_sample"), check_number(temperature, "temperature"),
+                                          check_int(top_k, "top_k", 0, what="a number of tokens (0: all)"),
+                                          check_seed(seed))
 
     def encode(self, *args, **kwargs):  # the T5's encoder states are not what a T5-VAE decodes from
         raise value_error("method", "a T5VAE decodes from z: use posterior() and decode_latent()")
@@ -106,6 +127,10 @@ class T5VAE(T5):
                 raise value_error("decoder_input_ids", "give decoder_input_ids or labels")
             decoder_input_ids = self.shift_right(labels)
         mean, log_sigma = self.posterior(input_ids, attention_mask)
+        if noise is not None:
+            check_tensor(noise, "noise")
+            if noise.shape != mean.shape:
+                raise value_error("noise", f"expected the shape of the posterior {list(mean.shape)}, got {list(noise.shape)}")
         z = mean if noise is None else mean + log_sigma.exp() * noise
         return self.decode_latent(decoder_input_ids, z)
 
@@ -164,6 +189,32 @@ def evaluate(model: T5VAE, ids: torch.Tensor, *, batch_size: int = 128, iw_sampl
     n = ids.shape[0]
     if n < 2:
         raise value_error("ids", f"expected at least 2 sentences, got {n}")
+    batch_size = check_int(batch_size, "batch_size", 1, what="a batch size")
+    iw_samples = check_int(iw_samples, "iw_samples", 0, what="a number of importance samples (0: none)")
+    samples_per_chunk = check_int(samples_per_chunk, "samples_per_chunk", 1, what="a number of samples per chunk")
+    if minibatch_mi is not None:
+        minibatch_mi = check_int(minibatch_mi, "minibatch_mi", 0, what="a minibatch size (0 or None: none)")
+    mi_samples = check_int(mi_samples, "mi_samples", 1, what="a number of samples")
+    seed = check_seed(seed)
+    labels_of = {}
+    if attributes is not None:
+        if not isinstance(attributes, Mapping):
+            raise type_error("attributes", f"expected a mapping of name to labels [N], got {type(attributes).__name__}")
+        for name, labels in attributes.items():
+            if isinstance(labels, (str, bytes)):
+                raise type_error("attributes", f"{name!r}: expected integer labels [{n}], got {type(labels).__name__}")
+            try:
+                y = labels if isinstance(labels, torch.Tensor) else torch.as_tensor(np.asarray(labels))
+            except (TypeError, ValueError, RuntimeError) as exc:
+                raise type_error("attributes", f"{name!r}: expected integer labels [{n}], got "
+                                               f"{type(labels).__name__}") from exc
+            if y.dtype == torch.bool or y.is_floating_point() or y.is_complex():
+                raise type_error("attributes", f"{name!r}: expected integer labels, got {str(y.dtype).replace('torch.', '')}")
+            if y.shape != (n,):
+                raise value_error("attributes", f"'{name}': expected {n} labels, got shape {tuple(y.shape)}")
+            if bool((y < 0).any()):
+                raise value_error("attributes", f"{name!r}: expected labels >= 0, got {int(y.min())}")
+            labels_of[name] = y.long()
     # Every term comes from the objective's per-example evaluation in the core: one encoder and one
     # decoder pass per chunk for the ELBO (which also returns the posterior), one decoder pass per
     # chunk for each of z = own μ and z = the next sentence's μ (no encoder), and the IW decoder passes.
@@ -196,10 +247,7 @@ def evaluate(model: T5VAE, ids: torch.Tensor, *, batch_size: int = 128, iw_sampl
                                            seed=seed)
         out["mi_minibatch"], out["mi_minibatch_cap"] = float(mb.value), float(mb.cap)
     out["active_units"] = int(estimators.active_units(mean.float()).count)
-    for name, labels in (attributes or {}).items():
-        y = torch.as_tensor(labels).long()
-        if y.shape != (n,):
-            raise value_error("attributes", f"'{name}': expected {n} labels, got shape {tuple(y.shape)}")
+    for name, y in labels_of.items():
         out[f"probe_{name}"] = float(gbt_probe(mean.float(), y, seed=seed))
         out[f"probe_{name}_chance"] = float(torch.bincount(y).max()) / n
     return out
