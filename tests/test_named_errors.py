@@ -439,7 +439,26 @@ CASES = [
     ("t5_vae.evaluate attributes float (was truncated)",
      lambda: t5_vae.evaluate(_t5vae(), _ids(), attributes={"a": [0.5] * 6}), T, "attributes", "integer"),
     ("t5_vae.evaluate seed negative", lambda: t5_vae.evaluate(_t5vae(), _ids(), seed=-1), E, "seed", "seed"),
+    # text.T5, data loaders, registered configs, the core's density options and float32 overflow
+    ("T5.generate max_new_tokens float (was truncated)", lambda: _t5().generate(_ids(), max_new_tokens=2.5), T,
+     "max_new_tokens", "int"),
+    ("T5.generate do_sample str (was True)", lambda: _t5().generate(_ids(), do_sample="no"), T, "do_sample", "bool"),
+    ("T5.generate seed negative (was a pybind TypeError)", lambda: _t5().generate(_ids(), seed=-1), E, "seed", "seed"),
+    ("T5.generate temperature zero", lambda: _t5().generate(_ids(), temperature=0.0), E, "temperature", "0"),
+    ("T5.from_pretrained int (was os.fspath's TypeError)", lambda: vt.text.T5.from_pretrained(3), T, "folder", "path"),
+    ("load_sklearn_digits images str (was True)", lambda: vt.data.load_sklearn_digits(images="no"), T, "images",
+     "bool"),
+    ("DensityOptions row_chunk 0 (was checked only when used)", lambda: est.DensityOptions(0, 4), E, "row_chunk",
+     "positive"),
+    ("whole_data_kl_decomposition float32 logvar -100 (was NaN TC)",
+     lambda: est.whole_data_kl_decomposition(torch.randn(5, 3), torch.full((5, 3), -100.0)), E, "logvar",
+     "float64"),
 ]
+
+
+@functools.lru_cache(maxsize=None)
+def _t5():
+    return vt.text.T5(T5Config(vocab_size=40, d_model=8, d_ff=16, d_kv=4, num_heads=2, num_layers=1), seed=0)
 
 
 @pytest.mark.parametrize("call, exc, argument, word", [pytest.param(*c[1:], id=c[0]) for c in CASES])

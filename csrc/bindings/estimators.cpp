@@ -37,6 +37,9 @@ void bind_records(py::module_& m) {
       .field("fused_kernels", &DensityOptions::fused_kernels)
       .cls()
       .def(py::init([](int64_t row_chunk, int64_t col_chunk, bool accumulate_float64, bool fused_kernels) {
+             // Checked where made, not first where used (possibly much later, in another call).
+             VT_CHECK_ARG(row_chunk >= 1, "row_chunk", "expected a positive chunk size, got ", row_chunk);
+             VT_CHECK_ARG(col_chunk >= 1, "col_chunk", "expected a positive chunk size, got ", col_chunk);
              return DensityOptions{.row_chunk = row_chunk,
                                    .col_chunk = col_chunk,
                                    .accumulate_float64 = accumulate_float64,

@@ -117,6 +117,11 @@ KLDecomposition whole_data_kl_decomposition(const at::Tensor& mean, const at::Te
                    std::log(static_cast<double>(m.size(0)));
     out.total_correlation = (q.log_qz - log_qzj.sum(1)).mean().item<double>();
     out.dimensionwise_kl = (log_qzj - log_pzj).sum(1).mean().item<double>();
+    // The per-dimension terms use each component's precision exp(-logvar), which float32 cannot
+    // hold below logvar ≈ -88.7: say so instead of returning NaN.
+    VT_CHECK_ARG(std::isfinite(out.total_correlation) && std::isfinite(out.dimensionwise_kl), "logvar",
+                 "log-variances as low as ", lv.min().item<double>(), " overflow the per-dimension densities in ",
+                 type, "; pass float64 tensors or DensityOptions(accumulate_float64=True)");
   } else {
     out.total_correlation = out.dimensionwise_kl = std::numeric_limits<double>::quiet_NaN();
   }

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from .._checks import type_error, value_error
+from .._checks import check_flag, type_error, value_error
 from .dataset import Dataset, Indices, _check_flag, _is_int, _rows
 from ..io import file_size, inside, read_bounded
 from .dsprites import DSPRITES_COUNT, DSPRITES_FACTORS, DSPRITES_SIZES
@@ -809,6 +809,7 @@ def load_sklearn_digits(*, image_size: int = 32, channels: int = 3, indices: Ind
     size = _check_image_size(image_size)
     if not _is_int(channels) or channels not in (1, 3):
         raise value_error("channels", f"expected 1 or 3, got {channels!r}")
+    images = check_flag(images, "images")
     from sklearn.datasets import load_digits
 
     d = load_digits()

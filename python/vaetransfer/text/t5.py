@@ -26,7 +26,7 @@ from typing import Sequence
 import torch
 
 from .. import _C
-from .._checks import type_error, value_error
+from .._checks import check_flag, check_int, check_number, check_seed, type_error, value_error
 from ..io import atomic_path, file_size, inside, read_json
 from ..nn import Model, ModelConfig
 
@@ -251,8 +251,10 @@ class T5(Model):
         (argmax) or sampled tokens (softmax(logits / temperature), optionally over the ``top_k``
         most likely, from ``seed``); after eos a sequence is padded, and decoding stops when every
         sequence has produced eos or after ``max_new_tokens``."""
-        return self._impl.generate(_ids(input_ids, "input_ids"), attention_mask, int(max_new_tokens), bool(do_sample),
-                                   float(temperature), int(top_k), int(seed))
+        return self._impl.generate(_ids(input_ids, "input_ids"), attention_mask,
+                                   check_int(max_new_tokens, "max_new_tokens", 1), check_flag(do_sample, "do_sample"),
+                                   check_number(temperature, "temperature", minimum=0.0, exclusive=True),
+                                   check_int(top_k, "top_k", 0), check_seed(seed))
 
     def pooled_activations(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None,
                            layers: Sequence[str] | str | None = None, *, chunk_size: int = 256
@@ -292,8 +294,10 @@ class T5(Model):
         headers) are those the config implies: a missing, unexpected or misshapen tensor, a corrupt
         ``config.json`` or index, or an index naming a file outside the folder is an
         ``ArgumentError`` (a ``ValueError``) naming ``folder`` and the file or tensor."""
+        if not isinstance(folder, (str, os.PathLike)):
+            raise type_error("folder", f"expected a folder path, got {type(folder).__name__} {folder!r}")
         folder = Path(folder)
-        if not folder.is_dir():
+        if not folder.is_dir():  # a missing file is a FileNotFoundError naming it, as everywhere in text/
             raise FileNotFoundError(f"folder: no such directory {str(folder)!r}")
         config_path = folder / "config.json"
         if not config_path.is_file():
