@@ -444,7 +444,8 @@ CASES = [
      "max_new_tokens", "int"),
     ("T5.generate do_sample str (was True)", lambda: _t5().generate(_ids(), do_sample="no"), T, "do_sample", "bool"),
     ("T5.generate seed negative (was a pybind TypeError)", lambda: _t5().generate(_ids(), seed=-1), E, "seed", "seed"),
-    ("T5.generate temperature zero", lambda: _t5().generate(_ids(), temperature=0.0), E, "temperature", "0"),
+    ("T5.generate sampling at temperature zero", lambda: _t5().generate(_ids(), do_sample=True, temperature=0.0), E,
+     "temperature", "0"),
     ("T5.from_pretrained int (was os.fspath's TypeError)", lambda: vt.text.T5.from_pretrained(3), T, "folder", "path"),
     ("load_sklearn_digits images str (was True)", lambda: vt.data.load_sklearn_digits(images="no"), T, "images",
      "bool"),
@@ -516,3 +517,16 @@ def test_checks_keep_correct_input_working():
     assert rr.srip_regularizer(groups="all").params["groups"] == ["all"]
     # a layer selection given as the keys of a mapping
     assert list(_vae().activations(X8, {"mean": 0, "logvar": 0}.keys())) == ["mean", "logvar"]
+
+
+def test_numpy_and_tensor_forms_of_counts_and_sequences_still_work():
+    from vaetransfer._checks import check_int, is_int
+
+    assert check_int(torch.tensor(3), "n") == 3 and check_int(np.int64(4), "n") == 4
+    assert not is_int(torch.tensor(True)) and not is_int(torch.tensor(2.0)) and not is_int(torch.tensor([1, 2]))
+    assert rr.rr_regularizer(layer_weights=np.array([1.0, 0.5])).params["layer_weights"] == [1.0, 0.5]
+    assert rr.rr_regularizer(layer_weights=torch.tensor([2.0])).params["layer_weights"] == [2.0]
+    with pytest.raises(ArgumentError, match="one-dimensional"):
+        rr.rr_regularizer(layer_weights=np.ones((2, 2)))
+    study = sim.sanity_study(ns=np.array([8, 16]), shared=np.array([0.5]), features=4, repeats=1)
+    assert study.ns == [8, 16] and study.shared == [0.5]

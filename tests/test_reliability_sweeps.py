@@ -4,7 +4,6 @@ never a traceback, never a stranded run."""
 import fcntl
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -17,9 +16,11 @@ from pathlib import Path
 import pytest
 
 import vaetransfer
-from vaetransfer import cli, studies, sweep
+from vaetransfer import cli, interrupts, studies, sweep
 from vaetransfer.io import CorruptFileWarning
 from vaetransfer.studies import pipeline
+
+from test_sweep import wait_for  # noqa: E402 - the suite's one polling helper
 
 SLEEP = "vaetransfer.sweep.calibration:sleep"
 
@@ -82,15 +83,6 @@ def helpers(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
     return tmp_path / "go"
-
-
-def wait_for(predicate, timeout=60.0, what="condition"):
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def cli_process(*argv):
@@ -348,9 +340,9 @@ def test_a_signal_stops_a_study_and_its_workers_and_a_rerun_finishes(tmp_path, h
 
 def test_sigterm_handler_is_installed_only_while_a_driver_runs():
     before = signal.getsignal(signal.SIGTERM)
-    with sweep.stop_on_signals():
+    with interrupts.stop_on_signals():
         assert signal.getsignal(signal.SIGTERM) is not before
-        with pytest.raises(sweep.Interrupted) as info:
+        with pytest.raises(interrupts.Interrupted) as info:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(1)
     assert info.value.signum == signal.SIGTERM and isinstance(info.value, KeyboardInterrupt)
@@ -358,7 +350,7 @@ def test_sigterm_handler_is_installed_only_while_a_driver_runs():
     seen = []
 
     def elsewhere():  # signals reach the main thread only: nothing to install in another
-        with sweep.stop_on_signals():
+        with interrupts.stop_on_signals():
             seen.append(signal.getsignal(signal.SIGTERM))
 
     thread = threading.Thread(target=elsewhere)

@@ -371,3 +371,18 @@ def test_the_train_command_stops_on_a_signal_with_one_line_and_128_plus_the_sign
             proc.wait(30)
     assert proc.stderr.read().strip() == "vaetransfer train: interrupted; the same command resumes"
     assert vt.load_run(out).step > 0
+
+
+def test_only_damaged_snapshots_are_set_aside(tmp_path):
+    """A snapshot that cannot be opened (here: a directory in its place) is an error, not damage:
+    resuming stops instead of setting it aside and falling back."""
+    out = tmp_path / "run"
+    vt.train(_config(steps=20), _data(), out, progress=False)
+    (out / "snapshots" / "step_00000020.pt").unlink()
+    (out / "snapshots" / "step_00000020.pt").mkdir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CorruptFileWarning)
+        with pytest.raises(ArgumentError, match="cannot read snapshot.*step_00000020.pt") as e:
+            vt.train(_config(steps=20), _data(), out, progress=False)
+    assert e.value.argument == "path"
+    assert not list((out / "snapshots").glob("*.corrupt"))

@@ -44,7 +44,7 @@ auto call_without_gil(Body&& body) -> decltype(body()) {
 }
 
 // Polled by a GIL-free loop between iterations: runs Python's pending signal handlers (at most
-// every `period`) and reports whether one raised (KeyboardInterrupt, or SystemExit for SIGTERM);
+// every `period`) and reports whether one raised (KeyboardInterrupt; SIGTERM: vaetransfer.interrupts.Interrupted);
 // the loop stops cleanly and raise_if_interrupted() re-raises that exception.
 class InterruptPoll {
  public:

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
+from collections.abc import Mapping, Sequence
 
+import numpy as np
 import torch
 
 from ._C import ArgumentError, ArgumentTypeError
@@ -27,6 +30,14 @@ def type_error(argument: str, message: str) -> ArgumentTypeError:
     return argument_error(ArgumentTypeError, argument, message)
 
 
+def bare_message(exc: str | Exception) -> str:
+    """An argument error's message without its ``argument '...': `` prefix (to say it again under
+    another argument)."""
+    text = str(exc)
+    argument = getattr(exc, "argument", None)
+    return text.removeprefix(f"argument '{argument}': ") if argument is not None else text
+
+
 def renamed(exc: Exception, names: dict, default: str | None = None) -> Exception:
     """The core's argument error ``exc`` naming the caller's argument instead: its ``.argument``
     looked up in ``names`` (core name → public name; ``default`` for names not in it, None to
@@ -37,7 +48,7 @@ def renamed(exc: Exception, names: dict, default: str | None = None) -> Exceptio
     public = names.get(core, default if default is not None else core)
     if public == core:
         return exc
-    message = str(exc).removeprefix(f"argument '{core}': ")
+    message = bare_message(exc)
     for inner, outer in names.items():  # the core's other names quoted in the message
         message = message.replace(f"'{inner}'", f"'{outer}'")
     return argument_error(type(exc), public, message)
@@ -80,8 +91,27 @@ def check_device(device, argument: str = "device") -> torch.device:
 
 # ---------------------------------------------------------------- numbers
 def is_int(value) -> bool:
-    """An integer (Python or NumPy), not a bool."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and type(value).__name__ != "bool_"
+    """An integer — Python, NumPy or a one-element integer tensor, anything ``operator.index``
+    takes — but not a bool."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_" or getattr(value, "dtype", None) == torch.bool:
+        return False
+    try:
+        operator.index(value)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    return True
+
+
+def sequence(values, argument: str, what: str) -> list:
+    """A one-dimensional sequence — list, tuple, range, NumPy array or tensor — as a list (a str or
+    a mapping is not one)."""
+    if isinstance(values, (torch.Tensor, np.ndarray)):
+        if values.ndim != 1:
+            raise value_error(argument, f"expected {what} (one-dimensional), got shape {tuple(values.shape)}")
+        return values.tolist()
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, (Sequence, range)):
+        raise type_error(argument, f"expected {what}, got {type(values).__name__}")
+    return list(values)
 
 
 def check_int(value, argument: str, minimum: int | None = None, maximum: int | None = None, *,

@@ -239,8 +239,8 @@ def whole_data_kl_decomposition(mean: torch.Tensor, logvar: Optional[torch.Tenso
     try:
         return _E.whole_data_kl_decomposition(mean, lv, samples, -1 if max_queries is None else max_queries,
                                               _seed(seed, generator), options)
-    except (_C.ArgumentError, _C.ArgumentTypeError) as exc:
-        raise renamed(exc, {"offset": name}) from None
+    except (_C.ArgumentError, _C.ArgumentTypeError) as exc:  # the core says offset/logvar: the caller's name
+        raise renamed(exc, {"offset": name, "logvar": name}) from None
 
 
 # ---------------------------------------------------------------- rate, MI, active units

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["atomic_path", "write_json", "write_text", "read_json", "read_jsonl", "read_csv", "load_torch", "file_size", "read_bounded",
+__all__ = ["atomic_path", "write_json", "write_text", "read_json", "read_jsonl", "read_csv", "load_torch", "file_size", "read_bounded", "set_aside",
            "inside", "DirectoryLock",
            "output_dir", "TornRecordWarning", "CorruptFileWarning", "LOCK_FILE"]
 
@@ -81,13 +81,16 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         tmp.write_text(text)
 
 
-def read_json(path: str | os.PathLike, argument: str, expect: type | None = None):
+def read_json(path: str | os.PathLike, argument: str, expect: type | None = None, limit: int | None = None):
     """The JSON data in ``path``; a file that cannot be read or parsed (or, with ``expect``, holds
-    another type, e.g. ``[]`` where an object belongs) is an ArgumentError naming ``argument`` and
-    the path (never a bare OSError, JSONDecodeError or a later AttributeError)."""
+    another type, e.g. ``[]`` where an object belongs; or, with ``limit``, is larger than that many
+    bytes — checked before it is read) is an ArgumentError naming ``argument`` and the path (never
+    a bare OSError, JSONDecodeError or a later AttributeError)."""
     from ._checks import value_error
 
     path = Path(path)
+    if limit is not None:
+        file_size(path, argument, limit)
     try:
         data = json.loads(path.read_text())
     except OSError as exc:
@@ -169,6 +172,26 @@ def _complete_lines(path: Path, argument: str) -> list[str]:
         warnings.warn(f"{path}: dropped a torn last record ({len(tail)} bytes without their newline; the process "
                       "writing it was killed or the disk was full)", TornRecordWarning, stacklevel=3)
     return lines
+
+
+def set_aside(path: str | os.PathLike, problem: str | Exception, redo: str, *, also: tuple = (),
+              argument: str = "out_dir") -> None:
+    """Moves the corrupt derived file ``path`` — and ``also``, files that go with it — to
+    ``<name>.corrupt`` (replacing an earlier one) and warns with a :class:`CorruptFileWarning`:
+    ``problem`` (what is wrong, naming the file) and ``redo`` (what happens now). A file that
+    cannot be moved is an ArgumentError naming ``argument``."""
+    from ._checks import bare_message, value_error
+
+    problem = bare_message(problem)
+    moved = []
+    for p in (Path(path), *map(Path, also)):
+        if p.exists():
+            try:
+                os.replace(p, p.with_name(p.name + ".corrupt"))
+            except OSError as exc:
+                raise value_error(argument, f"{problem}; cannot move {str(p)!r} aside: {exc.strerror or exc}") from None
+            moved.append(p.name + ".corrupt")
+    warnings.warn(f"{problem}; set aside as {', '.join(moved) or 'nothing'}: {redo}", CorruptFileWarning, stacklevel=3)
 
 
 def read_jsonl(path: str | os.PathLike, argument: str) -> list[dict]:
@@ -298,4 +321,3 @@ class DirectoryLock:
             if held[2] == 0:
                 del self._held[self._key]
                 held[3].close()
-        self._key = None

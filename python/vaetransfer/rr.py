@@ -31,8 +31,6 @@ whose AlexNet weights cannot be downloaded here.
 """
 from __future__ import annotations
 
-import math
-import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +39,8 @@ from typing import Sequence
 import torch
 
 from . import _C
-from ._checks import check_flag, check_int, check_number, check_seed, check_str, check_tensor, type_error, value_error
+from ._checks import (check_flag, check_int, check_number, check_seed, check_str, check_tensor, sequence, type_error,
+                      value_error)
 from .nn import Model, ModelConfig, build_model
 from .objectives import TaskConfig
 from .regularizers import RegularizerConfig
@@ -96,16 +95,8 @@ def rr_regularizer(weight: float = 1.0, *, variant: str = "full", layer_weights:
     """The RR loss as a regulariser of any reversible model (history columns ``rr`` and
     ``rr_<term>``); ``weight`` may be a schedule, 0 switches it off. ``reduction="mean"``
     averages each term over its units as well (one λ for layers of any size)."""
-    if isinstance(layer_weights, (str, bytes)) or not isinstance(layer_weights, Sequence):
-        raise type_error("layer_weights", f"expected a sequence of numbers, got {type(layer_weights).__name__}")
-    weights = []
-    for i, w in enumerate(layer_weights):
-        if isinstance(w, bool) or not isinstance(w, numbers.Real):
-            raise type_error("layer_weights", f"expected numbers, got {type(w).__name__} {w!r} at position {i}")
-        if not math.isfinite(float(w)) or w < 0:
-            raise value_error("layer_weights", f"expected finite weights >= 0, got {w!r} at position {i}")
-        weights.append(float(w))
-    layer_weights = weights
+    layer_weights = [check_number(w, "layer_weights", minimum=0.0)
+                     for w in sequence(layer_weights, "layer_weights", "a sequence of numbers")]
     return RegularizerConfig("rr", weight=weight, label=label, variant=variant,
                              layer_weights=layer_weights, input_only=check_flag(input_only, "input_only"),
                              reduction=reduction, output_activation=output_activation)

@@ -42,7 +42,7 @@ import torch
 from . import _C
 from ._C import ArgumentError, ArgumentTypeError
 from ._checks import argument_error as _error
-from ._checks import check_flag, check_int, check_number, check_seed, check_tensor
+from ._checks import check_flag, check_int, check_number, check_seed, check_tensor, sequence
 from .activations import activations  # re-exported: extraction lives in vaetransfer.activations
 
 _S = _C.similarity
@@ -415,9 +415,8 @@ def sanity_matrices(n: int, *, features: int = 50, shared: Sequence[float] = (0.
 
 
 def _fractions(shared) -> list[float]:
-    if isinstance(shared, (str, bytes, Mapping)) or not isinstance(shared, (Sequence, range)):
-        raise _error(ArgumentTypeError, "shared", f"expected a sequence of fractions, got {type(shared).__name__}")
-    return [check_number(s, "shared", minimum=0.0, maximum=1.0) for s in shared]
+    return [check_number(s, "shared", minimum=0.0, maximum=1.0) for s in sequence(shared, "shared",
+                                                                                   "a sequence of fractions")]
 
 
 @dataclass
@@ -439,9 +438,8 @@ def sanity_study(ns: Sequence[int] = (50, 100, 200, 500, 1000, 2000, 5000), *, f
     Expected: CKA and Procrustes ≈ the shared fraction for B and C at large n; for D (nothing
     shared) Procrustes overestimates at small n while CKA drops towards 0.
     """
-    if isinstance(ns, (str, bytes, Mapping)) or not isinstance(ns, (Sequence, range)):
-        raise _error(ArgumentTypeError, "ns", f"expected a sequence of example counts, got {type(ns).__name__}")
-    ns = [check_int(n, f"ns[{j}]", 2, what="a number of examples") for j, n in enumerate(ns)]
+    ns = [check_int(n, f"ns[{j}]", 2, what="a number of examples")
+          for j, n in enumerate(sequence(ns, "ns", "a sequence of example counts"))]
     shared = _fractions(shared)
     if not shared:
         raise _error(ArgumentError, "shared", "expected at least one fraction")

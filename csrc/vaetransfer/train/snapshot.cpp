@@ -16,6 +16,12 @@ namespace vaetransfer::train {
 namespace fs = std::filesystem;
 using c10::IValue;
 
+// A damaged file (what resume may set aside), unlike an unreadable one or one of an old format.
+#define VT_CHECK_CORRUPT(cond, arg, ...)                                                         \
+  do {                                                                                          \
+    if (!(cond)) throw CorruptSnapshotError((arg), ::vaetransfer::detail::concat(__VA_ARGS__)); \
+  } while (0)
+
 namespace {
 
 // Version 2 adds buffers to "model", the task, schedules and history columns; version 3 the
@@ -104,7 +110,7 @@ c10::impl::GenericDict tensor_dict(const std::vector<std::pair<std::string, at::
 }
 
 std::vector<std::pair<std::string, at::Tensor>> tensors_of(const IValue& v, const std::string& path, const char* key) {
-  VT_CHECK_ARG(v.isGenericDict(), "path", path, ": entry '", key, "' is not a dict");
+  VT_CHECK_CORRUPT(v.isGenericDict(), "path", path, ": entry '", key, "' is not a dict");
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const auto& kv : v.toGenericDict()) out.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
   return out;
@@ -112,20 +118,21 @@ std::vector<std::pair<std::string, at::Tensor>> tensors_of(const IValue& v, cons
 
 c10::impl::GenericDict load_dict(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  VT_CHECK_ARG(in.good(), "path", "cannot read snapshot ", path);
+  VT_CHECK_ARG(fs::is_regular_file(path) && in.good(), "path", "cannot read snapshot ", path,
+               " (not a readable file)");
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   IValue v;
   try {
     v = torch::jit::pickle_load(bytes);
   } catch (const std::exception& e) {
-    VT_CHECK_ARG(false, "path", path, " is not a readable snapshot (corrupt or truncated: ", printable(e.what()), ")");
+    VT_CHECK_CORRUPT(false, "path", path, " is not a readable snapshot (corrupt or truncated: ", printable(e.what()), ")");
   }
-  VT_CHECK_ARG(v.isGenericDict(), "path", path, " is not a vaetransfer snapshot");
+  VT_CHECK_CORRUPT(v.isGenericDict(), "path", path, " is not a vaetransfer snapshot");
   auto d = v.toGenericDict();
   const bool known = d.contains("format") && d.at("format").isString() &&
                      (d.at("format").toStringRef() == kFormat || d.at("format").toStringRef() == kFormatV2 ||
                       d.at("format").toStringRef() == kFormatV1);
-  VT_CHECK_ARG(known, "path", path, " is not a vaetransfer snapshot (format ", kFormat, ")");
+  VT_CHECK_CORRUPT(known, "path", path, " is not a vaetransfer snapshot (format ", kFormat, ")");
   return d;
 }
 
@@ -205,11 +212,11 @@ Snapshot verified(const c10::impl::GenericDict& d, const std::string& path) {
   try {
     s = parse_snapshot(d, path);
   } catch (const c10::Error& e) {  // an entry of the wrong kind: the file is damaged
-    VT_CHECK_ARG(false, "path", path, " is corrupt (", printable(e.what_without_backtrace()), ")");
+    VT_CHECK_CORRUPT(false, "path", path, " is corrupt (", printable(e.what_without_backtrace()), ")");
   }
   if (format == kFormat) {
     const auto saved = d.contains("checksum") && d.at("checksum").isString() ? d.at("checksum").toStringRef() : "";
-    VT_CHECK_ARG(saved == snapshot_checksum(s), "path", path,
+    VT_CHECK_CORRUPT(saved == snapshot_checksum(s), "path", path,
                  " is corrupt: its contents do not match their checksum (a changed byte, e.g. a disk or copy error)");
   }
   return s;
@@ -246,7 +253,7 @@ std::vector<std::pair<std::string, at::Tensor>> read_snapshot_model(const std::s
   try {
     return tensors_of(d.at("model"), path, "model");
   } catch (const c10::Error& e) {
-    VT_CHECK_ARG(false, "path", path, " is corrupt (", printable(e.what_without_backtrace()), ")");
+    VT_CHECK_CORRUPT(false, "path", path, " is corrupt (", printable(e.what_without_backtrace()), ")");
   }
   return {};
 }

@@ -368,7 +368,7 @@ int64_t Trainer::resume() {
     try {
       found = read_snapshot(it->second);
       path = it->second;
-    } catch (const ArgumentError& e) {
+    } catch (const CorruptSnapshotError& e) {
       const auto aside = it->second + ".corrupt";
       fs::rename(it->second, aside);
       skipped_.push_back(std::string(e.what()) + "; moved to " + aside);

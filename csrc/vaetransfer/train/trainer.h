@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "vaetransfer/common/check.h"
 #include "vaetransfer/nn/model.h"
 #include "vaetransfer/objectives/task.h"
 #include "vaetransfer/regularizers/regularizer.h"
@@ -155,6 +156,12 @@ struct Snapshot {
   at::Tensor permutation, noise_rng, shuffle_rng;
   int64_t position = 0, epoch = 0;
   std::string config_hash;  // empty in snapshots of earlier releases
+};
+// A snapshot file that does not parse, is not a snapshot or fails its checksum (an ArgumentError
+// naming "path"); a file that cannot be opened, or one of an old format, raises ArgumentError.
+class CorruptSnapshotError : public ArgumentError {
+ public:
+  using ArgumentError::ArgumentError;
 };
 void write_snapshot(const Snapshot& s, const std::string& path);  // atomic: temp file + rename
 // Reads and verifies the checksum (ArgumentError "path" naming the file when either fails).

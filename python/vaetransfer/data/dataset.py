@@ -10,28 +10,14 @@ import numpy as np
 import torch
 
 from .. import _C
-from .._checks import argument_error, check_device, type_error, value_error
+from .._checks import argument_error, check_device, check_flag, check_seed, is_int, type_error, value_error
 
 Indices = Union[None, slice, range, Sequence[int], np.ndarray, torch.Tensor]
 
 
 # ---------------------------------------------------------------- argument checks
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _check_seed(seed, argument: str = "seed") -> int:
-    if not _is_int(seed):
-        raise type_error(argument, f"expected an int, got {type(seed).__name__}")
-    if not 0 <= seed < 2**63:
-        raise value_error(argument, f"expected a seed in [0, 2^63), got {seed}")
-    return int(seed)
-
-
-def _check_flag(value, argument: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise type_error(argument, f"expected a bool, got {type(value).__name__}")
-    return bool(value)
+# (the package's one set, under the names this package's data modules use)
+_is_int, _check_seed, _check_flag = is_int, check_seed, check_flag
 
 
 def _slice_rows(indices: slice, n: int, argument: str) -> torch.Tensor:

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from .._checks import check_flag, type_error, value_error
-from .dataset import Dataset, Indices, _check_flag, _is_int, _rows
+from .dataset import Dataset, Indices, _is_int, _rows
 from ..io import file_size, inside, read_bounded
 from .dsprites import DSPRITES_COUNT, DSPRITES_FACTORS, DSPRITES_SIZES
 
@@ -285,7 +285,7 @@ def load_cars3d(path: str | os.PathLike, *, indices: Indices = None, images: boo
     each ``object`` class.
     """
     folder = _check_folder(path, "path")
-    images = _check_flag(images, "images")
+    images = check_flag(images, "images")
     size = _check_image_size(image_size)
     files = sorted(f for f in os.listdir(folder) if f.endswith(".mat") and os.path.isfile(os.path.join(folder, f)))
     if not files:
@@ -395,7 +395,7 @@ def load_smallnorb(path: str | os.PathLike, split: str = "training", *, indices:
         raise type_error("split", f"expected one of {list(SMALLNORB_SPLITS)}, got {type(split).__name__}")
     if split not in SMALLNORB_SPLITS:
         raise value_error("split", f"expected one of {list(SMALLNORB_SPLITS)}, got {split!r}")
-    images = _check_flag(images, "images")
+    images = check_flag(images, "images")
     size = _check_image_size(image_size)
     if camera is not None and not _is_int(camera):
         raise type_error("camera", f"expected 0, 1 or None, got {type(camera).__name__}")
@@ -485,7 +485,7 @@ def load_celeba(image_dir: str | os.PathLike, attr_file: str | os.PathLike | Non
     ``factor_values`` the file's ±1; ``row_extras["filenames"]``: the image of each row.
     """
     folder = _check_folder(image_dir, "image_dir")
-    images = _check_flag(images, "images")
+    images = check_flag(images, "images")
     size = _check_image_size(image_size)
     crop = _check_image_size(crop, "crop")
     if attr_file is None:

@@ -42,7 +42,8 @@ from typing import Any, Callable, Mapping, Sequence
 from .._C import ArgumentError
 from .._checks import type_error, value_error
 from ..config import config_from_dict, config_to_dict, diff_keys
-from ..io import DirectoryLock, output_dir, read_json, write_json, write_text
+from ..interrupts import stop_on_signals
+from ..io import DirectoryLock, output_dir, read_json, set_aside, write_json, write_text
 
 __all__ = ["Study", "Stage", "Finding", "Verdict", "undecided", "Execution", "RunResult", "Job", "Context", "run",
            "run_beside", "run_sweep", "execute_job", "scalars", "STUDY_FILE", "RESULTS_FILE", "INDEX_FILE", "STEPS_DIR", "SWEEPS_DIR", "MEASURED_FILE",
@@ -273,7 +274,6 @@ class Context:
 def step(out_dir: str | os.PathLike, name: str, compute: Callable[[], Any], *, key: Any = None,
          outputs: Sequence[str | os.PathLike] = ()) -> Any:
     """See :meth:`Context.step`."""
-    from ..sweep.jobs import set_aside
 
     if not isinstance(name, str) or not _NAME.match(name):
         raise value_error("name", f"expected a step name of letters, digits and _.=-, got {name!r}")
@@ -360,7 +360,7 @@ def _stage_results(sweep_dir: Path, stage: str, *, repair: bool = False) -> list
             except ArgumentError as exc:
                 if not repair:
                     raise
-                vsweep.jobs.set_aside(path, exc, "the run measures again",
+                set_aside(path, exc, "the run measures again",
                                       also=(run_dir / vsweep.jobs.RESULT_FILE,))
                 repaired = True
         args = {k: v for k, v in spec.config["args"].items() if k not in _RESERVED_ARGS}
@@ -438,7 +438,6 @@ def run_beside(out_dir: str | os.PathLike, study: Study, name: str, stage: Stage
     setting changed) as the sweep ``sweeps/<name>`` of the study's directory ``out_dir``, under the
     directory's one-writer lock; the study's own results stand. Runs of ``stage`` reach the study's
     earlier stages (``job.earlier``) as the study's runs do."""
-    from ..sweep import stop_on_signals
 
     out = Path(out_dir)
     path = out / STUDY_FILE
@@ -463,7 +462,6 @@ def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Executio
     raises KeyboardInterrupt once the workers have stopped (a re-run resumes).
     """
     from .. import build_info
-    from ..sweep import stop_on_signals
     from .report import render_index
 
     if not isinstance(config, study.config):

@@ -53,7 +53,7 @@ from ..config import config_from_dict, config_to_dict
 from ..io import atomic_path, read_json
 from . import t5_pretrain
 from .figures import pyplot, save
-from .pipeline import (RESULTS_FILE, STUDY_FILE, SWEEPS_DIR, Execution, Finding, Stage, Study, Verdict, run_beside,
+from .pipeline import (RESULTS_FILE, STUDY_FILE, Execution, Finding, Stage, Study, Verdict, run_beside,
                        undecided)
 from .report import fmt, markdown_table, verdict_text
 from .stats import mean_se, spearman

@@ -41,17 +41,18 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .._C import ArgumentError
-from .._checks import value_error
-from ..io import DirectoryLock, output_dir, read_json, write_json
+from .._checks import bare_message, value_error
+from ..io import DirectoryLock, output_dir, read_json, set_aside, write_json
 from . import jobs
 from .analysis import group, plot
 from .declaration import Declaration, RunSpec, config_id
-from .executors import EXECUTORS, Interrupted, make_executor, stop_on_signals
+from ..interrupts import stop_on_signals
+from .executors import EXECUTORS, make_executor
 from .jobs import JOBS, DataSpec
 from .store import STATUSES, CorruptStore, Store
 
 __all__ = ["Sweep", "create", "open_sweep", "Declaration", "RunSpec", "DataSpec", "JOBS", "EXECUTORS", "group",
-           "plot", "config_id", "main", "Interrupted", "stop_on_signals"]
+           "plot", "config_id", "main"]
 
 DECLARATION_FILE = "sweep.json"
 STORE_FILE = "results.sqlite"
@@ -120,7 +121,7 @@ class Sweep:
             try:
                 store = Store(path)  # rebuilt by another process since we looked
             except CorruptStore:
-                jobs.set_aside(path, f"the sweep store {str(path)!r} is corrupt ({problem})",
+                set_aside(path, f"the sweep store {str(path)!r} is corrupt ({problem})",
                                "rebuilt it from the runs' result.json files (finished runs stay finished; failed "
                                "runs run again)", also=(f"{path}-wal", f"{path}-shm"))
                 store = Store(path)
@@ -197,7 +198,7 @@ class Sweep:
         A run that raises (or whose worker dies) is tried ``1 + retries`` times in all, then
         ``failed``; ``retry_failed`` gives earlier failed runs new attempts. Ctrl-C or SIGTERM
         stops the workers (runs keep their last snapshot, rows go back to pending) and raises
-        KeyboardInterrupt (:class:`Interrupted` for SIGTERM).
+        KeyboardInterrupt (:class:`vaetransfer.interrupts.Interrupted` for SIGTERM).
         """
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise value_error("retries", f"expected a number of retries >= 0, got {retries!r}")
@@ -309,7 +310,7 @@ def _saved_declaration(path: Path) -> Declaration:
     try:
         saved = read_json(path, "out_dir", expect=dict)
     except ArgumentError as exc:
-        raise value_error("out_dir", f"{jobs.bare_message(exc)}; it is the sweep's declaration: {hint}") from None
+        raise value_error("out_dir", f"{bare_message(exc)}; it is the sweep's declaration: {hint}") from None
     try:
         return Declaration.from_dict(saved)
     except (ArgumentError, TypeError, ValueError) as exc:

@@ -7,8 +7,8 @@ the text of what went wrong (the exception and its traceback, or how the worker 
 
 Stopping: :meth:`cancel` stops every run at once — local workers get SIGTERM (a training run
 stops between steps with a snapshot) and SIGKILL after :data:`STOP_GRACE` seconds; Ray tasks are
-cancelled, then force-cancelled after the grace. :func:`stop_on_signals` makes SIGTERM stop a
-driver the way Ctrl-C does (:class:`Interrupted`, a KeyboardInterrupt).
+cancelled, then force-cancelled after the grace. :func:`vaetransfer.interrupts.stop_on_signals`
+makes SIGTERM stop a driver the way Ctrl-C does (``Interrupted``, a KeyboardInterrupt).
 """
 from __future__ import annotations
 
@@ -20,17 +20,14 @@ import sys
 import threading
 import time
 import traceback
-from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
-from typing import Any, Iterator
+from typing import Any
 
 from .._checks import type_error, value_error
-from ..interrupts import Interrupted, stop_on_signals
 from . import jobs
 
-__all__ = ["LocalExecutor", "RayExecutor", "make_executor", "EXECUTORS", "Interrupted", "stop_on_signals",
-           "STOP_GRACE"]
+__all__ = ["LocalExecutor", "RayExecutor", "make_executor", "EXECUTORS", "STOP_GRACE"]
 
 Outcome = tuple[str, "dict | None", "str | None"]
 
@@ -72,9 +69,9 @@ def _worker_main(fd: int, parent_pid: int) -> None:
             outcome = (run_id, jobs.execute(job, run_id, config, run_dir, threads), None)
         except Exception:  # noqa: BLE001 — every failure is reported to the driver as text
             outcome = (run_id, None, traceback.format_exc(limit=20))
-        except KeyboardInterrupt as exc:  # SIGTERM stopped a study job's own driver: exit as that signal
+        except KeyboardInterrupt as exc:  # SIGTERM (Interrupted) stopped training or a study job's own
+            # driver, after its snapshot: exit as that signal, and the driver sees this worker exit.
             raise SystemExit(128 + getattr(exc, "signum", signal.SIGINT)) from None
-        # SystemExit (SIGTERM while training) leaves as is: the driver sees this worker exit.
         try:
             conn.send(outcome)
         except OSError:  # the driver is gone
@@ -227,8 +224,9 @@ class RayExecutor:
                 where = f"the Ray cluster at {address!r}" if address else "a local Ray instance"
                 raise value_error("address" if address else "executor",
                                   f"cannot start or reach {where}: {type(exc).__name__}: {exc}") from None
+            finally:  # also when ray.init failed half-way
+                _python_handlers(handlers)
             self._started = True
-            _python_handlers(handlers)
         total = ray.cluster_resources().get("CPU", 1)
         self.max_concurrent = max_concurrent or max(1, int(total // num_cpus))
         self._remote = ray.remote(num_cpus=num_cpus, max_retries=0)(_ray_execute)

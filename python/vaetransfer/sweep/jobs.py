@@ -31,17 +31,15 @@ import math
 import os
 import socket
 import time
-import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .._C import ArgumentError
 from .._checks import type_error, value_error
-from ..io import CorruptFileWarning, read_json
+from ..io import read_json, set_aside
 
-__all__ = ["JOBS", "get_job", "DataSpec", "execute", "RESULT_FILE", "PROGRESS_FILE", "read_progress", "read_result",
-           "set_aside", "bare_message"]
+__all__ = ["JOBS", "get_job", "DataSpec", "execute", "RESULT_FILE", "PROGRESS_FILE", "read_progress", "read_result"]
 
 RESULT_FILE = "result.json"      #: written when a run has finished (metrics, status)
 PROGRESS_FILE = "progress.json"  #: the step a running run has reached, its pid and host
@@ -311,34 +309,9 @@ def read_progress(run_dir: str | os.PathLike) -> dict | None:
     return progress if isinstance(progress, dict) else None
 
 
-def bare_message(exc: str | Exception) -> str:
-    """An ArgumentError's message without its ``argument '...': `` prefix (to say it again in another)."""
-    text = str(exc)
-    argument = getattr(exc, "argument", None)
-    return text.removeprefix(f"argument '{argument}': ") if argument is not None else text
-
-
-def set_aside(path: str | os.PathLike, problem: str | Exception, redo: str, *, also: tuple = (),
-              argument: str = "out_dir") -> None:
-    """Moves the corrupt derived file ``path`` — and ``also``, files that go with it — to
-    ``<name>.corrupt`` (replacing an earlier one) and warns with a
-    :class:`~vaetransfer.io.CorruptFileWarning`: ``problem`` (what is wrong, naming the file) and
-    ``redo`` (what happens now). A file that cannot be moved is an ArgumentError naming ``argument``."""
-    problem = bare_message(problem)
-    moved = []
-    for p in (Path(path), *map(Path, also)):
-        if p.exists():
-            try:
-                os.replace(p, p.with_name(p.name + ".corrupt"))
-            except OSError as exc:
-                raise value_error(argument, f"{problem}; cannot move {str(p)!r} aside: {exc.strerror or exc}") from None
-            moved.append(p.name + ".corrupt")
-    warnings.warn(f"{problem}; set aside as {', '.join(moved) or 'nothing'}: {redo}", CorruptFileWarning, stacklevel=3)
-
-
 def read_result(run_dir: str | os.PathLike) -> dict | None:
     """A run's saved result (``result.json``: status done or diverged, metrics), or None when it has
-    not finished. A corrupt one is set aside (:func:`set_aside`): the run runs again."""
+    not finished. A corrupt one is set aside (:func:`vaetransfer.io.set_aside`): the run runs again."""
     path = Path(run_dir) / RESULT_FILE
     if not path.exists():
         return None

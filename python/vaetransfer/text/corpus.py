@@ -75,7 +75,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .._checks import type_error, value_error
+from .._checks import check_int, check_seed, type_error, value_error
 from ..io import atomic_path
 
 __all__ = ["Corpus", "TOPICS", "SENTIMENTS", "TENSES", "NUMBERS", "LENGTH_CLASSES", "ATTRIBUTES", "VARIANTS",
@@ -581,22 +581,6 @@ def _row(seed: int, variant: str, index: int) -> tuple[str, tuple[int, ...]]:
     return " ".join(gen.build(r.pick(LENGTH_CLASSES)) for _ in range(count)), codes
 
 
-def _check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise type_error("seed", f"expected an int, got {type(seed).__name__}")
-    if seed < 0:
-        raise value_error("seed", f"expected >= 0, got {seed}")
-    return int(seed)
-
-
-def _check_count(n, argument: str, minimum: int = 0) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise type_error(argument, f"expected an int, got {type(n).__name__}")
-    if n < minimum:
-        raise value_error(argument, f"expected >= {minimum}, got {n}")
-    return int(n)
-
-
 def _check_variant(variant) -> str:
     if variant not in VARIANTS:
         raise value_error("variant", f"expected one of {list(VARIANTS)}, got {variant!r}")
@@ -621,8 +605,8 @@ def generate(n: int, *, variant: str = "short", seed: int = 0) -> Corpus:
     """``n`` rows of the built-in corpus: sentences (``variant="short"``, about 10 words) or
     documents (``"long"``, about 50 words), with the attributes :data:`ATTRIBUTES` (int64 [n]
     each). Deterministic in (n, variant, seed); the first k rows equal ``generate(k, ...)``."""
-    n = _check_count(n, "n")
-    sentences, codes = _generate_rows(0, n, _check_variant(variant), _check_seed(seed))
+    n = check_int(n, "n", 0)
+    sentences, codes = _generate_rows(0, n, _check_variant(variant), check_seed(seed))
     return _corpus(sentences, codes)
 
 
@@ -631,8 +615,8 @@ def splits(*, variant: str = "short", n_train: int = 20000, n_valid: int = 2000,
     """Train/valid/test corpora of ``n_train``/``n_valid``/``n_test`` rows with no sentence in
     two splits and none twice in a split: the rows of ``generate(·, variant=variant, seed=seed)``
     in order, each kept only at its first occurrence, cut into train, then valid, then test."""
-    variant, seed = _check_variant(variant), _check_seed(seed)
-    sizes = [_check_count(n_train, "n_train", 1), _check_count(n_valid, "n_valid"), _check_count(n_test, "n_test")]
+    variant, seed = _check_variant(variant), check_seed(seed)
+    sizes = [check_int(n_train, "n_train", 1), check_int(n_valid, "n_valid", 0), check_int(n_test, "n_test", 0)]
     total = sum(sizes)
     seen: set[str] = set()
     keep_sentences: list[str] = []

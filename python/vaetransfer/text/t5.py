@@ -25,9 +25,8 @@ from typing import Sequence
 
 import torch
 
-from .. import _C
 from .._checks import check_flag, check_int, check_number, check_seed, type_error, value_error
-from ..io import atomic_path, file_size, inside, read_json
+from ..io import atomic_path, inside, read_json
 from ..nn import Model, ModelConfig
 
 __all__ = ["T5Config", "T5", "pad_pair"]
@@ -179,6 +178,11 @@ def _ids(t, name: str) -> torch.Tensor:
     return t
 
 
+def _temperature(temperature, sampling: bool) -> float:
+    """A sampling temperature: > 0 when sampling; greedy decoding ignores it (any finite number >= 0)."""
+    return check_number(temperature, "temperature", minimum=0.0, exclusive=sampling)
+
+
 class T5(Model):
     """A T5 encoder-decoder of the C++ core. Token ids are int64 [B, L]; ``attention_mask`` is 1
     on tokens and 0 on padding (None: no padding)."""
@@ -251,10 +255,10 @@ class T5(Model):
         (argmax) or sampled tokens (softmax(logits / temperature), optionally over the ``top_k``
         most likely, from ``seed``); after eos a sequence is padded, and decoding stops when every
         sequence has produced eos or after ``max_new_tokens``."""
+        sample = check_flag(do_sample, "do_sample")
         return self._impl.generate(_ids(input_ids, "input_ids"), attention_mask,
-                                   check_int(max_new_tokens, "max_new_tokens", 1), check_flag(do_sample, "do_sample"),
-                                   check_number(temperature, "temperature", minimum=0.0, exclusive=True),
-                                   check_int(top_k, "top_k", 0), check_seed(seed))
+                                   check_int(max_new_tokens, "max_new_tokens", 1), sample,
+                                   _temperature(temperature, sample), check_int(top_k, "top_k", 0), check_seed(seed))
 
     def pooled_activations(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None,
                            layers: Sequence[str] | str | None = None, *, chunk_size: int = 256
@@ -379,8 +383,7 @@ class T5(Model):
 
 def _read_json(path: Path) -> dict:
     """The JSON object of a folder's file (its size checked before it is parsed)."""
-    file_size(path, "folder", _MAX_JSON_BYTES)
-    return read_json(path, "folder", expect=dict)
+    return read_json(path, "folder", expect=dict, limit=_MAX_JSON_BYTES)
 
 
 def _names(names, limit: int = 10) -> str:

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .._checks import check_flag, check_int, check_number, check_seed, check_tensor, type_error, value_error
+from .._checks import check_flag, check_int, check_seed, check_tensor, type_error, value_error
 from ..nn import ModelConfig
-from .t5 import T5, T5Config
+from .t5 import T5, T5Config, _temperature
 
 __all__ = ["T5VAE", "T5VAEConfig", "evaluate"]
 
@@ -108,8 +108,9 @@ class T5VAE(T5):
                         temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> torch.Tensor:
         """Token ids [B, 1 + n] decoded from latents z (start token first; see :meth:`T5.generate`)."""
         self._check_latents(z)
-        return self._impl.generate_latent(z, check_int(max_new_tokens, "max_new_tokens", 0, what="a number of tokens"),
-                                          check_flag(do_sample, "do_sample"), check_number(temperature, "temperature"),
+        sample = check_flag(do_sample, "do_sample")
+        return self._impl.generate_latent(z, check_int(max_new_tokens, "max_new_tokens", 1, what="a number of tokens"),
+                                          sample, _temperature(temperature, sample),
                                           check_int(top_k, "top_k", 0, what="a number of tokens (0: all)"),
                                           check_seed(seed))
 

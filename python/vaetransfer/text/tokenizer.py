@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from .._C import ArgumentError
-from .._checks import type_error, value_error
+from .._checks import bare_message, type_error, value_error
 from ..io import atomic_path, file_size, read_bounded, read_json
 
 try:
@@ -262,8 +262,7 @@ class Tokenizer:
             argument = getattr(exc, "argument", None)
             if argument == "folder":
                 raise
-            message = str(exc).removeprefix(f"argument '{argument}': ")
-            raise value_error("folder", f"{str(path)!r} is corrupt: {message}") from exc
+            raise value_error("folder", f"{str(path)!r} is corrupt: {bare_message(exc)}") from exc
 
     def save_pretrained(self, folder: str | os.PathLike) -> Path:
         """Writes the folder (see the module's docstring) so that this class and
@@ -571,8 +570,7 @@ def _read_json(path: Path) -> dict:
     """A folder's JSON object file (its size checked before it is parsed); ``{}`` when absent."""
     if not path.is_file():
         return {}
-    file_size(path, "folder", _MAX_FILE_BYTES)
-    return read_json(path, "folder", expect=dict)
+    return read_json(path, "folder", expect=dict, limit=_MAX_FILE_BYTES)
 
 
 def _read_bytes(path: Path, argument: str) -> bytes:
