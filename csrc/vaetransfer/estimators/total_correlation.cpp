@@ -97,6 +97,10 @@ TotalCorrelation minibatch_total_correlation(const at::Tensor& z, const at::Tens
   return out;
 }
 
+namespace {
+constexpr double kMinFloat32Logvar = -80.0;  // exp(80)·z² stays well inside float32's range
+}  // namespace
+
 KLDecomposition whole_data_kl_decomposition(const at::Tensor& mean, const at::Tensor& logvar,
                                             const WholeDataOptions& options) {
   auto q = sample_aggregate_posterior(mean, logvar, options.samples, options.seed, options.density,
@@ -113,12 +117,18 @@ KLDecomposition whole_data_kl_decomposition(const at::Tensor& mean, const at::Te
   out.rate = (q.log_q_cond - log_pz).mean().item<double>();
   out.rate_analytic = gaussian_kl(m, lv).sum(1).mean().item<double>();
   if (options.per_dimension) {
-    auto log_qzj = logsumexp_log_density_per_dim(q.z, m, lv, {}, options.density) -
+    // The per-dimension densities take each component's precision exp(-logvar), beyond float32
+    // below logvar ≈ -88.7 (the joint terms above, in offset form, still hold): compute them in
+    // float64 there rather than return NaN. One reduction; this is an analysis, not a step.
+    // (With such narrow posteriors float32 z itself no longer resolves them: pass float64.)
+    auto density = options.density;
+    if (type == at::kFloat && lv.numel() > 0 && lv.min().item<double>() < kMinFloat32Logvar)
+      density.accumulate_float64 = true;
+    auto log_qzj = logsumexp_log_density_per_dim(q.z, m, lv, {}, density).to(type) -
                    std::log(static_cast<double>(m.size(0)));
     out.total_correlation = (q.log_qz - log_qzj.sum(1)).mean().item<double>();
     out.dimensionwise_kl = (log_qzj - log_pzj).sum(1).mean().item<double>();
-    // The per-dimension terms use each component's precision exp(-logvar), which float32 cannot
-    // hold below logvar ≈ -88.7: say so instead of returning NaN.
+    // A guard: whatever still overflows is named, never returned as NaN.
     VT_CHECK_ARG(std::isfinite(out.total_correlation) && std::isfinite(out.dimensionwise_kl), "logvar",
                  "log-variances as low as ", lv.min().item<double>(), " overflow the per-dimension densities in ",
                  type, "; pass float64 tensors or DensityOptions(accumulate_float64=True)");
