@@ -521,6 +521,7 @@ def test_numpy_and_tensor_forms_of_counts_and_sequences_still_work():
 
     assert check_int(torch.tensor(3), "n") == 3 and check_int(np.int64(4), "n") == 4
     assert not is_int(torch.tensor(True)) and not is_int(torch.tensor(2.0)) and not is_int(torch.tensor([1, 2]))
+    assert not is_int(torch.tensor([3])) and not is_int(np.array([3]))  # one-element sequences stay sequences
     assert rr.rr_regularizer(layer_weights=np.array([1.0, 0.5])).params["layer_weights"] == [1.0, 0.5]
     assert rr.rr_regularizer(layer_weights=torch.tensor([2.0])).params["layer_weights"] == [2.0]
     with pytest.raises(ArgumentError, match="one-dimensional"):

@@ -91,9 +91,11 @@ def check_device(device, argument: str = "device") -> torch.device:
 
 # ---------------------------------------------------------------- numbers
 def is_int(value) -> bool:
-    """An integer — Python, NumPy or a one-element integer tensor, anything ``operator.index``
-    takes — but not a bool."""
+    """An integer — Python, NumPy or a 0-d integer tensor, what ``operator.index`` takes — but not a
+    bool, and not a one-element tensor (torch indexes those too, but they are sequences)."""
     if isinstance(value, bool) or type(value).__name__ == "bool_" or getattr(value, "dtype", None) == torch.bool:
+        return False
+    if isinstance(value, torch.Tensor) and value.dim() != 0:
         return False
     try:
         operator.index(value)
