@@ -404,18 +404,3 @@ def test_a_corrupt_declaration_of_a_sweep_directory_is_named(tmp_path, finished,
         assert cli.main(argv) == 2
         err = capsys.readouterr().err
         assert "argument 'out_dir'" in err and "sweep.json' is corrupt" in err and "declare the sweep again" in err
-
-
-@pytest.mark.parametrize("argv, argument", [
-    (["run", ".relative", "--out", "x"], "study"),
-    (["run", "quickstart", "--set", "steps", "--out", "x"], "set"),
-    (["run", "quickstart", "--set", "steps=[1", "--out", "x"], "steps"),
-    (["run", "quickstart", "--set", "steps.x=3", "--out", "x"], "steps.x"),
-    (["run", "quickstart", "--cpus-per-run", "-1", "--out", "x"], "cpus_per_run"),
-])
-def test_bad_study_input_is_named(argv, argument, capsys, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert cli.main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and f"argument '{argument}'" in err[0], err
-    assert not (tmp_path / "x").exists()
