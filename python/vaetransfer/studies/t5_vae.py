@@ -21,10 +21,13 @@ when ``t5_folder`` is given) and ``finetune`` (one run per variant and seed). On
 
 Measured on held-out sentences (:func:`vaetransfer.text.t5_vae.evaluate` defines each): PPL
 per sub-word token from the ELBO and from importance-weighted log p(x), reconstruction, KL,
-−ELBO, MI over the whole set (and the minibatch version of the text-VAE codes, labelled), active
-units, latent use (NLL from another sentence's latent minus from its own), and the accuracy
-of a gradient-boosted-tree probe for each attribute the built-in corpus records (topic,
-sentiment, tense, number, length). During training: KL, MI, AU and reconstruction on a
+−ELBO = reconstruction + KL, MI over the whole set (and the minibatch version of the text-VAE
+codes, labelled), active units, latent use (NLL from another sentence's latent minus from its
+own), and the accuracy of a gradient-boosted-tree probe for each attribute the built-in corpus
+records (topic, sentiment, tense, number, length). Perplexity and active units are reported in
+two conventions (:data:`METRIC_CONVENTIONS`): ours (eos counted in the perplexity's tokens;
+unbiased variance > 0.01) and the paper's public code's (eos not counted; biased variance >=
+0.01), so that the numbers compare with the paper's tables. During training: KL, MI, AU and reconstruction on a
 validation set; after it: reconstructions, interpolations between two sentences' latents and
 samples from the prior, decoded greedily. :func:`run_diagnostic` re-runs a few variants beside a
 finished study with one setting changed (:data:`DIAGNOSTICS`: a 3× longer phase 2; Eq. 6's own
@@ -378,7 +381,45 @@ def _finetune_one(c: Config, row: dict, job) -> dict:
 
 # ---------------------------------------------------------------------------------- analysis
 METRICS = ("ppl_iw", "ppl_elbo", "reconstruction", "kl", "neg_elbo", "log_px", "mi", "mi_minibatch", "active_units",
-           "latent_use", "tokens") + tuple(f"probe_{a}" for a in ATTRIBUTES)
+           "latent_use", "tokens", "ppl_iw_no_eos", "ppl_elbo_no_eos", "active_units_public",
+           "tokens_no_eos") + tuple(f"probe_{a}" for a in ATTRIBUTES)
+
+#: Each reported metric in our convention and in the public code of the paper (its §4.1 metrics),
+#: with the keys of :func:`vaetransfer.text.t5_vae.evaluate` that hold them (None: not reported).
+#: Written into the analysis, so ``results.json`` carries the definitions with the numbers (no "|":
+#: each text is a Markdown table cell).
+METRIC_CONVENTIONS = {
+    "PPL (ELBO)": {
+        "ours": "exp(Σ (rec + KL) / Σ tokens), every real token in the denominator, eos included",
+        "ours_key": "ppl_elbo",
+        "public_code": "exp(Σ (rec + KL) / Σ (tokens − 1)): the same numerator (the eos token's NLL stays in rec), "
+                       "the eos token left out of the denominator",
+        "public_code_key": "ppl_elbo_no_eos"},
+    "PPL (IW)": {
+        "ours": "exp(−Σ log p(x) / Σ tokens), log p(x) importance-weighted over K draws of the posterior (Burda "
+                "et al. 2016; the estimate Optimus and DELLA report), eos included",
+        "ours_key": "ppl_iw",
+        "public_code": "not computed there; the same estimate over the public code's denominator, without eos",
+        "public_code_key": "ppl_iw_no_eos"},
+    "−ELBO": {
+        "ours": "rec + KL per sentence, averaged over sentences, in nats per sentence",
+        "ours_key": "neg_elbo",
+        "public_code": "prints rec − KL as −ELBO (a sign error): not reproduced",
+        "public_code_key": None},
+    "MI": {
+        "ours": "I_q(x; z) over the whole test set: q(z) the mixture of all N posteriors (at most log N)",
+        "ours_key": "mi",
+        "public_code": "per minibatch of B (the training batch here): q(z) the mixture of the minibatch's posteriors, "
+                       "at most about log B (0 at its default B = 1); averaged here over sentences (the code weighs "
+                       "each minibatch by 3, the length of its (ids, mask, labels) tuple: not reproduced); for "
+                       "comparison only",
+        "public_code_key": "mi_minibatch"},
+    "AU": {
+        "ours": "dimensions d with Var_x μ_d(x) > 0.01, the variance unbiased (divided by N − 1)",
+        "ours_key": "active_units",
+        "public_code": "dimensions d with Var_x μ_d(x) ≥ 0.01, the variance biased (divided by N)",
+        "public_code_key": "active_units_public"},
+}
 
 
 def _measurements(runs: list) -> dict:
@@ -409,7 +450,7 @@ def _summary(results: dict) -> dict:
 def _analysis(results: dict) -> dict:
     """The summary over seeds, each run's collapse numbers (the findings' rules read them) and the
     first seed's decodings."""
-    return {"summary": _summary(results),
+    return {"summary": _summary(results), "metric_conventions": METRIC_CONVENTIONS,
             "per_run": {v: [{"seed": r["seed"], "kl": r["metrics"]["kl"], "active_units": r["metrics"]["active_units"],
                              "collapsed": r["metrics"]["collapsed"]} for r in runs] for v, runs in results.items()},
             "examples_variant": "two-phase" if "two-phase" in results else next(iter(results)),
@@ -638,6 +679,26 @@ def results_table(summary: dict) -> list[str]:
                            "latent use"] + [f"probe {a}" for a in ATTRIBUTES] + ["collapsed"], rows)
 
 
+def conventions_table() -> list[str]:
+    """:data:`METRIC_CONVENTIONS` as a Markdown table: metric | ours | the paper's public code."""
+    key = lambda k: f" (`{k}`)" if k else ""  # noqa: E731
+    return markdown_table(["metric", "ours", "the paper's public code"],
+                          [[name, d["ours"] + key(d["ours_key"]), d["public_code"] + key(d["public_code_key"])]
+                           for name, d in METRIC_CONVENTIONS.items()])
+
+
+def conventions_results_table(summary: dict) -> list[str]:
+    """The variants' perplexities, MI and active units (mean ± se over seeds) in both conventions,
+    each column labelled with its own (—: a run measured before the public code's convention was)."""
+    rows = [[v] + [r[k] for k in ("ppl_iw", "ppl_iw_no_eos", "ppl_elbo", "ppl_elbo_no_eos", "neg_elbo", "mi",
+                                  "mi_minibatch", "active_units", "active_units_public")]
+            for v, r in summary.items()]
+    return markdown_table(["variant", "PPL (IW), ours: eos counted", "PPL (IW), public code: no eos",
+                           "PPL (ELBO), ours: eos counted", "PPL (ELBO), public code: no eos", "−ELBO = rec + KL",
+                           "MI, ours: whole set", "MI, public code: per minibatch", "AU, ours: unbiased > 0.01",
+                           "AU, public code: biased ≥ 0.01"], rows)
+
+
 def _report(r: dict) -> str:
     c, a = r["config"], r["analysis"]
     pre = a["pretrain"]
@@ -651,13 +712,21 @@ def _report(r: dict) -> str:
          f"reaching {min(1.0, c['phase2_epochs'] / c['anneal_epochs']):.3g} (cyclical: {c['cycles']} cycles to 1); "
          f"latent {c['latent_dim']}; AdamW lr {c['lr']}, ε {c['eps']}.", "",
          "Units: PPL per sub-word token (eos included), from the ELBO (a bound) and from importance-weighted "
-         f"log p(x) ({c['iw_samples']} samples); reconstruction, KL and −ELBO in nats per sentence (per document "
-         "for the long corpus); MI over the whole "
+         f"log p(x) ({c['iw_samples']} samples); reconstruction, KL and −ELBO = reconstruction + KL in nats per "
+         "sentence (per document for the long corpus); MI over the whole "
          f"test set ({c['n_test']} sentences, at most log N) and, labelled, the text-VAE codes' minibatch "
-         "estimator (at most about log B); AU: dimensions with Var_x E[z_d] > 0.01; latent use: nats of NLL "
-         "lost when a sentence is decoded from another sentence's latent; probes: held-out accuracy of a "
-         "gradient-boosted-tree classifier on μ. Mean ± standard error over seeds.", "",
+         "estimator (at most about log B); AU: dimensions with Var_x E[z_d] > 0.01 (unbiased variance); latent "
+         "use: nats of NLL lost when a sentence is decoded from another sentence's latent; probes: held-out "
+         "accuracy of a gradient-boosted-tree classifier on μ. Mean ± standard error over seeds. Each metric in "
+         "the paper's public code's convention is under [Conventions](#conventions).", "",
          "## Results", ""] + results_table(a["summary"])
+    L += ["", "## Conventions", "",
+          "The same models in our conventions and in those of the paper's public code (the numbers its tables "
+          "compare with): perplexity without the end-of-sentence token in the denominator is higher (same "
+          "numerator, fewer tokens); the biased variance is (N − 1)/N of the unbiased one and ≥ takes a unit at "
+          "the threshold, so the two AU counts can differ, either way, only for units near 0.01.", ""]
+    L += conventions_table()
+    L += [""] + conventions_results_table(a["summary"])
     ex = a["examples"][a["examples_variant"]]
     if ex:
         L += ["", f"## Decoded (variant {a['examples_variant']}, seed {c['seeds'][0]}, greedy)", ""]
@@ -713,6 +782,8 @@ def diagnostic_report(d: dict) -> str:
     """A diagnostic's (:func:`run_diagnostic`) results table and findings as Markdown."""
     changes = ", ".join(f"{k}={v}" for k, v in d["changes"].items())
     L = [f"## Diagnostic `{d['name']}` ({changes}): results", ""] + results_table(d["analysis"]["summary"])
+    L += ["", "In both conventions (see the study's Conventions):", ""]
+    L += conventions_results_table(d["analysis"]["summary"])
     L += ["", "Findings on these runs (the study's verdicts stand):", ""]
     L += [f"- `{f['name']}`: **{verdict_text(f['reproduced'])}** — "
           + (f["reason"] if f["reproduced"] is None else f"`{json.dumps(f['evidence'])}`") for f in d["findings"]]
