@@ -13,4 +13,5 @@ void init_estimators(pybind11::module_& m);
 void init_similarity(pybind11::module_& m);
 void init_rr(pybind11::module_& m);
 void init_text(pybind11::module_& m);
+void init_metrics(pybind11::module_& m);
 }  // namespace vaetransfer::bindings

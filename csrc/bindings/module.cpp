@@ -53,4 +53,6 @@ PYBIND11_MODULE(_C, m) {
   vaetransfer::bindings::init_rr(rr);
   auto text = m.def_submodule("text", "T5 (Hugging Face numerics), span corruption");
   vaetransfer::bindings::init_text(text);
+  auto metrics = m.def_submodule("metrics", "Disentanglement metrics: histogram discretisation, discrete MI, vote tables");
+  vaetransfer::bindings::init_metrics(metrics);
 }
