@@ -25,7 +25,7 @@ def test_smoke_writes_every_section_and_figure(smoke):
     c = transfer.PRESETS["smoke"]
     a = r["analysis"]
     for section in ("models", "dynamics", "regularisation", "objectives", "classifier", "cross_domain", "retraining",
-                    "probes"):
+                    "probes", "disentanglement"):
         assert a[section], section
     assert [f["name"] for f in r["findings"]] == [f.name for f in transfer.FINDINGS]
     figures = r["figures"]
@@ -49,6 +49,36 @@ def test_smoke_writes_every_section_and_figure(smoke):
     # One run per model and seed, one per distinct retraining stage.
     assert r["runs"]["models"]["runs"] == len(c.seeds) * (len(c.variants) + 2)
     assert r["runs"]["retraining"]["done"] == r["runs"]["retraining"]["runs"] > 0
+
+
+def test_disentanglement_of_source_and_target_encoders_on_the_target(smoke):
+    """Section 9: every metric for the target-trained and the source-trained reference encoders, on
+    the target's grid; shared factors are those varying in both domains except shape (other classes);
+    each stored number is what a direct call of the metric gives on the same model and draws."""
+    from vaetransfer import metrics
+
+    out, r = smoke
+    c = transfer.PRESETS["smoke"]
+    d = r["analysis"]["disentanglement"]
+    assert d["domain"] == c.target and d["n"] == c.disentanglement_n
+    assert d["shared"] == {"shape": False, "azimuth": False, "elevation": False, "light": False, "scale": True,
+                           "posX": True, "posY": True}
+    assert set(d["encoders"]) == {f"target/{c.reference}", f"source/{c.reference}"}
+    for label, e in d["encoders"].items():
+        assert set(e["per_seed"]) == {str(s) for s in c.seeds}
+        assert {v["n"] for v in e["headline"].values()} <= {0, len(c.seeds)}
+        for view in e["factors"].values():
+            assert set(view) == set(d["shared"])
+    assert "## 9. Disentanglement on solids" in (out / "index.md").read_text()
+    assert "disentanglement.png" in r["figures"]
+    # Recompute one encoder's MIG and discrete SAP directly.
+    run = next(p for p in (out / "sweeps" / "models" / "runs").iterdir()
+               if load_run(p).config.seed == c.seeds[0] and load_run(p).config.dataset == c.target)
+    direct = metrics.disentanglement(load_run(run).model(), c.target, n=c.disentanglement_n, metrics=["mig", "sap"],
+                                     seed=c.data_seed + 1000 + c.seeds[0], data_seed=c.data_seed)
+    stored = d["encoders"][f"target/{c.reference}"]["per_seed"][str(c.seeds[0])]
+    assert stored["mig"]["score"] == pytest.approx(direct["mig"]["score"], abs=1e-12)
+    assert stored["sap"]["per_factor"] == pytest.approx(direct["sap"]["per_factor"], abs=1e-12)
 
 
 def test_every_comparison_pairs_different_seeds_only(smoke):
@@ -252,6 +282,10 @@ def test_probe_rejects_bad_input_by_name(kwargs, argument):
     (["probe_model=forest"], "probe_model"),
     (["retrain_seeds=5"], "retrain_seeds"),
     (["procrustes_rank=0"], "procrustes_rank"),
+    (['disentanglement_metrics=["nope"]'], "disentanglement_metrics"),
+    (['disentanglement_variants=["nope"]'], "disentanglement_variants"),
+    (["disentanglement_dci=forest"], "disentanglement_dci"),
+    (["disentanglement_n=3"], "disentanglement_n"),
 ])
 def test_bad_config_names_the_field(sets, argument):
     with pytest.raises((vaetransfer.ArgumentError, vaetransfer.ArgumentTypeError)) as info:

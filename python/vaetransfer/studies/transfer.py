@@ -24,6 +24,10 @@ Experiments (keys of the analysis, sections of ``index.md``):
 7. ``probes`` (Tables 1–4): gradient-boosted trees on the mean representation, per factor,
    source-trained vs target-trained encoders, mean ± standard error over seeds.
 8. ``models`` and the loss curves (Fig. 20): the training loss of every model.
+9. ``disentanglement`` (a transfer view of disentanglement, not in the paper): the
+   disentanglement_lib metrics (:mod:`vaetransfer.metrics`) of source-trained and target-trained
+   encoders, both measured on the **target** domain's factor grid, overall and per target factor,
+   each factor marked as shared with the source (same name, varying in both) or not.
 
 Training is two stages, ``models`` (every model from scratch) and ``retraining`` (the decoder
 retraining runs, each from a final source model): sweeps under ``out_dir/sweeps/``, so a killed
@@ -38,12 +42,13 @@ held-out rows (the public code drew 10,000 with repeats and deduplicated them).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from .. import data, objectives, plots, probes, similarity
+from .. import data, metrics, objectives, plots, probes, similarity
 from .. import sweep as vsweep
 from .._checks import value_error
 from ..nn import ModelConfig, build_model
@@ -113,11 +118,18 @@ class Config:
     probe_model: str = "hist"              # "hist" or "classic" (see vaetransfer.probes)
     eval_n: int = 500                      # held-out examples of each reconstruction loss
     grid_n: int = 6                        # examples in each reconstruction grid
+    disentanglement_metrics: tuple[str, ...] = metrics.ALL_METRICS  # on the target domain (): none
+    disentanglement_n: int = 5000          # target examples drawn exactly from its factor grid, per encoder (the library: 10,000)
+    disentanglement_points: int = 500      # BetaVAE/FactorVAE training points (evaluation: half); the library: 10,000
+    disentanglement_batch: int = 64        # BetaVAE/FactorVAE examples per point (the library: 64)
+    disentanglement_dci: str = "gbt"       # DCI's importance model: "gbt" (the library's trees) or "lasso"
+    disentanglement_variants: tuple[str, ...] = ()  # source-trained variants scored besides the reference
 
     def __post_init__(self):
         for name, low in (("data_seed", 0), ("n", 0), ("steps", 1), ("batch_size", 1), ("snapshots", 1),
                           ("retrain_steps", 1), ("retrain_seeds", 1), ("similarity_n", 4), ("probe_n", 10),
-                          ("probe_iterations", 1), ("eval_n", 1), ("grid_n", 1)):
+                          ("probe_iterations", 1), ("eval_n", 1), ("grid_n", 1), ("disentanglement_n", 10),
+                          ("disentanglement_points", 2), ("disentanglement_batch", 2)):
             if getattr(self, name) < low:
                 raise value_error(name, f"expected >= {low}, got {getattr(self, name)}")
         if self.snapshots > self.steps:
@@ -144,7 +156,7 @@ class Config:
                 raise value_error("variants", f"expected labels of letters, digits and -_., got {v.label!r}")
         if self.reference not in labels:
             raise value_error("reference", f"expected one of {labels}, got {self.reference!r}")
-        for name in ("dynamics",):
+        for name in ("dynamics", "disentanglement_variants"):
             for label in getattr(self, name):
                 if label not in labels:
                     raise value_error(name, f"expected labels of variants {labels}, got {label!r}")
@@ -162,6 +174,12 @@ class Config:
             raise value_error("measures", f"expected 'cka' among them (the default measure), got {list(self.measures)}")
         if self.procrustes_rank is not None and (isinstance(self.procrustes_rank, bool) or self.procrustes_rank < 1):
             raise value_error("procrustes_rank", f"expected None (exact) or a rank >= 1, got {self.procrustes_rank!r}")
+        bad = [m for m in self.disentanglement_metrics if m not in metrics.ALL_METRICS]
+        if bad or len(set(self.disentanglement_metrics)) != len(self.disentanglement_metrics):
+            raise value_error("disentanglement_metrics", f"expected distinct names of {list(metrics.ALL_METRICS)}, "
+                                                         f"got {list(self.disentanglement_metrics)}")
+        if self.disentanglement_dci not in ("gbt", "lasso"):
+            raise value_error("disentanglement_dci", f"expected 'gbt' or 'lasso', got {self.disentanglement_dci!r}")
         if self.probe_model not in probes.PROBE_MODELS:
             raise value_error("probe_model", f"expected one of {list(probes.PROBE_MODELS)}, got {self.probe_model!r}")
 
@@ -176,13 +194,16 @@ PRESETS: dict[str, Config] = {
                     retrain_sides=("latent", "output"), retrain_inits=("finetune", "reinit"),
                     retrain_latent=("frozen", "retrained"), similarity_n=32, measures=("cka", "procrustes"),
                     procrustes_rank=8, probe_n=40, probe_iterations=3,
-                    eval_n=16, grid_n=3),
+                    eval_n=16, grid_n=3, disentanglement_n=200, disentanglement_points=8, disentanglement_batch=8,
+                    disentanglement_dci="lasso"),
     # This machine (2 cores): every figure's effect in well under an hour.
     "small": Config(),
     # The paper (Table 5; §3): 5 seeds, 300k steps of batch 64, all images with a 90/10 split,
     # 5,000 similarity examples, Procrustes besides CKA — run it with `--executor ray`.
     "paper": Config(seeds=(0, 1, 2, 3, 4), n=0, steps=300_000, snapshots=26, retrain_steps=30_000,
-                    retrain_seeds=5, similarity_n=5000, measures=("cka", "procrustes"), probe_n=10_000),
+                    retrain_seeds=5, similarity_n=5000, measures=("cka", "procrustes"), probe_n=10_000,
+                    disentanglement_n=10_000, disentanglement_points=10_000,
+                    disentanglement_variants=tuple(v.label for v in VARIANTS[1:])),
 }
 
 
@@ -557,6 +578,69 @@ def _probe_section(c: Config, runs: dict) -> dict:
     return result
 
 
+#: Per-factor views of the metrics on codes (metric, field of its result, label in the report).
+PER_FACTOR = (("mig", "per_factor", "MIG"), ("sap", "per_factor", "SAP"),
+              ("dci", "per_factor_completeness", "DCI completeness"),
+              ("modularity_explicitness", "per_factor_explicitness", "explicitness"))
+#: Headline numbers (metric, field, label).
+HEADLINE = (("beta_vae", "score", "BetaVAE"), ("factor_vae", "score", "FactorVAE"), ("mig", "score", "MIG"),
+            ("sap", "score", "SAP"), ("dci", "disentanglement", "DCI disentanglement"),
+            ("dci", "completeness", "DCI completeness"), ("dci", "informativeness_test", "DCI informativeness"),
+            ("modularity_explicitness", "modularity", "modularity"),
+            ("modularity_explicitness", "explicitness_test", "explicitness"), ("irs", "score", "IRS"),
+            ("gaussian_total_correlation", "score", "Gaussian TC (nats)"),
+            ("gaussian_wasserstein_correlation", "score", "Gaussian W2 correlation"))
+
+
+def _shared_factors(c: Config) -> dict[str, bool]:
+    """Each factor of the target that varies: shared with the source (a factor of the same name that
+    varies there too: position and scale for dSprites → solids) or not. ``shape`` has the same name
+    in both but other classes (dSprites' 2-D shapes, the solids' 3-D ones): it counts as not shared."""
+    def varying(name: str) -> list[str]:
+        d = data.domain(name)
+        sizes = data.load(name, indices=[0], images=False).factor_sizes
+        return [f for f, k in zip(d.factor_names, sizes) if k > 1]
+
+    source = set(varying(c.source)) - {"shape"}
+    return {f: f in source for f in varying(c.target)}
+
+
+def _finite(value) -> float | None:
+    """A score, or None where it is undefined or infinite (e.g. the Gaussian TC of exactly dependent
+    codes): averages are over the seeds that define it."""
+    return None if value is None or not math.isfinite(float(value)) else float(value)
+
+
+def _disentanglement_section(c: Config, runs: dict) -> dict:
+    """9. The disentanglement metrics of source-trained and target-trained encoders on the target's
+    factor grid (the same draws for every encoder of a seed), per seed, mean ± s.e. over seeds of the
+    headline numbers and of the per-factor views, each factor marked shared with the source or not."""
+    if not c.disentanglement_metrics:
+        return {}
+    points = c.disentanglement_points
+    sizes = {"num_train": points, "num_eval": max(1, points // 2), "batch_size": c.disentanglement_batch}
+    options = {"beta_vae": sizes, "factor_vae": {**sizes, "num_variance_estimate": min(10_000, c.disentanglement_n)},
+               "dci": {"regressor": c.disentanglement_dci}}
+    options = {k: v for k, v in options.items() if k in c.disentanglement_metrics}
+    encoders = [(f"target/{c.reference}", c.target)] + \
+        [(f"source/{label}", c.source) for label in (c.reference, *c.disentanglement_variants)]
+    shared = _shared_factors(c)
+    result = {"domain": c.target, "n": c.disentanglement_n, "points": points, "batch": c.disentanglement_batch,
+              "dci": c.disentanglement_dci, "shared": shared, "encoders": {}}
+    for label, trained_on in encoders:
+        per_seed = {s: metrics.disentanglement(runs[(label, s)].model(), c.target, n=c.disentanglement_n,
+                                               metrics=c.disentanglement_metrics, seed=c.data_seed + 1000 + s,
+                                               data_seed=c.data_seed, options=options)
+                    for s in c.seeds}
+        headline = {name: mean_se([_finite(per_seed[s][m][f]) for s in c.seeds])
+                    for m, f, name in HEADLINE if m in c.disentanglement_metrics}
+        factors = {name: {factor: mean_se([_finite(per_seed[s][m][f].get(factor)) for s in c.seeds])
+                          for factor in shared}
+                   for m, f, name in PER_FACTOR if m in c.disentanglement_metrics}
+        result["encoders"][label] = {"trained_on": trained_on, "headline": headline, "factors": factors,
+                                     "per_seed": {str(s): r for s, r in per_seed.items()}}
+    return result
+
 # ---------------------------------------------------------------------------------- analysis
 def _loaded(c: Config, runs: dict) -> tuple[dict, dict, list[str]]:
     """The trained models ((label, seed) → Run), the retraining stages' runs (stage name → Run, for
@@ -589,7 +673,8 @@ def _analyse(c: Config, runs: dict, ctx) -> dict:
             "classifier": section("classifier", lambda: _classifier(c, models, x_s)),
             "cross_domain": section("cross_domain", lambda: _cross_domain(c, models, retrained, x_t)),
             "retraining": section("retraining", lambda: _retraining(c, models, stage_runs, decoder, x_eval)),
-            "probes": section("probes", lambda: _probe_section(c, models))}
+            "probes": section("probes", lambda: _probe_section(c, models)),
+            "disentanglement": section("disentanglement", lambda: _disentanglement_section(c, models))}
 
 
 # ---------------------------------------------------------------------------------- figures
@@ -693,6 +778,28 @@ def _reconstruction_figures(out: Path, c: Config, runs: dict) -> list[str]:
     return figures
 
 
+def _disentanglement_figure(out: Path, c: Config, d: dict) -> str:
+    """One panel per per-factor view: bars per target factor (shared ones marked), one bar per
+    encoder, mean ± s.e. over seeds."""
+    plt = pyplot()
+    views = [name for _, _, name in PER_FACTOR if name in next(iter(d["encoders"].values()))["factors"]]
+    fig, axes = plt.subplots(1, len(views), figsize=(4.6 * len(views), 3.8), squeeze=False)
+    factors = list(d["shared"])
+    width = 0.8 / len(d["encoders"])
+    for ax, view in zip(axes[0], views):
+        for i, (label, e) in enumerate(d["encoders"].items()):
+            cells = [e["factors"][view][f] for f in factors]
+            xs = [j + (i - (len(d["encoders"]) - 1) / 2) * width for j in range(len(factors))]
+            ax.bar(xs, [v["mean"] or 0.0 for v in cells], width, yerr=[v["se"] or 0.0 for v in cells],
+                   label=f"{e['trained_on']}-trained ({label.split('/')[1]})", capsize=2)
+        ax.set_xticks(range(len(factors)), [f"{f}*" if d["shared"][f] else f for f in factors], rotation=30)
+        ax.set_ylim(0, 1)
+        ax.set_title(view)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"Disentanglement on {d['domain']} (* = factor shared with {c.source}), mean ± s.e. over seeds")
+    fig.tight_layout()
+    return save(fig, out, "disentanglement.png")
+
 def _loss_curves(out: Path, c: Config, runs: dict) -> str:
     """8. The loss of every model over training (Fig. 20), smoothed over the loss window."""
     plt = pyplot()
@@ -739,6 +846,8 @@ def _figures(c: Config, a: dict, ctx) -> list[str]:
                                  f"{c.reference} (rows) vs {v['title']}",
                                  "target-trained" if key == "same_domain" else f"{c.source}-trained",
                                  f"{c.target}-trained"))
+    if a.get("disentanglement"):
+        figures.append(_disentanglement_figure(out, c, a["disentanglement"]))
     figures += _retraining_figures(out, c, a["retraining"], runs, stage_runs)
     figures += _reconstruction_figures(out, c, runs)
     return figures + [_loss_curves(out, c, runs)]
@@ -950,6 +1059,23 @@ def _report(r: dict) -> str:
                             + [["**average**", "", v["own"]["average"], v["other"]["average"]]])
         L.append("")
     L += ["## 8. Loss curves", "", "![loss curves](loss_curves.png)"]
+    d = a.get("disentanglement")
+    if d:
+        names = {label: f"{e['trained_on']}-trained {label.split('/')[1]}" for label, e in d["encoders"].items()}
+        L += ["", f"## 9. Disentanglement on {d['domain']} (source- vs target-trained encoders)", "",
+              f"The metrics of `vaetransfer.metrics` on {d['n']:,} {d['domain']} examples drawn exactly from its "
+              f"factor grid (BetaVAE/FactorVAE: {d['points']:,} training points of {d.get('batch', 64)} examples; "
+              f"DCI: {d.get('dci', 'gbt')}), mean ± s.e. over seeds.", ""]
+        rows = list(next(iter(d["encoders"].values()))["headline"])
+        L += markdown_table(["metric"] + list(names.values()),
+                            [[m] + [e["headline"][m] for e in d["encoders"].values()] for m in rows])
+        L += ["", f"Per {d['domain']} factor (shared: the factor varies in {c['source']} too):", ""]
+        views = list(next(iter(d["encoders"].values()))["factors"])
+        L += markdown_table(["factor", "shared"] + [f"{v}: {names[k]}" for v in views for k in d["encoders"]],
+                            [[f, "yes" if shared else "no"] + [e["factors"][v][f] for v in views
+                                                               for e in d["encoders"].values()]
+                             for f, shared in d["shared"].items()])
+        L += ["", "![disentanglement](disentanglement.png)"]
     return "\n".join(L)
 
 
