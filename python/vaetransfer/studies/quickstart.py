@@ -8,6 +8,14 @@ Procrustes) heatmaps between the two. With ``same_seed_baseline``, a third model
 from seed ``seed``, the same initial weights as the first) is compared with the first only as a
 labelled baseline: models that start from the same weights look alike by construction, so
 comparisons must use different seeds.
+
+Disentanglement (``disentanglement``): every trained model's scores from
+:func:`vaetransfer.metrics.disentanglement` on dSprites, whose rows are an exact factor grid: the
+metrics on codes (MIG, SAP, DCI, modularity/explicitness, IRS, Gaussian total and Wasserstein
+correlations) on ``disentanglement_n`` examples drawn uniformly from the grid, and BetaVAE and
+FactorVAE on their own batches drawn from it, ``disentanglement_points`` training points each
+(evaluation: half as many; disentanglement_lib uses 10,000 and 5,000, ~2.9 M encoded images a
+model, too many for a CPU quickstart). The smoke preset computes a cheap subset.
 """
 from __future__ import annotations
 
@@ -19,10 +27,13 @@ import torch
 
 from .. import data, plots, similarity
 from .._checks import value_error
+from ..config import config_from_dict
+from ..metrics.sampled import ALL_METRICS as DISENTANGLEMENT_METRICS
 from ..nn import ModelConfig
 from ..objectives import ObjectiveConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
 from .pipeline import Finding, Stage, Study, Verdict, undecided
+from .rate_distortion import SCORES
 from .report import fmt, markdown_table
 
 
@@ -40,6 +51,9 @@ class Config:
     procrustes: bool = True                  # Procrustes heatmaps besides CKA
     same_seed_baseline: bool = True          # train β[1] from seed too, shown as the invalid baseline
     data_stats: bool = True                  # generate both full data sets for their statistics
+    disentanglement_n: int = 1000            # dSprites examples of the metrics on codes
+    disentanglement_metrics: tuple[str, ...] = DISENTANGLEMENT_METRICS  # () leaves the section out
+    disentanglement_points: int = 100        # BetaVAE / FactorVAE training points (evaluation: half)
 
     def __post_init__(self):
         for name, low in (("seed", 0), ("steps", 1), ("n", 0), ("batch_size", 1), ("similarity_n", 4)):
@@ -52,12 +66,25 @@ class Config:
             raise value_error("lr", f"expected > 0, got {self.lr}")
         if any(b < 0 for b in self.betas):
             raise value_error("betas", f"expected β >= 0, got {list(self.betas)}")
+        for name, low in (("disentanglement_n", 20), ("disentanglement_points", 2)):
+            if getattr(self, name) < low:
+                raise value_error(name, f"expected >= {low}, got {getattr(self, name)}")
+        chosen = self.disentanglement_metrics
+        if any(m not in DISENTANGLEMENT_METRICS for m in chosen) or len(set(chosen)) != len(chosen):
+            raise value_error("disentanglement_metrics", f"expected distinct names of {list(DISENTANGLEMENT_METRICS)}, "
+                                                         f"got {list(chosen)}")
 
 
 PRESETS: dict[str, Config] = {
     # The tests: seconds, figures only from rows of the data sets.
-    "smoke": Config(steps=20, n=512, similarity_n=64, procrustes=True, data_stats=False),
-    # A laptop CPU: the former `vaetransfer quickstart`.
+    # Disentanglement at smoke: a cheap subset (no DCI, modularity or BetaVAE) on 200 examples.
+    "smoke": Config(steps=20, n=512, similarity_n=64, procrustes=True, data_stats=False, disentanglement_n=200,
+                    disentanglement_points=10,
+                    disentanglement_metrics=("factor_vae", "mig", "sap", "irs", "gaussian_total_correlation")),
+    # A laptop CPU: the former `vaetransfer quickstart`. Disentanglement (here and in `paper`: the
+    # defaults, so that an output directory written before the section existed resumes): every
+    # metric, ~45 s of CPU a model (DCI's gradient-boosted trees on 1,000 codes ~20 s, BetaVAE's
+    # 19,200 encoded images ~15 s).
     "small": Config(steps=1500, n=16384, similarity_n=1000),
     # "How good are VAEs at transfer learning?" Table 5: 300k steps, batch 64, Adam 1e-4, all images.
     "paper": Config(steps=300_000, n=0, batch_size=64, lr=1e-4, similarity_n=5000),
@@ -218,6 +245,49 @@ def _similarity(c: Config, runs: dict, ctx) -> dict:
             "pairs": pairs}
 
 
+#: The scores of each metric in the report: (key of the metric's result, score name).
+DISENTANGLEMENT_SCORES = {"beta_vae": (("score", "beta_vae"),), "factor_vae": (("score", "factor_vae"),),
+                          **SCORES}
+
+
+def disentanglement_options(c: Config) -> dict:
+    """The options of :func:`vaetransfer.metrics.disentanglement` this config sets: BetaVAE and
+    FactorVAE on ``disentanglement_points`` training and half as many evaluation points (batches
+    of 64, disentanglement_lib's), FactorVAE's variances from ``disentanglement_n`` examples."""
+    points = {"num_train": c.disentanglement_points, "num_eval": max(1, c.disentanglement_points // 2)}
+    options = {"beta_vae": dict(points), "factor_vae": {**points, "num_variance_estimate": c.disentanglement_n}}
+    return {m: v for m, v in options.items() if m in c.disentanglement_metrics}
+
+
+def _disentanglement_one(c: Config, run_dir) -> dict:
+    """One model's :func:`vaetransfer.metrics.disentanglement` on dSprites (posterior means; factor
+    combinations drawn exactly from the grid with ``seed``), its headline ``scores`` and seconds."""
+    from .. import metrics
+
+    result, seconds = _timed(metrics.disentanglement, load_run(run_dir).model(), "dsprites", n=c.disentanglement_n,
+                             metrics=list(c.disentanglement_metrics), seed=c.seed, options=disentanglement_options(c))
+    scores = {score: float(result[m][key]) for m in c.disentanglement_metrics
+              for key, score in DISENTANGLEMENT_SCORES[m]}
+    return {"result": result, "scores": scores, "seconds": round(seconds, 2)}
+
+
+def _disentanglement(c: Config, train_runs: dict, ctx) -> dict:
+    """Every model's disentanglement scores (one resumable step per model)."""
+    out = {"n": c.disentanglement_n, "metrics": list(c.disentanglement_metrics), "representation": "mean",
+           "options": disentanglement_options(c), "factor_names": [], "scores": {}, "models": {}, "seconds": {}}
+    if not c.disentanglement_metrics:
+        return out
+    for m in _models(c):
+        r = train_runs[m.dir]
+        ctx.say(f"disentanglement of {m.label} ({c.disentanglement_n:,} examples) ...")
+        res = ctx.step(f"disentanglement_{m.dir}", lambda r=r: _disentanglement_one(c, r.dir),
+                       key={"steps": r.measured["steps"], "n": c.disentanglement_n,
+                            "metrics": list(c.disentanglement_metrics), "options": out["options"]})
+        out["scores"][m.dir], out["models"][m.dir], out["seconds"][m.dir] = res["scores"], res["result"], res["seconds"]
+    out["factor_names"] = next(iter(out["models"].values()))["factor_names"]
+    return out
+
+
 def _analyse(c: Config, runs: dict, ctx) -> dict:
     train_runs = {r.row["model"]: r for r in runs["train"]}
     models = {m.dir: {"label": m.label, "beta": m.beta, "seed": m.seed, "baseline": m.baseline,
@@ -227,7 +297,8 @@ def _analyse(c: Config, runs: dict, ctx) -> dict:
     data_summary = ctx.step("data", lambda: _data_section(ctx.out, c), outputs=[ctx.out / f for f in _DATA_FIGURES])
     ctx.say(f"similarity heatmaps on {c.similarity_n:,} images ...")
     sim = ctx.step("similarity", lambda: _similarity(c, train_runs, ctx), key=key)
-    return {"data": data_summary, "models": models, "similarity": sim}
+    return {"data": data_summary, "models": models, "similarity": sim,
+            "disentanglement": _disentanglement(c, train_runs, ctx)}
 
 
 # ---------------------------------------------------------------------------------- figures
@@ -384,7 +455,28 @@ def _report(r: dict) -> str:
                               f"{x['a_seed']}, {x['b_seed']}", x["cka"]["encoder_mean"],
                               x["cka"]["encoder_diagonal_mean"], x["cka"]["decoder_mean"]] for x in (p, b)])
         L += ["", "![baseline_same_seed.png](baseline_same_seed.png)"]
+    L += [""] + _disentanglement_report(r)
     return "\n".join(L)
+
+
+def _disentanglement_report(r: dict) -> list[str]:
+    d = r["analysis"].get("disentanglement") or {}
+    L = ["## Disentanglement on dSprites", ""]
+    if not d.get("scores"):
+        return L + ["Not computed (`disentanglement_metrics` is empty)."]
+    label = {k: m["label"] + (" (baseline)" if m["baseline"] else "") for k, m in r["analysis"]["models"].items()}
+    dirs = [m.dir for m in _models(config_from_dict(Config, r["config"], argument="config")) if m.dir in d["scores"]]
+    points = d["options"].get("beta_vae") or d["options"].get("factor_vae")
+    sampled = (f" BetaVAE / FactorVAE: {points['num_train']:,} training and {points['num_eval']:,} evaluation points "
+               "of batches of 64 drawn from the grid (disentanglement_lib: 10,000 and 5,000).") if points else ""
+    L += [f"`vaetransfer.metrics.disentanglement` of each model's posterior means: {', '.join(d['metrics'])}; the "
+          f"metrics on codes share {d['n']:,} examples drawn uniformly and exactly from the factor grid "
+          f"(factors {', '.join(d['factor_names'])}).{sampled} Seconds per model: "
+          + ", ".join(f"{label[k]} {d['seconds'][k]}" for k in dirs) + ".", ""]
+    names = [score for m in d["metrics"] for _, score in DISENTANGLEMENT_SCORES[m]]
+    L += markdown_table(["score"] + [label[k] for k in dirs], [[f"`{n}`"] + [d["scores"][k][n] for k in dirs]
+                                                               for n in names])
+    return L
 
 
 STUDY = Study(name="quickstart", title="vaetransfer quickstart", config=Config, presets=PRESETS,

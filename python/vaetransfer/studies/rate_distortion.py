@@ -25,6 +25,11 @@ and the report's sections:
    loss D + β·R is evaluated on it every ``eval_every`` steps, and the weights of its lowest value
    are kept — early stopping with unbounded patience); β-VAEs against the objectives with only the
    MI term (``mi-vae``) or only the marginal-KL term (``marginal-kl-vae``) of the rate.
+6. Disentanglement (not in the paper; no finding): the scores of :mod:`vaetransfer.metrics` —
+   MIG, SAP, DCI, modularity/explicitness, IRS, Gaussian total correlation — of each β-VAE's
+   posterior means on ``disentanglement_n`` held-out (test) rows of its split against their
+   factor classes, against β (:func:`disentanglement_scores`; BetaVAE and FactorVAE need exact
+   factor sampling over a full grid and are left out).
 
 All measures come from :mod:`vaetransfer.estimators` and the objectives' likelihood and KL.
 Distortion and rate are per example (nats, summed over the 3,072 pixel values; z sampled once
@@ -37,6 +42,7 @@ early-stopping rule above; the train/test D and R on ``eval_n`` rows of each set
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass
@@ -46,13 +52,13 @@ import torch
 
 from .. import data, estimators, objectives, plots
 from .._checks import value_error
-from ..config import config_from_dict
+from ..config import config_from_dict, config_to_dict
 from ..nn import ModelConfig
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, TrainingDivergedError, load_run, train
 from .figures import pyplot, save
-from .pipeline import Finding, RunResult, Stage, Study, Verdict, undecided
-from .report import fmt
+from .pipeline import STEPS_DIR, Finding, RunResult, Stage, Study, Verdict, step, undecided
+from .report import fmt, markdown_table
 from .stats import mean_se, spearman
 
 #: The paper's architectures (§4.3): MLPs of 512 ReLU units, CNNs of 64 channels (kernel 4, stride 2).
@@ -70,6 +76,13 @@ ABLATIONS = ("mi-vae", "marginal-kl-vae")
 # random, and CV(16k/147k) = cv 0.1.
 PAPER_CV_RATIOS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
 PAPER_CD_RATIOS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+#: The disentanglement metrics on arrays (codes of held-out rows and their factor classes) a run may
+#: report (:mod:`vaetransfer.metrics`); BetaVAE and FactorVAE are left out (see :func:`disentanglement_scores`).
+ARRAY_METRICS = ("mig", "sap", "dci", "modularity_explicitness", "irs", "gaussian_total_correlation",
+                 "gaussian_wasserstein_correlation")
+#: The default selection: every array metric but the Wasserstein correlation.
+DISENTANGLEMENT_METRICS = ARRAY_METRICS[:-1]
+SAP_VARIANTS = ("discrete", "continuous")
 
 
 @dataclass
@@ -127,6 +140,9 @@ class Config:
     ablation_architecture: str = "mlp3"
     ablation_betas: tuple[float, ...] = (0.01, 1.0)
     ablation_seeds: tuple[int, ...] = (0,)
+    disentanglement_n: int = 1000           # test rows per split for the disentanglement scores (0: all)
+    disentanglement_metrics: tuple[str, ...] = DISENTANGLEMENT_METRICS  # () leaves the section out
+    disentanglement_sap: str = "discrete"   # SAP's variant: "discrete" (linear SVMs) or "continuous" (R²)
 
     def __post_init__(self):
         for name, low in (("steps", 1), ("batch_size", 2), ("latent_dim", 1), ("eval_every", 1), ("eval_n", 0),
@@ -166,6 +182,16 @@ class Config:
                 raise value_error(name, f"expected distinct seeds >= 0, got {list(values)}")
         if any(a not in ABLATIONS for a in self.ablations) or len(set(self.ablations)) != len(self.ablations):
             raise value_error("ablations", f"expected distinct names of {list(ABLATIONS)}, got {list(self.ablations)}")
+        if self.disentanglement_n < 0 or 0 < self.disentanglement_n < 20:
+            raise value_error("disentanglement_n", f"expected 0 (all test rows) or at least 20 rows (the metrics split "
+                                                   f"them 80/20), got {self.disentanglement_n}")
+        chosen = self.disentanglement_metrics
+        if any(m not in ARRAY_METRICS for m in chosen) or len(set(chosen)) != len(chosen):
+            raise value_error("disentanglement_metrics", f"expected distinct names of {list(ARRAY_METRICS)}, "
+                                                         f"got {list(chosen)}")
+        if self.disentanglement_sap not in SAP_VARIANTS:
+            raise value_error("disentanglement_sap", f"expected one of {list(SAP_VARIANTS)}, "
+                                                     f"got {self.disentanglement_sap!r}")
 
     @property
     def focus_split(self) -> SplitSpec:
@@ -181,9 +207,14 @@ PRESETS: dict[str, Config] = {
     "smoke": Config(architectures=("mlp1", "cnn1"), splits=(SplitSpec("cv", 0.003), SplitSpec("cd", 0.01)),
                     betas=(0.1, 1.0, 4.0), seeds=(0,), focus_seeds=(0,), steps=6, batch_size=16, eval_every=3,
                     eval_n=64, rate_batch=32, iw_samples=4, iw_n=8, nn_n=256, hard_n=2,
-                    ablation_architecture="mlp1", ablation_betas=(1.0,)),
+                    ablation_architecture="mlp1", ablation_betas=(1.0,), disentanglement_n=100,
+                    disentanglement_metrics=("mig", "sap", "irs", "gaussian_total_correlation"),
+                    disentanglement_sap="continuous"),
     # This machine (2 cores, under an hour): small training sets so that many epochs fit; the
     # sparse CV(0.01) split (1,475 training images) carries the U/L and rate-decomposition effects.
+    # Disentanglement (here and in `paper`: the defaults, so that an output directory written before
+    # the section existed resumes): 1,000 test rows a model, ~12 s of CPU (DCI's gradient-boosted
+    # trees ~10 s, SAP's SVMs ~1 s): ~10 CPU-minutes for the 50 β-VAEs, shared by the workers.
     "small": Config(),
     # The paper (§4.2–4.4): 4 architectures, the dense and sparse CV, checkerboard and CV/CD at
     # N_train ≈ 8k, 16k, 33k, 57k; 12 β; 5 restarts; 257k iterations — on a Ray cluster.
@@ -462,11 +493,171 @@ def _ablations(c: Config, table: dict) -> dict:
     return {"architecture": arch, "split": split, "per_objective": per}
 
 
+#: The scores a metric's result gives the report: (key of its ``to_dict()``, score name).
+SCORES = {"mig": (("score", "mig"),), "sap": (("score", "sap"),),
+          "dci": (("disentanglement", "dci_disentanglement"), ("completeness", "dci_completeness"),
+                  ("informativeness_test", "dci_informativeness")),
+          "modularity_explicitness": (("modularity", "modularity"), ("explicitness_test", "explicitness")),
+          "irs": (("score", "irs"),), "gaussian_total_correlation": (("score", "gaussian_total_correlation"),),
+          "gaussian_wasserstein_correlation": (("score", "gaussian_wasserstein_correlation"),)}
+
+
+def disentanglement_rows(split: SplitSpec | dict, c: Config) -> torch.Tensor:
+    """The held-out rows of ``split`` whose codes the disentanglement scores use: ``disentanglement_n``
+    test rows (0: all), the first of the permutation of ``data_seed + 1`` that also draws the
+    ``eval_n`` test rows of D and R (so they are among those when ``disentanglement_n <= eval_n``),
+    kept in the drawn order: the metrics that fit a classifier train on the first 80 % of their
+    rows, which must be a random part, not the lowest factor classes of the grid order."""
+    s = split if isinstance(split, SplitSpec) else config_from_dict(SplitSpec, split, argument="split")
+    _, _, test_rows = split_rows(s, c.data_seed, c.validation_fraction)
+    perm = torch.randperm(len(test_rows), generator=torch.Generator().manual_seed(c.data_seed + 1))
+    return test_rows[perm[:c.disentanglement_n or len(test_rows)]]
+
+
+def disentanglement_inputs(split: SplitSpec | dict, c: Config) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    """(float images [n, 3, 32, 32], factor classes int64 [n, K], the K factor names) of the rows of
+    :func:`disentanglement_rows`: the Tetrominoes strata (``Dataset.factors``) of the factors that
+    take more than one class among them (a constant factor, as in a narrow CD box, carries no
+    information a code could hold; disentanglement_lib leaves such factors out, as dSprites' colour)."""
+    ds = data.tetrominoes(disentanglement_rows(split, c), seed=c.data_seed)
+    keep = [k for k in range(ds.factors.shape[1]) if len(torch.unique(ds.factors[:, k])) > 1]
+    return ds.float_images(), ds.factors[:, keep], [ds.factor_names[k] for k in keep]
+
+
+def _array_metric(name: str, z: torch.Tensor, y: torch.Tensor, names: list[str], c: Config) -> dict:
+    from .. import metrics
+
+    if name == "gaussian_total_correlation":
+        return {"score": metrics.gaussian_total_correlation(z)}
+    if name == "gaussian_wasserstein_correlation":
+        return {"score": metrics.gaussian_wasserstein_correlation(z),
+                "normalized": metrics.gaussian_wasserstein_correlation(z, normalized=True)}
+    kwargs = {"variant": c.disentanglement_sap} if name == "sap" else {}
+    return getattr(metrics, name)(z, y, factor_names=names, **kwargs).to_dict()
+
+
+def disentanglement_scores(model, images: torch.Tensor, factors: torch.Tensor, names: list[str], c: Config) -> dict:
+    """The disentanglement metrics ``c.disentanglement_metrics`` of ``model`` on held-out rows: the
+    posterior means (:func:`vaetransfer.metrics.codes`, ``representation="mean"``, as
+    disentanglement_lib's studies) of ``images`` against their factor classes ``factors`` [n, K]
+    (named ``names``). MIG (Chen et al. 2018, 20 bins), SAP (Kumar et al. 2018; variant
+    ``c.disentanglement_sap``), DCI (Eastwood & Williams 2018, gradient-boosted trees), modularity and
+    explicitness (Ridgeway & Mozer 2018), IRS (Suter et al. 2019) and the Gaussian total (and
+    Wasserstein) correlation of the codes' covariance, each with :mod:`vaetransfer.metrics`'
+    defaults (80/20 train/test split of the rows where a classifier is fitted).
+
+    BetaVAE (Higgins et al. 2017) and FactorVAE (Kim & Mnih 2018) are left out: both fix one
+    factor across a batch and draw the others uniformly from the whole factor grid, but a
+    Tetrominoes class is a stratum whose continuous value is drawn per row (a "fixed" factor still
+    varies within its stratum) and the held-out rows of a split are not a full grid (CV keeps a
+    random part, CD a box), so their batches would mix training rows into a test measure.
+
+    Returns ``{"n", "factor_names", "scores": {score: value or None}, "results": {metric:
+    to_dict()}, "errors": {metric: message}, "seconds": {metric: s}}``: a metric whose input is
+    degenerate for it (an ArgumentError or ValueError, e.g. a factor with one class in the
+    classifier's training part) records its message and no score, instead of stopping the study."""
+    from .. import metrics
+
+    start = time.perf_counter()
+    z = metrics.codes(model, images)
+    out = {"n": len(images), "factor_names": list(names), "scores": {}, "results": {}, "errors": {},
+           "seconds": {"codes": round(time.perf_counter() - start, 3)}}
+    for name in c.disentanglement_metrics:
+        start = time.perf_counter()
+        try:
+            res = _array_metric(name, z, factors, names, c)
+        except ValueError as exc:  # ArgumentError included
+            res = None
+            out["errors"][name] = str(exc)
+        out["seconds"][name] = round(time.perf_counter() - start, 3)
+        if res is not None:
+            out["results"][name] = res
+        for key, score in SCORES[name]:
+            out["scores"][score] = None if res is None else float(res[key])
+    return out
+
+
+def _disentangle(c: Config, train_dir: Path, split: dict, diverged: bool) -> dict:
+    """:func:`disentanglement_scores` of one β-VAE (its run's ``train`` directory): the final
+    weights, or the early-stopped ones of a run that diverged (as its other measures)."""
+    run = load_run(train_dir)
+    return disentanglement_scores(run.model("best") if diverged else run.model(), *disentanglement_inputs(split, c), c)
+
+
+def _disentanglement_job(out: str, name: str, key: dict, config: dict, train_dir: str, split: dict,
+                         diverged: bool, threads: int) -> None:
+    """One run's step in a worker process (``steps/<name>.json``; the driver reads it back)."""
+    torch.set_num_threads(threads)
+    c = config_from_dict(Config, config, argument="config")
+    step(out, name, lambda: _disentangle(c, Path(train_dir), split, diverged), key=key)
+
+
+def _saved(path: Path, key) -> bool:
+    """Whether a step file holds a result for ``key`` (else it is computed; a corrupt one is then set
+    aside by the step itself)."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(saved, dict) and saved.get("key") == json.loads(json.dumps(key)) and "result" in saved
+
+
+def _disentanglement(c: Config, train_runs: list[RunResult], ctx) -> dict:
+    """The disentanglement scores of every β-VAE on its split's held-out rows (one resumable step
+    per run, ``steps/disentanglement_<run id>.json``) and their table: architecture → split label
+    → β → {score: {"mean", "se", "n", "sd"}} over seeds. Steps still to compute run in
+    ``execution.workers`` local processes (``threads`` torch threads each, default 1) when there
+    are several workers, else here."""
+    runs = sorted((r for r in train_runs if r.row["objective"] == "beta-vae" and c.disentanglement_metrics),
+                  key=lambda r: (_label(r.row["split"]), r.row["architecture"], float(r.row["beta"]), r.row["seed"]))
+    base = {"n": c.disentanglement_n, "metrics": list(c.disentanglement_metrics), "sap": c.disentanglement_sap}
+    jobs = {r.id: (f"disentanglement_{r.id}", {**base, "steps": r.measured.get("steps")}) for r in runs}
+    todo = [r for r in runs if not _saved(ctx.out / STEPS_DIR / f"{jobs[r.id][0]}.json", jobs[r.id][1])]
+    workers = min(ctx.execution.workers, len(todo))
+    if todo:
+        ctx.say(f"disentanglement scores of {len(todo)} β-VAE(s) ({workers or 1} process(es)) ...")
+    if workers > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        config = config_to_dict(c)
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_disentanglement_job, str(ctx.out), *jobs[r.id], config, str(r.dir / "train"),
+                                   r.row["split"], bool(r.measured.get("diverged")), ctx.execution.threads or 1)
+                       for r in todo]
+            for f in futures:
+                f.result()
+    per_run, groups, splits = [], {}, {}
+    for r in runs:
+        name, key = jobs[r.id]
+        res = ctx.step(name, lambda r=r: _disentangle(c, r.dir / "train", r.row["split"],
+                                                      bool(r.measured.get("diverged"))), key=key)
+        label, beta = _label(r.row["split"]), float(r.row["beta"])
+        splits[label] = {"n": res["n"], "factor_names": res["factor_names"]}
+        per_run.append({"id": r.id, "architecture": r.row["architecture"], "split": label, "beta": beta,
+                        "seed": r.row["seed"], "weights": "early-stopped" if r.measured.get("diverged") else "final",
+                        "trained": r.measured.get("trained"), "scores": res["scores"], "errors": res["errors"],
+                        "seconds": round(sum(res["seconds"].values()), 3)})
+        groups.setdefault((r.row["architecture"], label, beta), []).append(res["scores"])
+    table: dict = {}
+    for (arch, label, beta), scores in groups.items():
+        cell = {}
+        for name in scores[0]:
+            summary = mean_se([s[name] for s in scores])
+            cell[name] = {**summary, "sd": None if summary["se"] is None
+                          else round(summary["se"] * math.sqrt(summary["n"]), 5)}
+        table.setdefault(arch, {}).setdefault(label, {})[str(beta)] = cell
+    return {"rows": "test", "representation": "mean", "metrics": list(c.disentanglement_metrics),
+            "sap_variant": c.disentanglement_sap, "scores": [s for m in c.disentanglement_metrics for _, s in SCORES[m]],
+            "splits": splits, "table": table, "runs": per_run,
+            "seconds": round(sum(x["seconds"] for x in per_run), 2)}
+
+
 def _analyse(c: Config, runs: dict, ctx) -> dict:
     table = _table(runs["train"])
     ctx.say("nearest training images ...")
     nn = ctx.step("nearest_neighbours", lambda: {s.label: _nearest(c, s) for s in c.splits})
-    return {"table": table, "nearest_neighbours": nn,
+    return {"table": table, "nearest_neighbours": nn, "disentanglement": _disentanglement(c, runs["train"], ctx),
             "mi_saturates_marginal_kl_grows": _rate_saturation(c, table),
             "u_vs_l_shape": _shapes(c, table, "test_distortion"),
             "gap_vs_beta": _gaps(c, table),
@@ -639,6 +830,47 @@ def _ablation_figure(out: Path, c: Config, table: dict) -> str:
     return save(fig, out, "ablations.png")
 
 
+#: The curve of each metric in the disentanglement figure (its headline score) and its label.
+_HEADLINES = {"mig": "MIG", "sap": "SAP", "dci_disentanglement": "DCI disentanglement", "modularity": "modularity",
+              "irs": "IRS", "gaussian_total_correlation": "Gaussian TC (nats, right axis)",
+              "gaussian_wasserstein_correlation": "Gaussian W-correlation (right axis)"}
+_RIGHT_AXIS = ("gaussian_total_correlation", "gaussian_wasserstein_correlation")
+
+
+def _disentanglement_figure(out: Path, c: Config, dis: dict) -> str:
+    """Each metric's headline score against β (mean ± sd over seeds), a panel per split and
+    architecture; the scores in [0, 1] on the left axis, the Gaussian correlations on the right."""
+    fig, panels = _split_by_architecture(c, 3.6, 5.0)
+    for i, split, arch, ax in panels:
+        cells = dis["table"].get(arch, {}).get(split, {})
+        betas = sorted(cells, key=float)
+        right = None
+        lines = []
+        for score, label in _HEADLINES.items():
+            points = [(float(b), cells[b][score]) for b in betas if cells[b].get(score, {}).get("mean") is not None]
+            if not points:
+                continue
+            target = ax
+            if score in _RIGHT_AXIS:
+                right = right or ax.twinx()
+                target = right
+            x, y, e = [p[0] for p in points], [p[1]["mean"] for p in points], [p[1]["sd"] or 0 for p in points]
+            lines.append(target.errorbar(x, y, yerr=e, fmt="--s" if score in _RIGHT_AXIS else "-o", capsize=2,
+                                         markersize=4, label=label, color=f"C{len(lines)}"))
+        ax.set_xscale("log")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("β")
+        ax.set_ylabel("score")
+        if right is not None:
+            right.set_ylabel("nats")
+        ax.set_title(f"{arch}, {split} (n = {dis['splits'].get(split, {}).get('n', 0):,} test rows)", fontsize=10)
+        if i == 0 and arch == c.architectures[0] and lines:
+            ax.legend(lines, [ln.get_label() for ln in lines], fontsize=6)
+    fig.suptitle("Disentanglement of the β-VAEs' posterior means on held-out rows against β (mean ± sd over seeds)",
+                 fontsize=10)
+    return save(fig, out, "disentanglement.png")
+
+
 def _figures(c: Config, analysis: dict, ctx) -> list[str]:
     out, table, nn = ctx.out, analysis["table"], analysis["nearest_neighbours"]
     runs = {(r.row["architecture"], _label(r.row["split"]), r.row["objective"], float(r.row["beta"]), r.row["seed"]):
@@ -661,6 +893,8 @@ def _figures(c: Config, analysis: dict, ctx) -> list[str]:
     paths += _hard_examples(out, c, runs, nn)
     if c.ablations:
         paths.append(_ablation_figure(out, c, table))
+    if analysis["disentanglement"]["runs"]:
+        paths.append(_disentanglement_figure(out, c, analysis["disentanglement"]))
     return paths
 
 
@@ -828,7 +1062,46 @@ def _report(r: dict) -> str:
               for obj, per in ab["per_objective"].items()) + "."]
     if "ablations.png" in r["figures"]:
         L += ["", _img("ablations.png")]
+    L += [""] + _disentanglement_report(r)
     return "\n".join(L)
+
+
+def _disentanglement_report(r: dict) -> list[str]:
+    d = r["analysis"].get("disentanglement") or {}
+    L = ["## Disentanglement of the β-VAEs (held-out rows)", ""]
+    if not d.get("runs"):
+        return L + ["Not computed (`disentanglement_metrics` is empty)."]
+    sizes = "; ".join(f"{label}: {v['n']:,} rows, factors {', '.join(v['factor_names'])}"
+                      for label, v in sorted(d["splits"].items()))
+    L += [f"Metrics of `vaetransfer.metrics` on the posterior means of each β-VAE (final weights; early-stopped "
+          f"weights for a run that diverged) for test rows of its split, against their Tetrominoes factor classes "
+          f"(strata): {', '.join(d['metrics'])} (SAP variant `{d['sap_variant']}`); the classifier-based metrics "
+          f"train on the first 80 % of the rows (a random part) and test on the rest. Rows — {sizes}. "
+          f"Codes and metrics took {d['seconds']:,} s for {len(d['runs'])} models. Mean ± SE over seeds (n seeds in brackets).", "",
+          "BetaVAE and FactorVAE are left out: their batches fix one factor and draw the others from the whole "
+          "factor grid, but a Tetrominoes class is a stratum whose continuous value varies row by row, and the held-out "
+          "rows of a split are no full grid (their batches would mix in training rows).", ""]
+    errors = [f"{x['architecture']} {x['split']} β={x['beta']:g} seed {x['seed']}: {m}: {msg}"
+              for x in d["runs"] for m, msg in x["errors"].items()]
+    untrained = sorted({f"{x['architecture']} {x['split']} β={x['beta']:g}" for x in d["runs"] if x["trained"] == 0})
+    scores, c = d["scores"], r["config"]
+    for arch in c["architectures"]:
+        for label in (_label(s) for s in c["splits"]):
+            cells = d["table"].get(arch, {}).get(label)
+            if not cells:
+                continue
+            L += [f"**{arch}, {label}**", ""]
+            L += markdown_table(["β"] + scores,
+                                [[f"{float(b):g}"] + [fmt(cells[b].get(s)) + f" ({cells[b].get(s, {}).get('n', 0)})"
+                                                      for s in scores] for b in sorted(cells, key=float)])
+            L.append("")
+    if untrained:
+        L += [f"Did not train (loss did not fall): {'; '.join(untrained)}.", ""]
+    if errors:
+        L += ["Metrics without a score (degenerate input): " + "; ".join(errors) + ".", ""]
+    if "disentanglement.png" in r["figures"]:
+        L += [_img("disentanglement.png")]
+    return L
 
 
 STUDY = Study(name="rate_distortion", title="Rate–regularization and generalization in VAEs (Tetrominoes)",

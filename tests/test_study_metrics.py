@@ -1,0 +1,209 @@
+"""The disentanglement sections of the studies (rate_distortion on held-out Tetrominoes rows,
+quickstart on dSprites by exact factor sampling), at the smoke preset shared with the other study
+tests (tests/conftest.py `study_smoke`): their structure in results.json and index.md, and their
+values against direct calls of the metrics on the same codes."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import vaetransfer
+from vaetransfer import data, metrics, studies
+from vaetransfer.studies import pipeline, quickstart
+from vaetransfer.studies import rate_distortion as rd
+from vaetransfer.train import load_run
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def rd_smoke(study_smoke):
+    return study_smoke("rate_distortion")
+
+
+@pytest.fixture(scope="module")
+def qs_smoke(study_smoke):
+    return study_smoke("quickstart")
+
+
+def _posterior_mean(model, x: torch.Tensor) -> np.ndarray:
+    """The posterior means of ``x``, straight from the encoder (not through metrics.codes), in
+    chunks of 256 as the studies encode (float32 results do not depend on how rows are batched)."""
+    model.eval()
+    with torch.no_grad():
+        mean = torch.cat([model.encode(chunk)[0] for chunk in x.split(256)])
+    return mean.double().numpy()
+
+
+def _gaussian_tc(z: np.ndarray) -> float:
+    """KL(N(0, Σ) ‖ N(0, diag Σ)) = ½ (Σ log Σ_ii − log det Σ), Σ the codes' covariance."""
+    cov = np.cov(z, rowvar=False)
+    return 0.5 * (np.log(np.diag(cov)).sum() - np.linalg.slogdet(cov)[1])
+
+
+# ---------------------------------------------------------------------------------- rate_distortion
+def test_rate_distortion_reports_disentanglement_per_beta(rd_smoke):
+    out, r = rd_smoke
+    c = rd.PRESETS["smoke"]
+    d = r["analysis"]["disentanglement"]
+    assert set(d) == {"rows", "representation", "metrics", "sap_variant", "scores", "splits", "table", "runs", "seconds"}
+    assert (d["rows"], d["representation"], d["metrics"], d["sap_variant"]) == \
+        ("test", "mean", list(c.disentanglement_metrics), c.disentanglement_sap)
+    scores = [s for m in c.disentanglement_metrics for _, s in rd.SCORES[m]]
+    assert d["scores"] == scores
+    betavaes = [x for x in rd._train_runs(c, {}) if x["objective"] == "beta-vae"]
+    assert len(d["runs"]) == len(betavaes)  # every β-VAE, no ablation
+    for x in d["runs"]:
+        assert x["errors"] == {} and set(x["scores"]) == set(scores), x
+        assert all(isinstance(v, float) and math.isfinite(v) for v in x["scores"].values())
+        assert (out / pipeline.STEPS_DIR / f"disentanglement_{x['id']}.json").exists()
+    for s in c.splits:
+        assert d["splits"][s.label]["n"] == c.disentanglement_n
+        assert set(d["splits"][s.label]["factor_names"]) <= set(data.TETROMINOES_FACTORS)
+        for arch in c.architectures:
+            cells = d["table"][arch][s.label]
+            assert sorted(float(b) for b in cells) == sorted(c.betas)
+            for b, cell in cells.items():
+                assert set(cell) == set(scores)
+                runs = [x for x in d["runs"] if (x["architecture"], x["split"], x["beta"]) == (arch, s.label, float(b))]
+                assert cell["mig"]["n"] == len(runs) == len(c.seeds_of(s))
+                assert cell["mig"]["mean"] == pytest.approx(np.mean([x["scores"]["mig"] for x in runs]), abs=1e-5)
+    # bounded scores stay in [0, 1]
+    for x in d["runs"]:
+        for k, v in x["scores"].items():
+            if k != "gaussian_total_correlation":
+                assert -1e-9 <= v <= 1 + 1e-9, (k, v)
+    assert "disentanglement.png" in r["figures"] and (out / "disentanglement.png").read_bytes()[:8] == PNG
+    index = (out / "index.md").read_text()
+    section = index.split("## Disentanglement of the β-VAEs (held-out rows)", 1)[1]
+    assert "BetaVAE and FactorVAE are left out" in section and "(disentanglement.png)" in section
+    for arch in c.architectures:
+        for s in c.splits:
+            assert f"**{arch}, {s.label}**" in section
+    assert "| β | " + " | ".join(scores) + " |" in section
+
+
+def test_rate_distortion_scores_equal_direct_metric_calls(rd_smoke):
+    out, r = rd_smoke
+    c = rd.PRESETS["smoke"]
+    d = r["analysis"]["disentanglement"]
+    x = next(x for x in d["runs"] if x["architecture"] == "mlp1" and x["split"] == c.focus_split.label
+             and x["beta"] == 1.0)
+    run = next(run for run in rd.STUDY.stage("train").runs(c, {}) if run["architecture"] == "mlp1"
+               and run["objective"] == "beta-vae" and rd._label(run["split"]) == x["split"] and run["beta"] == 1.0)
+    # The rows: held-out test rows of the split (none trained on, none of the validation rows),
+    # the test-row draw of D and R, in a random order.
+    train_rows, val_rows, test_rows = rd.split_rows(run["split"], c.data_seed, c.validation_fraction)
+    rows = rd.disentanglement_rows(run["split"], c)
+    assert len(rows) == c.disentanglement_n == len(set(rows.tolist()))
+    assert set(rows.tolist()) <= set(test_rows.tolist())
+    assert not set(rows.tolist()) & (set(train_rows.tolist()) | set(val_rows.tolist()))
+    assert rows.sort().values.tolist() == rd._subset(test_rows, c.disentanglement_n, c.data_seed + 1).tolist()
+    assert rows.tolist() != sorted(rows.tolist())  # shuffled: the metrics' 80/20 split is a random one
+    # The codes: the model's posterior means of those rows; the factors: their strata.
+    ds = data.tetrominoes(rows, seed=c.data_seed)
+    run_dir = out / pipeline.SWEEPS_DIR / "train" / "runs" / x["id"]
+    assert load_run(run_dir / "train").config.objective.beta == 1.0
+    z = _posterior_mean(load_run(run_dir / "train").model(), ds.float_images())
+    y = ds.factors.numpy()
+    keep = [k for k in range(y.shape[1]) if len(np.unique(y[:, k])) > 1]
+    assert d["splits"][x["split"]]["factor_names"] == [data.TETROMINOES_FACTORS[k] for k in keep]
+    y = y[:, keep]
+    assert x["scores"]["mig"] == pytest.approx(metrics.mig(z, y).score, abs=1e-9)
+    assert x["scores"]["sap"] == pytest.approx(metrics.sap(z, y, variant=c.disentanglement_sap).score, abs=1e-9)
+    assert x["scores"]["gaussian_total_correlation"] == pytest.approx(_gaussian_tc(z), rel=1e-6, abs=1e-9)
+    assert x["scores"]["gaussian_total_correlation"] == pytest.approx(metrics.gaussian_total_correlation(z), abs=1e-9)
+
+
+def test_rate_distortion_recomputes_only_a_missing_disentanglement_step(rd_smoke):
+    out, r = rd_smoke
+    steps = out / pipeline.STEPS_DIR
+    files = sorted(steps.glob("disentanglement_*.json"))
+    before = {p.name: p.stat().st_mtime_ns for p in files}
+    files[0].unlink()
+    again = studies.run_study("rate_distortion", out, preset="smoke", progress=False)
+    after = {p.name: p.stat().st_mtime_ns for p in steps.glob("disentanglement_*.json")}
+    assert set(after) == set(before)
+    assert [n for n in before if after[n] != before[n]] == [files[0].name]  # only the missing one computed again
+    assert again["analysis"]["disentanglement"]["table"] == r["analysis"]["disentanglement"]["table"]  # deterministic
+    assert again["analysis"]["table"] == r["analysis"]["table"]
+
+
+@pytest.mark.parametrize("sets, argument", [
+    ({"disentanglement_n": 5}, "disentanglement_n"), ({"disentanglement_n": -1}, "disentanglement_n"),
+    ({"disentanglement_metrics": ("mig", "beta_vae")}, "disentanglement_metrics"),
+    ({"disentanglement_metrics": ("mig", "mig")}, "disentanglement_metrics"),
+    ({"disentanglement_sap": "svm"}, "disentanglement_sap"),
+])
+def test_rate_distortion_disentanglement_config_is_checked(sets, argument):
+    with pytest.raises(vaetransfer.ArgumentError) as err:
+        rd.Config(**sets)
+    assert err.value.argument == argument
+
+
+def test_rate_distortion_presets_compute_disentanglement():
+    assert rd.Config().disentanglement_metrics == rd.DISENTANGLEMENT_METRICS
+    assert rd.PRESETS["paper"].disentanglement_metrics == rd.DISENTANGLEMENT_METRICS
+    assert rd.PRESETS["smoke"].disentanglement_n < rd.PRESETS["small"].disentanglement_n \
+        <= rd.PRESETS["paper"].disentanglement_n
+    assert not {"beta_vae", "factor_vae"} & set(rd.ARRAY_METRICS)
+
+
+# ---------------------------------------------------------------------------------- quickstart
+def test_quickstart_reports_disentanglement_per_model(qs_smoke):
+    out, r = qs_smoke
+    c = quickstart.PRESETS["smoke"]
+    d = r["analysis"]["disentanglement"]
+    assert set(d) == {"n", "metrics", "representation", "options", "scores", "models", "seconds", "factor_names"}
+    assert (d["n"], d["metrics"], d["representation"]) == (c.disentanglement_n, list(c.disentanglement_metrics), "mean")
+    assert d["factor_names"] == ["shape", "scale", "orientation", "posX", "posY"]  # colour has one class
+    assert d["options"] == quickstart.disentanglement_options(c)
+    models = [m.dir for m in quickstart._models(c)]
+    assert set(d["scores"]) == set(d["models"]) == set(d["seconds"]) == set(models)
+    names = [s for m in c.disentanglement_metrics for _, s in quickstart.DISENTANGLEMENT_SCORES[m]]
+    for m in models:
+        assert set(d["scores"][m]) == set(names)
+        assert all(isinstance(v, float) and math.isfinite(v) for v in d["scores"][m].values())
+        full = d["models"][m]
+        assert set(c.disentanglement_metrics) <= set(full) and full["n"] == c.disentanglement_n
+        assert full["domain"] == "dsprites" and full["seed"] == c.seed
+        assert (out / pipeline.STEPS_DIR / f"disentanglement_{m}.json").exists()
+    index = (out / "index.md").read_text()
+    section = index.split("## Disentanglement on dSprites", 1)[1]
+    labels = [r["analysis"]["models"][m]["label"] for m in models]
+    assert "| score | " + " | ".join(labels) + " (baseline) |" in section  # the models in the study's order
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert [line.split("`")[1] for line in rows] == names  # one row per score, in the metrics' order
+    for line, n in zip(rows, names):
+        assert line.split(" | ")[1:] == [f"{d['scores'][m][n]:.3f}" for m in models[:-1]] + \
+            [f"{d['scores'][models[-1]][n]:.3f} |"]
+
+
+def test_quickstart_scores_equal_direct_metric_calls(qs_smoke):
+    out, r = qs_smoke
+    c = quickstart.PRESETS["smoke"]
+    d = r["analysis"]["disentanglement"]
+    m = quickstart._models(c)[1]
+    run_dir = next(p for p in (out / pipeline.SWEEPS_DIR / "train" / "runs").iterdir()
+                   if load_run(p).config.seed == m.seed and load_run(p).config.objective.beta == m.beta)
+    model = load_run(run_dir).model()
+    # The same examples: n factor combinations drawn uniformly from the grid with the study's seed.
+    sampler = metrics.FactorSampler("dsprites")
+    factors = sampler.sample_factors(c.disentanglement_n, np.random.default_rng(c.seed))
+    z = _posterior_mean(model, sampler.images(factors))
+    y = factors[:, list(sampler.varying)]
+    assert d["scores"][m.dir]["mig"] == pytest.approx(metrics.mig(z, y).score, abs=1e-9)
+    assert d["scores"][m.dir]["gaussian_total_correlation"] == pytest.approx(_gaussian_tc(z), rel=1e-5, abs=1e-8)
+    again = metrics.disentanglement(model, "dsprites", n=c.disentanglement_n, metrics=["mig"], seed=c.seed)
+    assert again["mig"] == d["models"][m.dir]["mig"]
+
+
+@pytest.mark.parametrize("sets, argument", [
+    ({"disentanglement_n": 10}, "disentanglement_n"), ({"disentanglement_points": 1}, "disentanglement_points"),
+    ({"disentanglement_metrics": ("mig", "udr")}, "disentanglement_metrics"),
+])
+def test_quickstart_disentanglement_config_is_checked(sets, argument):
+    with pytest.raises(vaetransfer.ArgumentError) as err:
+        quickstart.Config(**sets)
+    assert err.value.argument == argument
