@@ -484,6 +484,23 @@ def test_a_record_written_before_a_field_existed_resumes_with_its_default(tmp_pa
     assert info.value.argument == "out_dir"
 
 
+def test_runs_declared_before_a_field_existed_are_reused(fake_study, tmp_path):
+    """A stage's sweep declared by an older version (its config without a field that now exists, at
+    its default) keeps its runs: adding a field to a study never retrains what a directory holds."""
+    out = tmp_path / "out"
+    studies.run_study(fake_study, out, progress=False)
+    for path in [out / "study.json", *sorted((out / pipeline.SWEEPS_DIR).glob("*/sweep.json"))]:
+        record = json.loads(path.read_text())
+        config = record["config"] if path.name == "study.json" else record["base"]["args"]["config"]
+        del config["value"]  # as if `value` (default 2.0) had been added after the runs
+        path.write_text(json.dumps(record))
+    measured = sorted(out.rglob(pipeline.MEASURED_FILE))
+    stamps = [p.stat().st_mtime_ns for p in measured]
+    again = studies.run_study(fake_study, out, progress=False)
+    assert measured and [p.stat().st_mtime_ns for p in measured] == stamps
+    assert again["analysis"]["ys"] == [2.0, 4.0]
+
+
 def test_step_runs_once_per_key_and_outputs(tmp_path):
     calls = []
 

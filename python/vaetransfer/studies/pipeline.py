@@ -324,7 +324,8 @@ def run_sweep(sweep_dir: str | os.PathLike, study: Study, stage: Stage, config, 
         return []
     s = vsweep.create(sweep_dir, job="function",
                       base={"function": f"{__name__}:execute_job",
-                            "args": {"study": reference(study), "stage": stage.name, "config": config_to_dict(config)}},
+                            "args": {"study": reference(study), "stage": stage.name,
+                                     "config": _declared_config(Path(sweep_dir), study, config)}},
                       zip=[_rows_to_zip(rows, stage.name)])
     for repair in (True, False):  # a second pass re-runs the runs whose measurements were set aside
         s.run(execution.executor, workers=execution.workers, threads=execution.threads, retries=1,
@@ -340,6 +341,25 @@ def run_sweep(sweep_dir: str | os.PathLike, study: Study, stage: Stage, config, 
                            f"{row['name']}: {row['status']}, {last[0]}); see `vaetransfer sweep status {sweep_dir}`; "
                            "running the study again retries them")
     return results
+
+
+def _declared_config(sweep_dir: Path, study: Study, config) -> dict:
+    """The config as a stage's sweep declares it. The runs' ids hash it, so a sweep declared before
+    the study gained a field keeps the config it was declared with when that reads as today's (new
+    fields at their defaults, as ``study.json`` does, see :func:`_pin`): a field added to a study
+    (e.g. an analysis setting) never orphans the runs an output directory already holds."""
+    current = config_to_dict(config)
+    path = sweep_dir / "sweep.json"
+    if not path.exists():
+        return current
+    try:
+        declared = read_json(path, "out_dir", expect=dict).get("base", {}).get("args", {}).get("config")
+        if isinstance(declared, dict) and declared != current and \
+                config_to_dict(config_from_dict(study.config, declared)) == current:
+            return declared
+    except (ArgumentError, ValueError, TypeError, AttributeError):
+        pass  # damaged or of another shape: the sweep itself says what is wrong when it is opened
+    return current
 
 
 def _stage_results(sweep_dir: Path, stage: str, *, repair: bool = False) -> list[RunResult] | None:
