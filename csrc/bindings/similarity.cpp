@@ -5,7 +5,9 @@
 #include "bindings/callback.h"
 #include "bindings/registry.h"
 #include "vaetransfer/similarity/engine.h"
+#include "vaetransfer/similarity/minibatch_cka.h"
 #include "vaetransfer/similarity/procrustes.h"
+#include "vaetransfer/similarity/resample.h"
 
 namespace py = pybind11;
 
@@ -93,6 +95,65 @@ void init_similarity(py::module_& m) {
         return nuclear_norm_of_product(fy, fx);
       },
       py::arg("fy"), py::arg("fx"));
+  // Resampling (bootstrap / jackknife weights, permutation nulls) and minibatch CKA.
+  auto replicate_options = [](bool debiased, bool constant_as_zero, int64_t memory_bytes, int cka_form,
+                              const py::object& progress) {
+    ReplicateOptions o;
+    o.debiased = debiased;
+    o.constant_as_zero = constant_as_zero;
+    o.memory_bytes = memory_bytes;
+    o.form = cka_form;
+    if (!progress.is_none()) {
+      auto fn = std::make_shared<py::object>(progress);
+      o.progress = with_gil([fn](int64_t done, int64_t total) { (*fn)(done, total); });
+    }
+    return o;
+  };
+  m.def(
+      "weighted_cka_replicates",
+      [replicate_options](const std::vector<std::vector<LayerFitPtr>>& models_a,
+                          const std::vector<std::vector<LayerFitPtr>>& models_b, const at::Tensor& weights,
+                          bool debiased, bool constant_as_zero, int64_t memory_bytes, int cka_form,
+                          const py::object& progress) {
+        auto o = replicate_options(debiased, constant_as_zero, memory_bytes, cka_form, progress);
+        return call_without_gil([&] { return weighted_cka_replicates(models_a, models_b, weights, o); });
+      },
+      py::arg("models_a"), py::arg("models_b"), py::arg("weights"), py::arg("debiased") = false,
+      py::arg("constant_as_zero") = false, py::arg("memory_bytes") = int64_t{1} << 30, py::arg("cka_form") = 0,
+      py::arg("progress") = py::none(),
+      "(R, M_a, M_b, L_a, L_b) float64 linear CKA of every pair on R example-weighted replicates");
+  m.def(
+      "permuted_cka_replicates",
+      [replicate_options](const std::vector<std::vector<LayerFitPtr>>& models_a,
+                          const std::vector<std::vector<LayerFitPtr>>& models_b, const at::Tensor& permutations,
+                          bool debiased, bool constant_as_zero, int64_t memory_bytes, int cka_form,
+                          const py::object& progress) {
+        auto o = replicate_options(debiased, constant_as_zero, memory_bytes, cka_form, progress);
+        return call_without_gil([&] { return permuted_cka_replicates(models_a, models_b, permutations, o); });
+      },
+      py::arg("models_a"), py::arg("models_b"), py::arg("permutations"), py::arg("debiased") = false,
+      py::arg("constant_as_zero") = false, py::arg("memory_bytes") = int64_t{1} << 30, py::arg("cka_form") = 0,
+      py::arg("progress") = py::none(),
+      "(K, M_a, M_b, L_a, L_b) float64 linear CKA of every pair with B's rows permuted");
+
+  py::class_<MinibatchCKA>(m, "MinibatchCKA", "Minibatch CKA accumulator (C++ MinibatchCKA)")
+      .def(py::init<std::vector<std::string>, std::vector<std::string>>(), py::arg("names_a"), py::arg("names_b"))
+      .def(
+          "update",
+          [](MinibatchCKA& self, const std::vector<at::Tensor>& acts_a, const std::vector<at::Tensor>& acts_b) {
+            py::gil_scoped_release no_gil;
+            self.update(acts_a, acts_b);
+          },
+          py::arg("acts_a"), py::arg("acts_b"))
+      .def(
+          "result",
+          [](const MinibatchCKA& self, bool constant_as_zero) {
+            py::gil_scoped_release no_gil;
+            return self.result(constant_as_zero);
+          },
+          py::arg("constant_as_zero") = false)
+      .def_property_readonly("examples", &MinibatchCKA::examples)
+      .def_property_readonly("batches", &MinibatchCKA::batches);
 }
 
 }  // namespace vaetransfer::bindings

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Literal, Mapping, Sequence
 
 import torch
@@ -68,7 +69,7 @@ _CKA_FORMS = {"auto": 0, "feature": 1, "gram": 2}
 LayerFit = _S.LayerFit
 
 __all__ = [
-    "LayerFit", "MEASURES", "PROCRUSTES_FORMS", "registered", "SimilarityMatrix", "SanityStudy", "activations",
+    "LayerFit", "MEASURES", "MinibatchCKA", "NULLS", "PROCRUSTES_FORMS", "RESAMPLINGS", "minibatch_cka", "registered", "SimilarityMatrix", "SanityStudy", "activations",
     "cka", "cka_avg", "decoder_layers", "decoder_start", "encoder_layers", "fit_layers", "procrustes", "sanity_matrices", "sanity_study", "similarity",
     "similarity_matrices", "similarity_matrix",
 ]
@@ -128,6 +129,8 @@ class SimilarityMatrix:
 
     ``values``: ``(L_a, L_b)`` float64; ``rows``/``cols``: layer names of A / B; ``n_pairs``: how
     many model pairs were averaged (Eq. 6: 25 for 5 × 5 seeds); ``n``: examples per layer.
+    Optional per-entry uncertainty (``ci_low``, ``ci_high``) and permutation null (``null_mean``,
+    ``null_std``, ``null_quantile``, :attr:`calibrated`): see :func:`similarity_matrix`.
     """
 
     values: torch.Tensor
@@ -141,6 +144,29 @@ class SimilarityMatrix:
     #: Approximate Procrustes only: ``(L_a, L_b)`` bound on ``|value − exact value|`` of ν (of an
     #: average: the mean of the pairs' bounds). None for exact measures.
     bound: torch.Tensor | None = field(default=None, repr=False)
+    #: With ``ci``: the confidence level, how the examples were resampled (``"bootstrap"`` or
+    #: ``"jackknife"``) and how many replicates; ``ci_low``/``ci_high`` ``(L_a, L_b)`` float64 bounds
+    #: of each entry's interval, ``replicates`` ``(R, L_a, L_b)`` the replicate values. None without.
+    ci: float | None = None
+    resampling: str | None = None
+    resamples: int = 0
+    ci_low: torch.Tensor | None = field(default=None, repr=False)
+    ci_high: torch.Tensor | None = field(default=None, repr=False)
+    replicates: torch.Tensor | None = field(default=None, repr=False)
+    #: With ``null="permutation"``: ``permutations`` draws of B's rows; ``null_mean``/``null_std``
+    #: ``(L_a, L_b)`` of each entry's permutation null, ``null_quantile`` its permutation p-value
+    #: ``(1 + #{null ≥ value}) / (1 + permutations)``, ``null`` ``(K, L_a, L_b)`` the null values.
+    permutations: int = 0
+    null_mean: torch.Tensor | None = field(default=None, repr=False)
+    null_std: torch.Tensor | None = field(default=None, repr=False)
+    null_quantile: torch.Tensor | None = field(default=None, repr=False)
+    null: torch.Tensor | None = field(default=None, repr=False)
+
+    @property
+    def calibrated(self) -> torch.Tensor | None:
+        """``values − null_mean``: the similarity above what the same layers score once the
+        examples are unpaired (a width-independent zero for linear CKA); None without a null."""
+        return None if self.null_mean is None else self.values - self.null_mean
 
     def __getitem__(self, key: tuple[str, str]) -> float:
         if not isinstance(key, tuple) or len(key) != 2:
@@ -300,18 +326,178 @@ def _names(models: Sequence[Mapping[str, torch.Tensor]], argument: str) -> list[
     return names
 
 
+# --------------------------------------------------------------------------------------------
+# Uncertainty: resampled examples and permutation nulls
+# --------------------------------------------------------------------------------------------
+RESAMPLINGS: tuple[str, ...] = ("bootstrap", "jackknife")
+NULLS: tuple[str, ...] = ("permutation",)
+# Measures with a C++ fast path (example weights / permuted Grams, no refit): name → debiased.
+_FAST = {"cka": False, "cka_debiased": True}
+
+
+@dataclass(frozen=True)
+class _Resampling:
+    ci: float | None
+    resampling: str
+    resamples: int
+    null: str | None
+    permutations: int
+    seed: int
+    fast: bool
+
+
+def _resampling_options(ci, resamples, resampling, null, permutations, seed, fast) -> _Resampling:
+    if ci is not None:
+        ci = check_number(ci, "ci", minimum=0.0, maximum=1.0, exclusive=True)
+    if not isinstance(resampling, str) or resampling not in RESAMPLINGS:
+        raise _error(ArgumentError, "resampling", f"expected one of {list(RESAMPLINGS)}, got {resampling!r}")
+    resamples = check_int(resamples, "resamples", 2, what="a number of resamples")
+    if null is not None and (not isinstance(null, str) or null not in NULLS):
+        raise _error(ArgumentError, "null", f"expected None or one of {list(NULLS)}, got {null!r}")
+    permutations = check_int(permutations, "permutations", 2, what="a number of permutations")
+    return _Resampling(ci, resampling, resamples, null, permutations, check_seed(seed), check_flag(fast, "fast"))
+
+
+def _jackknife_weights(n: int, groups: int, seed: int) -> torch.Tensor:
+    """``(G, n)`` 0/1 weights of the delete-d jackknife: the examples are shuffled by ``seed`` and
+    split into ``G = min(groups, n)`` blocks of ⌊n/G⌋ or ⌈n/G⌉; replicate g leaves out block g
+    (G = n: leave-one-out)."""
+    G = min(groups, n)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    block = torch.empty(n, dtype=torch.long)
+    block[order] = torch.arange(n) * G // n
+    return (block.unsqueeze(0) != torch.arange(G).unsqueeze(1)).long()
+
+
+def _refit(fits, rows, memo):
+    """The layers' fits on ``rows`` of their activations; ``memo`` keeps one fit per layer object,
+    so a layer shared by both sides stays one object (and scores exactly 1)."""
+    out = []
+    for model in fits:
+        new = []
+        for f in model:
+            if id(f) not in memo:
+                memo[id(f)] = LayerFit(f.x.index_select(0, rows), 0, f.name)
+            new.append(memo[id(f)])
+        out.append(new)
+    return out
+
+
+def _bar(progress, total, desc):
+    if not progress:
+        return None, None
+    from tqdm.auto import tqdm
+    bar = tqdm(total=total, desc=desc, unit="replicate", leave=False)
+
+    def callback(done: int, total: int) -> None:
+        bar.update(done - bar.n)
+    return bar, callback
+
+
+def _replicates(fa, fb, kind: str, draws: torch.Tensor, opts: _Resampling, engine: dict) -> torch.Tensor:
+    """``(R, M_a, M_b, L_a, L_b)`` values of every pair on each replicate. ``kind``: ``"weights"``
+    (draws: ``(R, n)`` example counts, or for the generic path ``rows``: the drawn row indices) or
+    ``"permutation"`` (draws: ``(K, n)`` permutations of B's rows)."""
+    entry = _entry(engine["measure"])
+    fast = opts.fast and entry["name"] in _FAST and not engine["measure_params"]
+    progress = engine["progress"]
+    bar, callback = _bar(progress is True or (progress is None and not fast and entry["family"] == "factor"),
+                         draws.shape[0], f"{entry['name']} {kind}")
+    try:
+        if fast:
+            fn = _S.weighted_cka_replicates if kind != "permutation" else _S.permuted_cka_replicates
+            return fn(fa, fb, draws if kind != "rows" else _counts(draws, fa[0][0].n), _FAST[entry["name"]],
+                      _constant_flag(engine["constant"]), int(engine["memory_bytes"]), _cka_form(engine["cka_form"]),
+                      callback)
+        out = []
+        for r in range(draws.shape[0]):
+            rows = draws[r] if kind != "weights" else torch.repeat_interleave(torch.arange(draws.shape[1]), draws[r])
+            if kind == "permutation":
+                ra, rb = fa, _refit(fb, rows, {})
+            else:
+                memo: dict = {}
+                ra, rb = _refit(fa, rows, memo), _refit(fb, rows, memo)
+            values, _ = _run_engine(ra, rb, engine["measure"], engine["form"], "zero", engine["memory_bytes"],
+                                    engine["cka_form"], False, engine["procrustes_rank"], engine["power_iterations"],
+                                    measure_params=engine["measure_params"])
+            out.append(values)
+            if callback is not None:
+                callback(r + 1, draws.shape[0])
+        return torch.stack(out)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _counts(rows: torch.Tensor, n: int) -> torch.Tensor:
+    """Bootstrap draws ``(R, n)`` of row indices → example counts ``(R, n)``."""
+    return torch.zeros(rows.shape[0], n, dtype=torch.long).scatter_add_(1, rows, torch.ones_like(rows))
+
+
+def _engine_args(measure, form, constant, memory_bytes, cka_form, progress, procrustes_rank, power_iterations,
+                 measure_params) -> dict:
+    return dict(measure=measure, form=form, constant=constant, memory_bytes=memory_bytes, cka_form=cka_form,
+                progress=progress, procrustes_rank=procrustes_rank, power_iterations=power_iterations,
+                measure_params=dict(measure_params or {}))
+
+
+def _uncertainty(fa, fb, observed: torch.Tensor, reduce, opts: _Resampling, engine: dict) -> dict:
+    """The :class:`SimilarityMatrix` fields of the interval and of the permutation null.
+    ``reduce`` maps ``(R, M_a, M_b, L_a, L_b)`` replicate values to ``(R, L_a, L_b)`` (one pair, or
+    the seed-pair average)."""
+    n = fa[0][0].n
+    out: dict = {}
+    if opts.ci is not None:
+        debiased = _entry(engine["measure"])["name"] == "cka_debiased"
+        if opts.resampling == "bootstrap":
+            rows = torch.randint(n, (opts.resamples, n), generator=torch.Generator().manual_seed(opts.seed))
+            reps = reduce(_replicates(fa, fb, "rows", rows, opts, engine))
+            lo, hi = (1.0 - opts.ci) / 2.0, (1.0 + opts.ci) / 2.0
+            low, high = torch.quantile(reps, lo, dim=0), torch.quantile(reps, hi, dim=0)
+        else:
+            weights = _jackknife_weights(n, opts.resamples, opts.seed)
+            least = n - (n + weights.shape[0] - 1) // weights.shape[0]
+            if least < (4 if debiased else 2):
+                raise _error(ArgumentError, "resamples", f"a jackknife replicate of n = {n} examples in "
+                             f"{weights.shape[0]} blocks keeps {least}, too few for {engine['measure']!r}")
+            reps = reduce(_replicates(fa, fb, "weights", weights, opts, engine))
+            G = reps.shape[0]
+            se = ((G - 1) / G * (reps - reps.mean(dim=0)).square().sum(dim=0)).sqrt()
+            z = NormalDist().inv_cdf((1.0 + opts.ci) / 2.0)
+            low, high = observed - z * se, observed + z * se
+        out.update(ci=opts.ci, resampling=opts.resampling, resamples=int(reps.shape[0]), ci_low=low, ci_high=high,
+                   replicates=reps)
+    if opts.null is not None:
+        g = torch.Generator().manual_seed(opts.seed)
+        perms = torch.stack([torch.randperm(n, generator=g) for _ in range(opts.permutations)])
+        null = reduce(_replicates(fa, fb, "permutation", perms, opts, engine))
+        ties = 1e-12 * observed.abs().clamp_min(1.0)
+        exceed = (null >= observed - ties).sum(dim=0).to(torch.float64)
+        out.update(permutations=opts.permutations, null_mean=null.mean(dim=0), null_std=null.std(dim=0),
+                   null_quantile=(1.0 + exceed) / (1.0 + opts.permutations), null=null)
+    return out
+
+
 def similarity_matrices(models_a: Sequence[Mapping[str, torch.Tensor]], models_b: Sequence[Mapping[str, torch.Tensor]],
                         measure: Measure = "cka", *, form: ProcrustesForm = "nu", constant: str = "raise",
                         memory_bytes: int = 1 << 30, cka_form: str = "auto",
                         progress: bool | None = None, procrustes_rank: int | None = None,
-                        power_iterations: int = 2, return_bound: bool = False):
+                        power_iterations: int = 2, return_bound: bool = False, ci: float | None = None,
+                        resamples: int = 200, resampling: str = "bootstrap", seed: int = 0, fast: bool = True,
+                        **measure_params):
     """Every model of A against every model of B in one pass: ``(M_a, M_b, L_a, L_b)`` float64.
 
     Each distinct layer is fitted once and its Gram rows / Procrustes factor serve all its pairs.
     ``progress``: tqdm bar over the Procrustes work (default: on for "procrustes" and "min").
     ``procrustes_rank``: approximate Procrustes from truncated spectra (module docstring);
     ``return_bound=True`` returns ``(values, bound)``, bound None for exact measures.
+    ``measure_params``: the measure's own declared parameters (:func:`registered`), e.g. ``keep=0.99``.
+    ``ci``: also an interval for every entry of every model pair (the examples resampled jointly for
+    all models; ``resamples``, ``resampling``, ``seed``, ``fast`` as in :func:`similarity_matrix`):
+    returns ``(values, ci_low, ci_high)`` (``(values, bound, ci_low, ci_high)`` with
+    ``return_bound``), each ``(M_a, M_b, L_a, L_b)``.
     """
+    opts = _resampling_options(ci, resamples, resampling, None, 2, seed, fast)
     for arg, models in (("models_a", models_a), ("models_b", models_b)):
         if isinstance(models, Mapping) or not isinstance(models, Sequence) or len(models) == 0:
             raise _error(ArgumentTypeError, arg, "expected a non-empty sequence of activation mappings")
@@ -319,15 +505,22 @@ def similarity_matrices(models_a: Sequence[Mapping[str, torch.Tensor]], models_b
     fa = [fit_layers(m, argument=f"models_a[{i}]", cache=cache) for i, m in enumerate(models_a)]
     fb = [fit_layers(m, argument=f"models_b[{j}]", cache=cache) for j, m in enumerate(models_b)]
     values, bound = _run_engine(fa, fb, measure, form, constant, memory_bytes, cka_form, progress, procrustes_rank,
-                                power_iterations)
-    return (values, bound) if return_bound else values
+                                power_iterations, measure_params=measure_params)
+    if opts.ci is None:
+        return (values, bound) if return_bound else values
+    engine = _engine_args(measure, form, constant, memory_bytes, cka_form, progress, procrustes_rank,
+                          power_iterations, measure_params)
+    u = _uncertainty(fa, fb, values, lambda r: r, opts, engine)
+    return ((values, bound) if return_bound else (values,)) + (u["ci_low"], u["ci_high"])
 
 
 def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, torch.Tensor],
                       measure: Measure = "cka", *, form: ProcrustesForm = "nu", constant: str = "raise",
                       memory_bytes: int = 1 << 30, cka_form: str = "auto",
                       progress: bool | None = None, procrustes_rank: int | None = None,
-                      power_iterations: int = 2) -> SimilarityMatrix:
+                      power_iterations: int = 2, ci: float | None = None, resamples: int = 200,
+                      resampling: str = "bootstrap", null: str | None = None, permutations: int = 200,
+                      seed: int = 0, fast: bool = True, **measure_params) -> SimilarityMatrix:
     """The full layer × layer heatmap of two models in one call.
 
     ``acts_a``/``acts_b``: ``OrderedDict[name, (n, ...) tensor]`` (e.g. from :func:`activations`),
@@ -335,8 +528,36 @@ def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, t
     reported in ``form``) or ``"min"``. ``memory_bytes`` bounds the streamed CKA Gram blocks.
     ``progress``: tqdm bar over the Procrustes work (default: on for "procrustes" and "min").
     ``procrustes_rank``: approximate Procrustes with per-entry error bounds (``.bound``; module
-    docstring); None: exact.
+    docstring); None: exact. ``measure_params``: the measure's own declared parameters
+    (:func:`registered`), e.g. ``keep=0.99`` for ``"svcca"``.
+
+    **Intervals** (``ci``, a level in (0, 1), e.g. 0.95): every entry gets ``ci_low``/``ci_high``
+    from resampling the EXAMPLES (rows), the same resampled rows for every layer of both models.
+    ``resampling="bootstrap"`` (default): ``resamples`` (≥ 2, default 200) draws of n rows with
+    replacement, percentile interval (Efron & Tibshirani 1993, "An Introduction to the Bootstrap",
+    §13.3): the (1 − ci)/2 and (1 + ci)/2 quantiles of the replicate values (no BCa correction).
+    ``resampling="jackknife"``: delete-d block jackknife, the rows shuffled by ``seed`` and split
+    into G = min(resamples, n) blocks (G = n: leave-one-out); each replicate leaves one block out;
+    interval ``value ± z·se`` with se² = (G − 1)/G · Σ_g (θ_g − θ̄)² and z the normal quantile.
+    **Permutation null** (``null="permutation"``): ``permutations`` (≥ 2) shuffles of B's rows (one
+    shuffle for all B layers) break the pairing of examples; ``null_mean``, ``null_std``,
+    ``calibrated = values − null_mean`` and ``null_quantile`` = (1 + #{null ≥ value}) /
+    (1 + permutations), the permutation p-value (Phipson & Smyth 2010, "Permutation p-values
+    should never be zero"). Linear CKA of unrelated layers grows with their width (≈ p/n-ish);
+    the calibrated value stays near 0.
+
+    Cost: for ``"cka"`` and ``"cka_debiased"`` a C++ fast path reuses each layer's centred Gram
+    (or, for narrow layers, its features): a bootstrap/jackknife replicate is a weighted
+    re-centring and weighted inner products with the example counts as weights, a permutation
+    only re-indexes B's Grams, so nothing is refitted. Every other measure (and ``fast=False``)
+    takes the generic path: the engine re-run on each replicate's rows (correct, but each
+    replicate costs a whole heatmap). A bootstrap replicate repeats rows; measures that look at
+    neighbours or ranks (``"mutual_knn"``, ``"cknna"``, the CCA family) see duplicated points as
+    perfect neighbours / extra dimensions lost, so their bootstrap replicates are biased: use
+    ``resampling="jackknife"`` for them. Replicates use ``constant="zero"``: a layer that is constant
+    on a replicate's rows scores 0 there. ``seed`` fixes the draws (the same draws on both paths).
     """
+    opts = _resampling_options(ci, resamples, resampling, null, permutations, seed, fast)
     for arg, acts in (("acts_a", acts_a), ("acts_b", acts_b)):
         if not isinstance(acts, Mapping):
             raise _error(ArgumentTypeError, arg, f"expected a mapping of layer name to activations, got {type(acts).__name__}")
@@ -344,16 +565,23 @@ def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, t
     fa = fit_layers(acts_a, argument="acts_a", cache=cache)
     fb = fit_layers(acts_b, argument="acts_b", cache=cache)
     values, bound = _run_engine([fa], [fb], measure, form, constant, memory_bytes, cka_form, progress,
-                                procrustes_rank, power_iterations)
+                                procrustes_rank, power_iterations, measure_params=measure_params)
+    extra = {}
+    if opts.ci is not None or opts.null is not None:
+        engine = _engine_args(measure, form, constant, memory_bytes, cka_form, progress, procrustes_rank,
+                              power_iterations, measure_params)
+        extra = _uncertainty([fa], [fb], values[0, 0], lambda r: r[:, 0, 0], opts, engine)
     return SimilarityMatrix(values[0, 0], list(acts_a.keys()), list(acts_b.keys()), measure, form, 1, fa[0].n,
-                            bound=None if bound is None else bound[0, 0])
+                            bound=None if bound is None else bound[0, 0], **extra)
 
 
 def cka_avg(models_a: Sequence[Mapping[str, torch.Tensor]], models_b: Sequence[Mapping[str, torch.Tensor]],
             measure: Measure = "cka", *, form: ProcrustesForm = "nu", constant: str = "raise",
             memory_bytes: int = 1 << 30, progress: bool | None = None,
             seeds_a: Sequence[int] | None = None, seeds_b: Sequence[int] | None = None,
-            procrustes_rank: int | None = None, power_iterations: int = 2) -> SimilarityMatrix:
+            procrustes_rank: int | None = None, power_iterations: int = 2, ci: float | None = None,
+            resamples: int = 200, resampling: str = "bootstrap", null: str | None = None, permutations: int = 200,
+            seed: int = 0, fast: bool = True, **measure_params) -> SimilarityMatrix:
     """Eq. 6: ``CKA_avg(M_j^A, M_k^B) = 1/(M_a M_b) Σ_i Σ_l CKA(M_j^{A_i}, M_k^{B_l})`` over all seed
     pairs (5 × 5 = 25 in the paper), computed in one pass with every layer fitted once. Any measure.
 
@@ -363,17 +591,35 @@ def cka_avg(models_a: Sequence[Mapping[str, torch.Tensor]], models_b: Sequence[M
     different seeds (the paper's Eq. 6 also averages the 5 same-seed pairs).
 
     ``procrustes_rank``: approximate Procrustes; ``.bound`` is then the mean of the averaged pairs'
-    bounds (a bound on the error of the mean)."""
+    bounds (a bound on the error of the mean).
+
+    ``ci`` / ``null``: as in :func:`similarity_matrix`, for the average itself: every replicate
+    resamples the examples jointly for all models (one draw of rows, or one permutation of the rows
+    of every B model) and averages the same pairs, so the interval is that of the seed-pair mean."""
+    opts = _resampling_options(ci, resamples, resampling, null, permutations, seed, fast)
     per_pair, pair_bound = similarity_matrices(models_a, models_b, measure, form=form, constant=constant,
                                                memory_bytes=memory_bytes, progress=progress,
                                                procrustes_rank=procrustes_rank, power_iterations=power_iterations,
-                                               return_bound=True)
+                                               return_bound=True, **measure_params)
     rows, cols = _names(models_a, "models_a"), _names(models_b, "models_b")
     n = next(iter(models_a[0].values())).shape[0]
+
+    def uncertainty(keep) -> dict:
+        if opts.ci is None and opts.null is None:
+            return {}
+        cache: dict = {}
+        fa = [fit_layers(m, argument=f"models_a[{i}]", cache=cache) for i, m in enumerate(models_a)]
+        fb = [fit_layers(m, argument=f"models_b[{j}]", cache=cache) for j, m in enumerate(models_b)]
+        engine = _engine_args(measure, form, constant, memory_bytes, "auto", progress, procrustes_rank,
+                              power_iterations, measure_params)
+        reduce = (lambda r: r.mean(dim=(1, 2))) if keep is None else (lambda r: r[:, keep].mean(dim=1))
+        observed = per_pair.mean(dim=(0, 1)) if keep is None else per_pair[keep].mean(dim=0)
+        return _uncertainty(fa, fb, observed, reduce, opts, engine)
+
     if seeds_a is None and seeds_b is None:
         return SimilarityMatrix(per_pair.mean(dim=(0, 1)), rows, cols, measure, form,
                                 per_pair.shape[0] * per_pair.shape[1], n, per_pair,
-                                None if pair_bound is None else pair_bound.mean(dim=(0, 1)))
+                                None if pair_bound is None else pair_bound.mean(dim=(0, 1)), **uncertainty(None))
     for arg, seeds, models in (("seeds_a", seeds_a, models_a), ("seeds_b", seeds_b, models_b)):
         if seeds is None or isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) \
                 or len(seeds) != len(models):
@@ -384,7 +630,97 @@ def cka_avg(models_a: Sequence[Mapping[str, torch.Tensor]], models_b: Sequence[M
                                                "compare models trained from different seeds")
     values = per_pair[keep].mean(dim=0)
     return SimilarityMatrix(values, rows, cols, measure, form, int(keep.sum()), n, per_pair,
-                            None if pair_bound is None else pair_bound[keep].mean(dim=0))
+                            None if pair_bound is None else pair_bound[keep].mean(dim=0), **uncertainty(keep))
+
+
+# --------------------------------------------------------------------------------------------
+# Minibatch CKA
+# --------------------------------------------------------------------------------------------
+class MinibatchCKA:
+    """Minibatch linear CKA (Nguyen, Raghu & Kornblith 2021, "Do wide and deep networks learn the
+    same things?", §3.1), accumulated batch by batch without ever holding all n examples:
+
+    ``CKA_mb(k, l) = mean_b HSIC₁(K_b, L_b) / √(mean_b HSIC₁(K_b, K_b) · mean_b HSIC₁(L_b, L_b))``
+
+    with ``HSIC₁`` the unbiased HSIC estimator (Song et al. 2012, "Feature selection via dependence
+    maximization", Eq. 5) of the linear-kernel Grams of minibatch b; the means run over batches
+    (never over layers). Its expectation does not depend on the batch size, and with one batch of
+    all n examples it equals ``"cka_debiased"``.
+
+    ``MinibatchCKA(layers_a, layers_b)``: the layer names of A and B (the rows and columns of the
+    result). ``update(acts_a, acts_b)``: mappings of those names to ``(b, ...)`` activations of the
+    same b examples. ``result(constant="raise")`` → :class:`SimilarityMatrix` (measure
+    ``"cka_minibatch"``, ``n`` = examples seen; updates may continue after it).
+
+    Batches of any size: HSIC₁ needs 4 examples, so examples are collected until at least 4 are
+    held, and the last such group joins a final remainder of fewer than 4. A batch of 4 or more
+    is thus its own minibatch, exactly as given; batches of 1–3 join the following batches (or, at
+    the end, the last minibatch). Fewer than 4 examples in total: ArgumentError (``batches``).
+    """
+
+    def __init__(self, layers_a: Sequence[str], layers_b: Sequence[str]):
+        self.rows = [str(n) for n in sequence(layers_a, "layers_a", "a sequence of layer names")]
+        self.cols = [str(n) for n in sequence(layers_b, "layers_b", "a sequence of layer names")]
+        for arg, names in (("layers_a", self.rows), ("layers_b", self.cols)):
+            if not names:
+                raise _error(ArgumentError, arg, "expected at least one layer name")
+            if len(set(names)) != len(names):
+                raise _error(ArgumentError, arg, f"expected distinct layer names, got {names}")
+        self._acc = _S.MinibatchCKA([f"acts_a[{n!r}]" for n in self.rows], [f"acts_b[{n!r}]" for n in self.cols])
+
+    def _layers(self, acts, names, arg) -> list:
+        if not isinstance(acts, Mapping):
+            raise _error(ArgumentTypeError, arg, f"expected a mapping of layer name to activations, got "
+                                                 f"{type(acts).__name__}")
+        missing = [n for n in names if n not in acts]
+        if missing:
+            raise _error(ArgumentError, arg, f"missing layers {missing} (expected {names})")
+        return [check_tensor(acts[n], f"{arg}[{n!r}]") for n in names]
+
+    def update(self, acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, torch.Tensor]) -> "MinibatchCKA":
+        """Adds one batch (the same b examples on both sides); returns self."""
+        self._acc.update(self._layers(acts_a, self.rows, "acts_a"), self._layers(acts_b, self.cols, "acts_b"))
+        return self
+
+    @property
+    def examples(self) -> int:
+        return int(self._acc.examples)
+
+    @property
+    def batches(self) -> int:
+        """Minibatches in the average so far (after the carrying-over of small batches)."""
+        return int(self._acc.batches)
+
+    def result(self, *, constant: str = "raise") -> SimilarityMatrix:
+        """The ``(L_a, L_b)`` heatmap so far. ``constant="zero"``: a layer constant on every batch
+        scores 0 instead of raising."""
+        values = self._acc.result(_constant_flag(constant))
+        return SimilarityMatrix(values, list(self.rows), list(self.cols), "cka_minibatch", "nu", 1, self.examples)
+
+
+def minibatch_cka(batches_a, batches_b, *, constant: str = "raise") -> SimilarityMatrix:
+    """Minibatch CKA (:class:`MinibatchCKA`) over two iterables of per-batch activation mappings
+    (``OrderedDict[name, (b, ...) tensor]``, e.g. :func:`activations` of each model on each batch),
+    consumed in step; the layer names and order come from the first batches."""
+    it_a, it_b = iter(batches_a), iter(batches_b)
+    acc = None
+    while True:
+        a, b = next(it_a, None), next(it_b, None)
+        if a is None or b is None:
+            if (a is None) != (b is None):
+                raise _error(ArgumentError, "batches_b" if b is None else "batches_a",
+                             "expected as many batches as the other side, ran out first")
+            break
+        if acc is None:
+            for arg, acts in (("batches_a", a), ("batches_b", b)):
+                if not isinstance(acts, Mapping):
+                    raise _error(ArgumentTypeError, arg, f"expected mappings of layer name to activations, got "
+                                                         f"{type(acts).__name__}")
+            acc = MinibatchCKA(list(a.keys()), list(b.keys()))
+        acc.update(a, b)
+    if acc is None:
+        raise _error(ArgumentError, "batches_a", "expected at least one batch, got none")
+    return acc.result(constant=constant)
 
 
 # --------------------------------------------------------------------------------------------

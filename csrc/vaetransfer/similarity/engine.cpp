@@ -62,11 +62,17 @@ at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& mode
       options.measure ? options.measure : std::shared_ptr<const Measure>(make_measure("cka"));
   measure->check(n, first.arg());
 
-  // Requested distinct pairs (u, v) between different layers, plus self pairs for the norms.
+  // Requested distinct pairs (u, v) between different layers, plus self pairs for the norms. A
+  // symmetric measure scores each unordered pair once (u < v); an asymmetric one each ordered pair
+  // (u from A, v from B).
+  const bool ordered = !measure->symmetric();
+  auto key = [ordered](int64_t u, int64_t v) {
+    return ordered ? std::make_pair(u, v) : std::make_pair(std::min(u, v), std::max(u, v));
+  };
   std::set<std::pair<int64_t, int64_t>> distinct;
   for (int64_t u : ia)
     for (int64_t v : ib)
-      if (u != v && !layers[u]->constant() && !layers[v]->constant()) distinct.emplace(std::min(u, v), std::max(u, v));
+      if (u != v && !layers[u]->constant() && !layers[v]->constant()) distinct.insert(key(u, v));
   if (!options.constant_as_zero) {
     for (const LayerFit* f : layers)
       VT_CHECK_ARG(!f->constant(), f->arg(),
@@ -122,7 +128,7 @@ at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& mode
           } else if (u == v) {
             value = measure->identical();
           } else {
-            const Score& s = scores.at({std::min(u, v), std::max(u, v)});
+            const Score& s = scores.at(key(u, v));
             value = s.value;
             e[i][j][k][l] = s.bound;
           }

@@ -9,8 +9,13 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <string>
+#include <typeindex>
+#include <utility>
 
 namespace vaetransfer::similarity {
 
@@ -72,6 +77,30 @@ class LayerFit {
   // per-pair error bound is computed from it.
   const TruncatedFactor& truncated_factor(const TruncationOptions& options) const;
 
+  // ---- Generic per-layer cache for measures (added with the CCA family) ----------------------
+  // The value of type T stored under `key`, built by `make()` (returning a T) on the first request
+  // and kept for the layer's lifetime, so every pair of every engine call reuses it. A key names
+  // the measure and each parameter the value depends on (e.g. "cca/basis/d=500"); asking for a key
+  // with another type than it was stored with is a logic error (std::logic_error). Thread-safe;
+  // `make` may itself ask for other keys of the same layer.
+  template <typename T, typename Make>
+  const T& cached(const std::string& key, Make&& make) const {
+    std::lock_guard<std::recursive_mutex> lock(cache_mutex_);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      std::shared_ptr<const void> value = std::make_shared<const T>(make());
+      it = cache_.emplace(key, std::make_pair(std::type_index(typeid(T)), std::move(value))).first;
+    }
+    if (it->second.first != std::type_index(typeid(T)))
+      throw std::logic_error("LayerFit cache key '" + key + "' holds another type");
+    return *static_cast<const T*>(it->second.second.get());
+  }
+  bool has_cached(const std::string& key) const {
+    std::lock_guard<std::recursive_mutex> lock(cache_mutex_);
+    return cache_.count(key) > 0;
+  }
+  // ---- end of the generic per-layer cache ------------------------------------------------------
+
  private:
   at::Tensor x_;
   std::string arg_;
@@ -83,6 +112,9 @@ class LayerFit {
   mutable at::Tensor factor_;
   mutable TruncatedFactor truncated_;
   mutable TruncationOptions truncated_options_;
+  // Generic per-layer cache (see cached()).
+  mutable std::recursive_mutex cache_mutex_;
+  mutable std::map<std::string, std::pair<std::type_index, std::shared_ptr<const void>>> cache_;
 };
 
 using LayerFitPtr = std::shared_ptr<LayerFit>;

@@ -47,6 +47,9 @@ class Measure : public Registered {
   virtual double constant() const { return 0.0; }
   // Maps every entry to the reported form (e.g. a Procrustes distance); the identity by default.
   virtual double report(double value) const { return value; }
+  // False for an asymmetric measure (e.g. PWCCA, weighted from its first argument): the engine then
+  // scores each ordered pair (A's layer as pair.x, B's layer as pair.y) instead of one per unordered pair.
+  virtual bool symmetric() const { return true; }
 };
 
 // Entries: name, family ("gram": streamed Gram inner products; "factor": per-layer factors and

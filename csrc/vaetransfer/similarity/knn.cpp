@@ -1,0 +1,424 @@
+// Mutual k-NN alignment and CKNNA (Huh et al. 2024, "The Platonic Representation Hypothesis", §2
+// "Metrics" and App. A), and the example geometry they share with cka_rbf and rsa (knn.h).
+//
+// mutual_knn: for every example i, N_X(i) = its k nearest other examples in layer X; the score is
+//   (1/n) Σ_i |N_X(i) ∩ N_Y(i)| / k, in [0, 1]; about k/(n−1) for unrelated layers.
+// cknna (App. A): with the kernel K_ij = ⟨u_i, u_j⟩ and its row-centred form
+//   K̃_ij = K_ij − (1/n) Σ_l K_il,
+//   Align(K, L) = Σ_i Σ_j α(i, j) K̃_ij L̃_ij,  α(i, j) = 1[i ≠ j, j ∈ N_X(i), j ∈ N_Y(i)],
+//   CKNNA = Align(K, L) / √(Align(K, K) Align(L, L)), in [−1, 1] (Cauchy–Schwarz over the pairs).
+// Geometry (`metric`): "cosine", the paper's (features L2-normalised per example, neighbours by
+// inner product, kernel the cosine); or "euclidean" (neighbours by Euclidean distance, kernel the
+// inner product of column-centred features), which makes both invariant to an offset as well as to
+// rotation and isotropic scaling. The authors' released code differs in two ways, not followed
+// here: it clips outlying feature values before normalising, and its CKNNA applies the unbiased
+// HSIC estimator to the masked kernels instead of the row centring above.
+#include "vaetransfer/similarity/knn.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "vaetransfer/common/check.h"
+#include "vaetransfer/similarity/measure.h"
+
+namespace vaetransfer::similarity {
+
+RowGeometry row_geometry_from_name(const std::string& name, const std::string& allowed, const char* arg) {
+  const std::string padded = "|" + allowed + "|";
+  const bool ok = padded.find("|" + name + "|") != std::string::npos;
+  std::string list;
+  for (char c : allowed) list += c == '|' ? std::string("', '") : std::string(1, c);
+  VT_CHECK_ARG(ok, arg, "expected one of '", list, "', got '", name, "'");
+  if (name == "cosine") return RowGeometry::kCosine;
+  if (name == "correlation") return RowGeometry::kCorrelation;
+  return RowGeometry::kEuclidean;
+}
+
+namespace {
+constexpr int64_t kBlockBytes = int64_t{64} << 20;  // float64 scratch per row or feature block
+}  // namespace
+
+ExampleGeometry::ExampleGeometry(const LayerFit& layer, RowGeometry geometry)
+    : layer_(layer), geometry_(geometry), n_(layer.n()), p_(layer.p()) {
+  const auto stored = layer.x().scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  rows_ = layer.x().to(at::kCPU, stored).contiguous();
+  eps_ = layer.compute_dtype() == at::kDouble ? std::numeric_limits<double>::epsilon()
+                                              : static_cast<double>(std::numeric_limits<float>::epsilon());
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  if (geometry_ == RowGeometry::kEuclidean) {
+    shift_ = layer.mean().to(at::kCPU);
+    sq_norm_ = layer.row_sq().to(at::kCPU);
+  } else {
+    shift_ = at::zeros({n_}, f64);
+    scale_ = at::zeros({n_}, f64);
+    sq_norm_ = at::zeros({n_}, f64);
+    if (geometry_ == RowGeometry::kCosine) mean_row_ = at::zeros({p_}, f64);
+    const int64_t step = std::max<int64_t>(1, kBlockBytes / (8 * p_));
+    for (int64_t r0 = 0; r0 < n_; r0 += step) {
+      const int64_t len = std::min(step, n_ - r0);
+      auto block = rows_.narrow(0, r0, len).to(at::kDouble);
+      if (geometry_ == RowGeometry::kCosine) {
+        auto sq = block.square().sum(1);
+        auto nonzero = sq.gt(0.0);
+        auto inv = at::where(nonzero, sq.clamp_min(std::numeric_limits<double>::min()).rsqrt(), at::zeros_like(sq));
+        scale_.narrow(0, r0, len).copy_(inv);
+        sq_norm_.narrow(0, r0, len).copy_(nonzero.to(at::kDouble));
+        mean_row_.add_(block.mul(inv.unsqueeze(1)).sum(0));
+      } else {
+        auto m = block.mean(1);
+        auto c = block - m.unsqueeze(1);
+        auto ss = c.square().sum(1);
+        // A row of equal values leaves only the rounding of its mean (≤ p ε |x|max per entry).
+        auto tol = block.abs().amax(1).mul(2.0 * static_cast<double>(p_) * std::numeric_limits<double>::epsilon())
+                       .square()
+                       .mul(static_cast<double>(p_));
+        auto flat = ss.le(tol).nonzero();
+        VT_CHECK_ARG(flat.numel() == 0, layer.arg(), "example ", (flat.numel() ? r0 + flat[0][0].item<int64_t>() : 0),
+                     " has the same value in every feature: its Pearson correlation with other examples (the "
+                     "'correlation' RDM) is undefined; use rdm='euclidean' or drop the example");
+        shift_.narrow(0, r0, len).copy_(m);
+        scale_.narrow(0, r0, len).copy_(ss.rsqrt());
+        sq_norm_.narrow(0, r0, len).fill_(1.0);
+      }
+    }
+    if (geometry_ == RowGeometry::kCosine) mean_row_.div_(static_cast<double>(n_));
+  }
+  max_sq_norm_ = sq_norm_.max().item<double>();
+}
+
+at::Tensor ExampleGeometry::sq_distances() const {
+  const at::ScalarType ct = layer_.compute_dtype();
+  auto gram = at::zeros({n_, n_}, at::TensorOptions().dtype(ct));
+  const int64_t chunk = std::max<int64_t>(1, kBlockBytes / (8 * n_));
+  for (int64_t c0 = 0; c0 < p_; c0 += chunk) {
+    const int64_t len = std::min(chunk, p_ - c0);
+    auto u = rows_.narrow(1, c0, len).to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);  // never rows_ itself
+    switch (geometry_) {
+      case RowGeometry::kEuclidean: u.sub_(shift_.narrow(0, c0, len).unsqueeze(0)); break;
+      case RowGeometry::kCosine: u.mul_(scale_.unsqueeze(1)); break;
+      case RowGeometry::kCorrelation: u.sub_(shift_.unsqueeze(1)).mul_(scale_.unsqueeze(1)); break;
+    }
+    add_upper_gram(gram, u.to(ct).contiguous(), n_);
+  }
+  gram = mirror_upper(gram);
+  auto diag = gram.diagonal().clone();
+  // (‖u_i‖² + ‖u_j‖²) − 2⟨u_i, u_j⟩: each step commutes in i, j, so the matrix is exactly symmetric.
+  auto dist = diag.unsqueeze(1) + diag.unsqueeze(0);
+  dist.sub_(gram, 2.0).clamp_min_(0.0);
+  gram = at::Tensor();
+  dist.diagonal().zero_();
+  return dist;
+}
+
+double ExampleGeometry::margin(int64_t i) const {
+  const double sq = sq_norm_.data_ptr<double>()[i];
+  return 2.0 * static_cast<double>(p_ + 10) * eps_ * (sq + max_sq_norm_);
+}
+
+namespace {
+
+template <typename T>
+double exact_sq_distance(const T* a, const T* b, int64_t p, RowGeometry g, double sa, double sb, double ma,
+                         double mb) {
+  double acc = 0.0;
+  switch (g) {
+    case RowGeometry::kEuclidean:
+      for (int64_t d = 0; d < p; ++d) {
+        const double diff = static_cast<double>(a[d]) - static_cast<double>(b[d]);
+        acc += diff * diff;
+      }
+      break;
+    case RowGeometry::kCosine:
+      // An all-zero row (scale 0) is at distance exactly 1 from every unit row: 2 − 2 cos with cos = 0.
+      if (sa == 0.0 || sb == 0.0) return sa == 0.0 && sb == 0.0 ? 0.0 : 1.0;
+      for (int64_t d = 0; d < p; ++d) {
+        const double diff = static_cast<double>(a[d]) * sa - static_cast<double>(b[d]) * sb;
+        acc += diff * diff;
+      }
+      break;
+    case RowGeometry::kCorrelation:
+      for (int64_t d = 0; d < p; ++d) {
+        const double diff = (static_cast<double>(a[d]) - ma) * sa - (static_cast<double>(b[d]) - mb) * sb;
+        acc += diff * diff;
+      }
+      break;
+  }
+  return acc;
+}
+
+template <typename T>
+double exact_kernel(const T* a, const T* b, int64_t p, RowGeometry g, const double* col_mean, double sa, double sb,
+                    double ma, double mb) {
+  double acc = 0.0;
+  switch (g) {
+    case RowGeometry::kEuclidean:
+      for (int64_t d = 0; d < p; ++d)
+        acc += (static_cast<double>(a[d]) - col_mean[d]) * (static_cast<double>(b[d]) - col_mean[d]);
+      break;
+    case RowGeometry::kCosine:
+      for (int64_t d = 0; d < p; ++d) acc += (static_cast<double>(a[d]) * sa) * (static_cast<double>(b[d]) * sb);
+      break;
+    case RowGeometry::kCorrelation:
+      for (int64_t d = 0; d < p; ++d)
+        acc += ((static_cast<double>(a[d]) - ma) * sa) * ((static_cast<double>(b[d]) - mb) * sb);
+      break;
+  }
+  return acc;
+}
+
+}  // namespace
+
+double ExampleGeometry::exact(int64_t i, int64_t j) const {
+  const bool row_stats = geometry_ != RowGeometry::kEuclidean;
+  const double sa = row_stats ? scale_.data_ptr<double>()[i] : 1.0, sb = row_stats ? scale_.data_ptr<double>()[j] : 1.0;
+  const double ma = row_stats ? shift_.data_ptr<double>()[i] : 0.0, mb = row_stats ? shift_.data_ptr<double>()[j] : 0.0;
+  if (rows_.scalar_type() == at::kDouble) {
+    const double* x = rows_.const_data_ptr<double>();
+    return exact_sq_distance(x + i * p_, x + j * p_, p_, geometry_, sa, sb, ma, mb);
+  }
+  const float* x = rows_.const_data_ptr<float>();
+  return exact_sq_distance(x + i * p_, x + j * p_, p_, geometry_, sa, sb, ma, mb);
+}
+
+double ExampleGeometry::kernel(int64_t i, int64_t j) const {
+  const bool row_stats = geometry_ != RowGeometry::kEuclidean;
+  const double sa = row_stats ? scale_.data_ptr<double>()[i] : 1.0, sb = row_stats ? scale_.data_ptr<double>()[j] : 1.0;
+  const double ma = geometry_ == RowGeometry::kCorrelation ? shift_.data_ptr<double>()[i] : 0.0;
+  const double mb = geometry_ == RowGeometry::kCorrelation ? shift_.data_ptr<double>()[j] : 0.0;
+  const double* col_mean = geometry_ == RowGeometry::kEuclidean ? shift_.data_ptr<double>() : nullptr;
+  if (rows_.scalar_type() == at::kDouble) {
+    const double* x = rows_.const_data_ptr<double>();
+    return exact_kernel(x + i * p_, x + j * p_, p_, geometry_, col_mean, sa, sb, ma, mb);
+  }
+  const float* x = rows_.const_data_ptr<float>();
+  return exact_kernel(x + i * p_, x + j * p_, p_, geometry_, col_mean, sa, sb, ma, mb);
+}
+
+double ExampleGeometry::kernel_row_mean(int64_t i) const {
+  if (geometry_ == RowGeometry::kEuclidean) return 0.0;  // column-centred features average to 0
+  VT_CHECK_ARG(geometry_ == RowGeometry::kCosine, "metric", "the row mean of the kernel needs 'cosine' or 'euclidean'");
+  const double s = scale_.data_ptr<double>()[i];
+  const double* m = mean_row_.data_ptr<double>();
+  double acc = 0.0;
+  if (rows_.scalar_type() == at::kDouble) {
+    const double* x = rows_.const_data_ptr<double>() + i * p_;
+    for (int64_t d = 0; d < p_; ++d) acc += (x[d] * s) * m[d];
+  } else {
+    const float* x = rows_.const_data_ptr<float>() + i * p_;
+    for (int64_t d = 0; d < p_; ++d) acc += (static_cast<double>(x[d]) * s) * m[d];
+  }
+  return acc;
+}
+
+at::Tensor ExampleGeometry::first_copies() const {
+  auto out = at::arange(n_, at::kLong);
+  int64_t* first = out.data_ptr<int64_t>();
+  const auto* bytes = static_cast<const unsigned char*>(rows_.const_data_ptr());
+  const size_t row_bytes = static_cast<size_t>(p_) * rows_.element_size();
+  std::unordered_map<uint64_t, std::vector<int64_t>> seen;
+  for (int64_t i = 0; i < n_; ++i) {
+    const unsigned char* row = bytes + static_cast<size_t>(i) * row_bytes;
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the row's bytes
+    for (size_t b = 0; b < row_bytes; ++b) h = (h ^ row[b]) * 1099511628211ull;
+    auto& bucket = seen[h];
+    for (int64_t j : bucket)
+      if (std::memcmp(bytes + static_cast<size_t>(j) * row_bytes, row, row_bytes) == 0) {
+        first[i] = j;
+        break;
+      }
+    if (first[i] == i) bucket.push_back(i);
+  }
+  return out;
+}
+
+at::Tensor nearest_neighbours(const ExampleGeometry& geometry, int64_t k) {
+  const int64_t n = geometry.n();
+  VT_CHECK_ARG(k >= 1 && k <= n - 1, "k", "expected 1 <= k <= n − 1 = ", n - 1, ", got ", k);
+  const at::Tensor dist = geometry.sq_distances();
+  auto out = at::empty({n, k}, at::kLong);
+  int64_t* idx = out.data_ptr<int64_t>();
+  AT_DISPATCH_FLOATING_TYPES(dist.scalar_type(), "nearest_neighbours", [&] {
+    const scalar_t* d = dist.const_data_ptr<scalar_t>();
+    at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
+      std::vector<scalar_t> buf(n);
+      std::vector<std::pair<double, int64_t>> cand;
+      for (int64_t i = begin; i < end; ++i) {
+        const scalar_t* row = d + i * n;
+        std::copy(row, row + n, buf.begin());
+        buf[i] = std::numeric_limits<scalar_t>::infinity();
+        std::nth_element(buf.begin(), buf.begin() + (k - 1), buf.end());
+        // Every example among the true k nearest lies within 2·margin of the k-th approximate distance.
+        const double threshold = static_cast<double>(buf[k - 1]) + 2.0 * geometry.margin(i);
+        cand.clear();
+        for (int64_t j = 0; j < n; ++j)
+          if (j != i && static_cast<double>(row[j]) <= threshold) cand.emplace_back(geometry.exact(i, j), j);
+        std::partial_sort(cand.begin(), cand.begin() + k, cand.end());
+        for (int64_t t = 0; t < k; ++t) idx[i * k + t] = cand[t].second;
+      }
+    });
+  });
+  return out;
+}
+
+at::Tensor pack_upper(const at::Tensor& square) {
+  const int64_t n = square.size(0);
+  auto src = square.contiguous();
+  auto out = at::empty({n * (n - 1) / 2}, src.options());
+  AT_DISPATCH_FLOATING_TYPES(src.scalar_type(), "pack_upper", [&] {
+    const scalar_t* s = src.const_data_ptr<scalar_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t offset = i * n - i * (i + 1) / 2;  // entries of the rows above i
+        std::copy(s + i * n + i + 1, s + (i + 1) * n, o + offset);
+      }
+    });
+  });
+  return out;
+}
+
+double dot_f64(const at::Tensor& a, const at::Tensor& b) {
+  VT_CHECK_ARG(a.numel() == b.numel() && a.scalar_type() == b.scalar_type(), "b", "expected the shape and dtype of a");
+  const int64_t n = a.numel();
+  constexpr int64_t kBlock = 1024, kLanes = 16;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
+  auto ac = a.contiguous(), bc = b.contiguous();
+  AT_DISPATCH_FLOATING_TYPES(ac.scalar_type(), "dot_f64", [&] {
+    const scalar_t* x = ac.const_data_ptr<scalar_t>();
+    const scalar_t* y = bc.const_data_ptr<scalar_t>();
+    at::parallel_for(0, blocks, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t blk = begin; blk < end; ++blk) {
+        const int64_t s = blk * kBlock, e = std::min(n, s + kBlock);
+        scalar_t lanes[kLanes] = {};
+        int64_t i = s;
+        for (; i + kLanes <= e; i += kLanes)
+          for (int64_t l = 0; l < kLanes; ++l) lanes[l] += x[i + l] * y[i + l];
+        double total = 0.0;
+        for (int64_t l = 0; l < kLanes; ++l) total += static_cast<double>(lanes[l]);
+        for (; i < e; ++i) total += static_cast<double>(x[i]) * static_cast<double>(y[i]);
+        partial[static_cast<size_t>(blk)] = total;
+      }
+    });
+  });
+  double total = 0.0;
+  for (double v : partial) total += v;
+  return total;
+}
+
+namespace {
+
+// One layer's neighbourhoods: (n, k) indices, each row in increasing index order (for merging), and
+// for CKNNA the row-centred kernel at those entries and Align(K, K).
+struct NeighbourFit {
+  at::Tensor index;
+  at::Tensor value;
+  double self = 0.0;
+};
+
+NeighbourFit fit_neighbours(const LayerFit& layer, RowGeometry metric, int64_t k, bool kernel) {
+  ExampleGeometry g(layer, metric);
+  NeighbourFit fit;
+  fit.index = std::get<0>(nearest_neighbours(g, k).sort(1));
+  if (!kernel) return fit;
+  const int64_t n = layer.n();
+  fit.value = at::empty({n, k}, at::kDouble);
+  const int64_t* idx = fit.index.const_data_ptr<int64_t>();
+  double* val = fit.value.data_ptr<double>();
+  at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const double row_mean = g.kernel_row_mean(i);
+      for (int64_t t = 0; t < k; ++t) val[i * k + t] = g.kernel(i, idx[i * k + t]) - row_mean;
+    }
+  });
+  fit.self = fit.value.square().sum().item<double>();
+  VT_CHECK_ARG(fit.self > 0.0, layer.arg(),
+               "CKNNA is undefined: the centred kernel is 0 on every neighbour pair (Align(K, K) = 0)");
+  return fit;
+}
+
+// Σ_i Σ_{j ∈ N_X(i) ∩ N_Y(i)} w(i, j): the count of shared neighbours, or the kernel products.
+double shared_neighbours(const NeighbourFit& a, const NeighbourFit& b, bool kernel) {
+  const int64_t n = a.index.size(0), k = a.index.size(1);
+  const int64_t* ia = a.index.const_data_ptr<int64_t>();
+  const int64_t* ib = b.index.const_data_ptr<int64_t>();
+  const double* va = kernel ? a.value.const_data_ptr<double>() : nullptr;
+  const double* vb = kernel ? b.value.const_data_ptr<double>() : nullptr;
+  double total = 0.0;  // summed in row order: the same value whatever the thread count
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t s = 0, t = 0;
+    while (s < k && t < k) {
+      const int64_t x = ia[i * k + s], y = ib[i * k + t];
+      if (x < y) {
+        ++s;
+      } else if (y < x) {
+        ++t;
+      } else {
+        total += kernel ? va[i * k + s] * vb[i * k + t] : 1.0;
+        ++s, ++t;
+      }
+    }
+  }
+  return total;
+}
+
+class Neighbourhood : public Measure {
+ public:
+  Neighbourhood(const Params& p, bool kernel)
+      : Measure(p), kernel_(kernel), k_(p.integer("k")),
+        metric_(row_geometry_from_name(p.str("metric"), "cosine|euclidean", "metric")) {
+    VT_CHECK_ARG(k_ >= 1, "k", "expected a number of neighbours >= 1, got ", k_);
+  }
+  void check(int64_t n, const std::string& arg) const override {
+    VT_CHECK_ARG(k_ <= n - 2, "k", "expected k <= n − 2 = ", n - 2, " for n = ", n, " examples (with k >= n − 1 every ",
+                 "example is a neighbour of every other and the score is 1 for any layers), got k = ", k_);
+  }
+  bool fit(const LayerFit& layer) const override {
+    get(layer);
+    return true;
+  }
+  Score score(const PairData& pair) const override {
+    const NeighbourFit &a = get(pair.x), &b = get(pair.y);
+    const double shared = shared_neighbours(a, b, kernel_);
+    if (!kernel_) return {shared / (static_cast<double>(pair.n) * static_cast<double>(k_))};
+    return {std::clamp(shared / std::sqrt(a.self * b.self), -1.0, 1.0)};
+  }
+
+ private:
+  const NeighbourFit& get(const LayerFit& layer) const {
+    return fits_.get(layer, [&](const LayerFit& l) { return fit_neighbours(l, metric_, k_, kernel_); });
+  }
+  bool kernel_;
+  int64_t k_;
+  RowGeometry metric_;
+  FitCache<NeighbourFit> fits_;
+};
+
+std::vector<ParamSpec> neighbour_specs() {
+  return {{"k", ParamType::Int, int64_t{10}, "neighbours per example (Huh et al. 2024 use k = 10); 1 <= k <= n − 2"},
+          {"metric", ParamType::String, std::string("cosine"),
+           "'cosine' (the paper's: L2-normalised features) or 'euclidean' (also offset-invariant)"}};
+}
+
+}  // namespace
+
+VT_REGISTER(MeasureRegistry,
+            {"mutual_knn", "factor",
+             "mutual k-NN alignment (Huh et al. 2024): mean over examples of |N_X(i) ∩ N_Y(i)| / k; chance ≈ k/(n−1)",
+             neighbour_specs(),
+             [](const Params& p) -> std::unique_ptr<Measure> { return std::make_unique<Neighbourhood>(p, false); }});
+VT_REGISTER(MeasureRegistry,
+            {"cknna", "factor",
+             "CKNNA (Huh et al. 2024, App. A): CKA of row-centred kernels over pairs that are neighbours in both "
+             "layers; in [−1, 1]",
+             neighbour_specs(),
+             [](const Params& p) -> std::unique_ptr<Measure> { return std::make_unique<Neighbourhood>(p, true); }});
+
+}  // namespace vaetransfer::similarity

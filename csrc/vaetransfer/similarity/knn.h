@@ -1,0 +1,109 @@
+// Pairwise geometry of one layer's examples, shared by the neighbourhood measures (mutual k-NN,
+// CKNNA: Huh et al. 2024, "The Platonic Representation Hypothesis", §2 and App. A), RBF-kernel CKA
+// (Kornblith et al. 2019, §3) and RSA (Kriegeskorte et al. 2008).
+//
+// Every distance between examples i, j of a layer X (n × p) is ‖u_i − u_j‖² for rows u_i in one of
+// three geometries:
+//   euclidean    u_i = x_i − x̄                       (the centring changes no distance; it keeps
+//                                                      the matrix product accurate)
+//   cosine       u_i = x_i / ‖x_i‖                    (‖u_i − u_j‖² = 2 − 2 cos; an all-zero row
+//                                                      stays 0, at distance exactly 1 from every
+//                                                      other row and 0 from another all-zero row)
+//   correlation  u_i = (x_i − m_i) / ‖x_i − m_i‖      (m_i the row's mean over features;
+//                                                      ‖u_i − u_j‖² = 2 (1 − Pearson(x_i, x_j)))
+// The all-pairs matrix comes from one Gram product (half of it, streamed over feature chunks) in the
+// layer's compute dtype; exact(i, j) recomputes one entry from the stored rows in float64 in a fixed
+// order, so identical rows are at distance exactly 0 and equal distances are exactly equal.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "vaetransfer/similarity/layer_fit.h"
+
+namespace vaetransfer::similarity {
+
+enum class RowGeometry { kEuclidean, kCosine, kCorrelation };
+
+// "euclidean", "cosine" or "correlation" (those in `allowed`, a '|'-separated list); ArgumentError
+// naming `arg` otherwise.
+RowGeometry row_geometry_from_name(const std::string& name, const std::string& allowed, const char* arg);
+
+class ExampleGeometry {
+ public:
+  // Per-row float64 statistics (one pass over feature chunks). The correlation geometry refuses a
+  // row with zero variance across its features (ArgumentError naming the layer and the example).
+  ExampleGeometry(const LayerFit& layer, RowGeometry geometry);
+
+  int64_t n() const { return n_; }
+  RowGeometry geometry() const { return geometry_; }
+
+  // (n, n) symmetric ‖u_i − u_j‖² in the layer's compute dtype (float64 for float64 activations,
+  // float32 otherwise), zero diagonal, clamped at 0. Memory: one n × n matrix.
+  at::Tensor sq_distances() const;
+  // A bound on |sq_distances()[i][j] − exact(i, j)| valid for every j (rounding of the Gram
+  // product: 2 (p + 10) ε (‖u_i‖² + max_j ‖u_j‖²)).
+  double margin(int64_t i) const;
+  // ‖u_i − u_j‖² in float64 from the stored rows, summed in feature order.
+  double exact(int64_t i, int64_t j) const;
+  // ⟨u_i, u_j⟩ and mean_l ⟨u_i, u_l⟩ = ⟨u_i, ū⟩ in float64 (euclidean: ū = 0 exactly).
+  double kernel(int64_t i, int64_t j) const;
+  double kernel_row_mean(int64_t i) const;
+  // (n,) int64: for each example the first example whose stored row is bitwise the same (itself if
+  // none), so that duplicated examples can be given exactly the same distances.
+  at::Tensor first_copies() const;
+
+ private:
+  const LayerFit& layer_;
+  RowGeometry geometry_;
+  int64_t n_ = 0, p_ = 0;
+  at::Tensor rows_;     // (n, p) CPU, float32 or float64, contiguous (no copy when x already is)
+  at::Tensor shift_;    // euclidean: (p,) column means; correlation: (n,) row means; float64
+  at::Tensor scale_;    // cosine/correlation: (n,) 1/‖·‖ (0 for an all-zero cosine row), float64
+  at::Tensor sq_norm_;  // (n,) ‖u_i‖², float64
+  at::Tensor mean_row_; // cosine: (p,) ū, float64
+  double max_sq_norm_ = 0.0;
+  double eps_ = 0.0;
+};
+
+// The k nearest other examples of each example: (n, k) int64, row i in increasing order of
+// (distance, index) — among equal distances the lower index comes first, so duplicated examples
+// give a deterministic answer. Candidates come from sq_distances(); every candidate that could be
+// among the k nearest (within 2·margin of the k-th approximate distance) is compared with exact().
+// Needs 1 <= k <= n − 1.
+at::Tensor nearest_neighbours(const ExampleGeometry& geometry, int64_t k);
+
+// The strictly upper triangle of a square (n, n) matrix, row by row ((0,1), (0,2), …, (n−2,n−1):
+// the order of scipy's pdist), as a contiguous (n(n−1)/2,) tensor of the same dtype.
+at::Tensor pack_upper(const at::Tensor& square);
+
+// Σ a_i b_i of two contiguous float32 or float64 vectors of the same dtype and length, with
+// float64 accumulation across short blocks; the same value whatever the thread count.
+double dot_f64(const at::Tensor& a, const at::Tensor& b);
+
+// The per-layer fits of one measure object (one engine call), computed on first use. An entry also
+// holds the layer's activations, so a later layer at a reused address is never taken for it.
+template <typename Fit>
+class FitCache {
+ public:
+  template <typename Make>
+  const Fit& get(const LayerFit& layer, Make&& make) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = fits_.find(&layer);
+    if (it == fits_.end() || !it->second.first.is_same(layer.x())) {
+      auto fit = std::make_shared<const Fit>(make(layer));
+      it = fits_.insert_or_assign(&layer, std::make_pair(layer.x(), std::move(fit))).first;
+    }
+    return *it->second.second;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::map<const LayerFit*, std::pair<at::Tensor, std::shared_ptr<const Fit>>> fits_;
+};
+
+}  // namespace vaetransfer::similarity
