@@ -70,7 +70,7 @@ at::Tensor T5VAE::pool(const at::Tensor& ids, const at::Tensor& mask, const nn::
   at::Tensor pooled;
   if (pooling_ == "mean") {
     auto w = real.to(h.scalar_type());
-    pooled = (h * w).sum({0, 2}) / (w.sum({0, 2}) * static_cast<double>(states.size())).clamp_min(1);
+    pooled = (h * w).sum(at::IntArrayRef{0, 2}) / (w.sum(at::IntArrayRef{0, 2}) * static_cast<double>(states.size())).clamp_min(1);
   } else {
     pooled = h.masked_fill(real.logical_not(), -std::numeric_limits<double>::infinity()).amax({0, 2});
   }
