@@ -307,3 +307,143 @@ def test_finding_rules_are_stated():
     assert [f.name for f in fs.FINDINGS] == list(FINDINGS)
     for f in fs.FINDINGS:
         assert f.claim.endswith(".") and f.rule.endswith(".") and fs.PAPER in f.source
+
+
+# ---------------------------------------------------------------------------------- intervals
+def _runs(out, stage: str) -> list:
+    from vaetransfer.studies.pipeline import _stage_results
+
+    return _stage_results(out / "sweeps" / stage, stage)
+
+
+def _layer(acts: list, layer: str) -> list:
+    return [OrderedDict(x=a[layer]) for a in acts]
+
+
+def test_final_cka_intervals_hold_their_values(smoke):
+    out, r = smoke
+    a = r["analysis"]
+    c = fs.PRESETS["smoke"]
+    assert a["intervals"] == {"level": 0.95, "resampling": "jackknife", "resamples": 20, "seed": 0, "rows": c.cka_n}
+    entries = []  # (where, {"mean", "ci_low", "ci_high"}, slack on the point value)
+    for key, g in a["random_labels"].items():
+        entries += [((key, layer), v, 2e-5) for layer, v in g["final_cka_to_init"].items()]
+    for label, task in a["finetuning"].items():
+        for ref in ("pretrained", "init"):
+            # The per-epoch value (6 digits per seed) and the recomputed one differ by rounding only.
+            entries += [((label, ref, layer), v, 2e-5) for layer, v in task["final"][ref].items()]
+            for layer, v in a["cross_seed"][label][ref].items():
+                entries += [((label, ref, layer, "same"), v["same_seed"], 0.0),
+                            ((label, ref, layer, "other"), v["other_seeds"], 0.0)]
+    assert len(entries) == (len(a["random_labels"]) + 6 * len(c.tasks)) * len(fs.LAYERS)
+    for where, v, slack in entries:
+        assert v["ci_low"] <= v["ci_high"], where
+        assert v["ci_low"] - slack <= v["mean"] <= v["ci_high"] + slack, (where, v)
+    # Intervals have width where the networks differ (at least somewhere): they are not the point twice.
+    assert max(v["ci_high"] - v["ci_low"] for _, v, _ in entries) > 0.05
+
+
+def test_final_cka_intervals_equal_a_direct_call(smoke):
+    """One stored interval of each kind recomputed from the saved networks with the library's own
+    calls: the same-seed mean (the diagonal pairs: ``cka_avg`` with the seeds of B swapped keeps
+    exactly those of 2 seeds), the other-seeds mean (``cka_avg`` over different seeds) and a
+    from-scratch group's same-seed mean."""
+    out, r = smoke
+    a = r["analysis"]
+    c = fs.PRESETS["smoke"]
+    kw = {"ci": c.ci, "resamples": c.ci_resamples, "resampling": c.ci_resampling, "seed": c.ci_seed}
+    label, layer = "street_digits", "block3"
+    runs = sorted((run for run in _runs(out, "finetune") if run.row["task"] == label), key=lambda run: run.row["seed"])
+    seeds = [run.row["seed"] for run in runs]
+    assert seeds == [0, 1]
+    pre_dirs = {run.row["seed"]: run.dir for run in _runs(out, "scratch")
+                if run.row["randomness"] == 0 and run.row["n_train"] == c.pretrain_n}
+    x = fs._finetune_setup(c, fs._task(c, label), 0).cka_inputs()
+    tuned = [fs._activations(load_run(run.dir / "train").model(), x) for run in runs]
+    pre = [fs._activations(load_run(pre_dirs[s] / "train").model(), x) for s in seeds]
+    init = [fs._activations(fs.load_init(pre_dirs[s]), x) for s in seeds]
+    for ref, models in (("pretrained", pre), ("init", init)):
+        stored = a["cross_seed"][label][ref][layer]
+        same = vt.similarity.cka_avg(_layer(tuned, layer), _layer(models, layer), seeds_a=[0, 1], seeds_b=[1, 0], **kw)
+        other = vt.similarity.cka_avg(_layer(tuned, layer), _layer(models, layer), seeds_a=seeds, seeds_b=seeds, **kw)
+        for name, direct in (("same_seed", same), ("other_seeds", other)):
+            assert direct.n_pairs == 2
+            assert stored[name]["mean"] == pytest.approx(float(direct.values), abs=6e-6), (ref, name)
+            assert stored[name]["ci_low"] == pytest.approx(float(direct.ci_low), abs=6e-6), (ref, name)
+            assert stored[name]["ci_high"] == pytest.approx(float(direct.ci_high), abs=6e-6), (ref, name)
+        assert a["finetuning"][label]["final"][ref][layer]["ci_low"] == stored["same_seed"]["ci_low"]
+    # From scratch, d = 0: each network against its own init.pt on the pretraining domain's inputs.
+    x = fs.RunSetup(c, c.domain, c.pretrain_n, c.test_n, 1).cka_inputs()
+    final = [fs._activations(load_run(pre_dirs[s] / "train").model(), x) for s in seeds]
+    start = [fs._activations(fs.load_init(pre_dirs[s]), x) for s in seeds]
+    direct = vt.similarity.cka_avg(_layer(final, "block2"), _layer(start, "block2"), seeds_a=[0, 1], seeds_b=[1, 0],
+                                   **kw)
+    stored = a["random_labels"][fs._group_key(0, c.pretrain_n)]["final_cka_to_init"]["block2"]
+    assert stored["ci_low"] == pytest.approx(float(direct.ci_low), abs=6e-6)
+    assert stored["ci_high"] == pytest.approx(float(direct.ci_high), abs=6e-6)
+
+
+def test_bootstrap_interval_of_a_seed_mean_is_cka_avgs(smoke):
+    """The default (bootstrap) path on the same activations: the interval of a mean over pairs
+    equals cka_avg's (rows drawn jointly for every pair), and a one-pair group similarity_matrix's."""
+    c = studies.override(fs.PRESETS["smoke"], {"ci_resampling": "bootstrap", "ci_resamples": 30, "ci_seed": 4})
+    kw = {"ci": c.ci, "resamples": 30, "resampling": "bootstrap", "seed": 4}
+    x = fs.RunSetup(c, c.domain, c.pretrain_n, c.test_n, 1).cka_inputs()
+    cfg = fs.RunSetup(c, c.domain, c.pretrain_n, c.test_n, 1).model_config()
+    a = [fs._activations(build_model(cfg, seed=s).eval(), x) for s in (0, 1, 2)]
+    b = [fs._activations(build_model(cfg, seed=s).eval(), x * 0.5 + 0.25) for s in (3, 4, 5)]
+    seeds = [0, 1, 2]
+    same = torch.eye(3, dtype=torch.bool)
+    got = fs._pair_means(c, a, b, {"other": ~same, "first": same & (torch.arange(3) == 0)})
+    for layer in ("block1", "logits"):
+        avg = vt.similarity.cka_avg(_layer(a, layer), _layer(b, layer), seeds_a=seeds, seeds_b=seeds, **kw)
+        assert got["other"][layer]["ci_low"] == pytest.approx(float(avg.ci_low), abs=6e-6)
+        assert got["other"][layer]["ci_high"] == pytest.approx(float(avg.ci_high), abs=6e-6)
+        one = vt.similarity.similarity_matrix(OrderedDict(x=a[0][layer]), OrderedDict(x=b[0][layer]), **kw)
+        assert got["first"][layer]["values"] == pytest.approx([float(one.values)], abs=1e-12)
+        assert got["first"][layer]["ci_low"] == pytest.approx(float(one.ci_low), abs=6e-6)
+        assert got["first"][layer]["ci_high"] == pytest.approx(float(one.ci_high), abs=6e-6)
+        assert got["first"][layer]["ci_low"] < got["first"][layer]["ci_high"]
+    # No resamples: the values alone; torch's thread count is left as it was.
+    threads = torch.get_num_threads()
+    plain = fs._pair_means(studies.override(c, {"ci_resamples": 0}), a, b, {"other": ~same})
+    assert torch.get_num_threads() == threads
+    assert all(set(v) == {"values"} for v in plain["other"].values())
+    assert plain["other"]["block1"]["values"] == pytest.approx(got["other"]["block1"]["values"], abs=1e-12)
+
+
+def test_per_layer_curves_draw_their_intervals(smoke):
+    out, r = smoke
+    for name in ("random_labels_cka.png", "finetune_change.png", "pretrained_vs_init.png"):
+        assert name in r["figures"] and (out / name).stat().st_size > 1000
+    plt = fs.figs.pyplot()
+    finals = r["analysis"]["finetuning"]["street_digits"]["final"]["pretrained"]
+    fig, ax = plt.subplots()
+    fs._per_layer(ax, finals, "with intervals")
+    bands = [p for p in ax.collections if type(p).__name__ in ("PolyCollection", "FillBetweenPolyCollection")]
+    assert len(bands) == 1
+    ys = bands[0].get_paths()[0].vertices[:, 1]
+    lows = [finals[layer]["ci_low"] for layer in fs.LAYERS]
+    highs = [finals[layer]["ci_high"] for layer in fs.LAYERS]
+    assert min(ys) == pytest.approx(min(lows)) and max(ys) == pytest.approx(max(highs))
+    fig2, ax2 = plt.subplots()
+    fs._per_layer(ax2, {k: {"mean": v["mean"], "se": v["se"]} for k, v in finals.items()}, "without")
+    assert not [p for p in ax2.collections if type(p).__name__ in ("PolyCollection", "FillBetweenPolyCollection")]
+    plt.close(fig)
+    plt.close(fig2)
+    text = (out / "index.md").read_text()
+    assert "## Final CKA to the initial representation (from scratch)" in text
+    v = r["analysis"]["cross_seed"]["street_digits"]["pretrained"]["block3"]["same_seed"]
+    assert f"{v['mean']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]" in text
+
+
+@pytest.mark.parametrize("sets, argument", [
+    (["ci=1.5"], "ci"), (["ci_resamples=1"], "ci_resamples"), (["ci_resamples=-3"], "ci_resamples"),
+    (["ci_resampling=permutation"], "ci_resampling"), (["ci_seed=-1"], "ci_seed"),
+])
+def test_interval_settings_are_checked(sets, argument):
+    with pytest.raises((vt.ArgumentError, vt.ArgumentTypeError)) as e:
+        studies.make_config("finetune_similarity", "smoke", sets=sets)
+    assert argument in str(e.value)
+    assert studies.make_config("finetune_similarity", "small", sets=["ci_resamples=0"]).ci_resamples == 0
+    assert fs.Config().ci_resamples == 200 and fs.Config().ci_resampling == "bootstrap"

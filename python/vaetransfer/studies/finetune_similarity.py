@@ -27,6 +27,21 @@ cross-seed baseline from the final models (``cross_seed``): CKA of a fine-tuned 
 seeds' pre-trained networks, and to other seeds' initialisations (a fresh random network, the
 public code's "pre-initialised" reference).
 
+**Intervals.** Every final per-layer CKA the study reports (to the initial representation from
+scratch; to the pre-trained and the initial one after fine-tuning; the cross-seed baselines) comes
+with a ``ci`` (95 %) interval from resampling the ``cka_n`` CKA inputs (``ci_resampling``:
+``"bootstrap"``, ``ci_resamples`` draws of the rows with replacement and the percentile interval,
+or ``"jackknife"``, the rows in ``ci_resamples`` blocks left out in turn and ``value ± z·se``;
+seeded by ``ci_seed``; 0 resamples: none). A value averaged over seeds (or seed pairs) gets the
+interval of the average: every replicate takes the same rows for both networks of every pair and
+for every pair, and the pairs' replicate values are averaged before the interval is formed (as
+:func:`vaetransfer.similarity.cka_avg` resamples the rows jointly for all models). Averaging
+per-seed intervals instead would ignore that the seeds share their inputs. The interval measures
+how much the value depends on which held-out inputs were drawn, for the trained networks; the
+spread over seeds is the standard error. Intervals are shown in the per-layer figures (shaded)
+and report tables, never used by a finding's rule; the per-epoch curves (intermediate models are
+not kept) show the standard error only.
+
 **Data.** CIFAR-10 and SVHN cannot be downloaded here; the built-in stand-ins are
 :func:`vaetransfer.data.object_shapes` (CIFAR-10-like; the pretraining domain) and
 :func:`vaetransfer.data.street_digits` (SVHN-like; the cross domain), and scikit-learn's real
@@ -50,10 +65,13 @@ classes); the training accuracy of an epoch is the mean batch accuracy over its 
 """
 from __future__ import annotations
 
+import contextlib
+import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 
 import torch
 
@@ -187,15 +205,26 @@ class Config:
     label_seed: int = 0                     # seed s draws its label noise with label_seed + s
     data_seed: int = 0                      # the generated domains' stream; sklearn_digits' halves
     data_dirs: dict = field(default_factory=dict)  # {"cifar10": folder, "svhn": folder} for the file domains
+    ci: float = 0.95                        # level of the per-layer CKA intervals of the final models
+    ci_resamples: int = 200                 # resamples of the CKA inputs per interval (0: no intervals)
+    ci_resampling: str = "bootstrap"        # or "jackknife" (delete-d, ci_resamples blocks)
+    ci_seed: int = 0                        # seed of the draws (of the jackknife's blocks)
 
     def __post_init__(self):
         for name, low in (("channels", 1), ("batch_size", 2), ("pretrain_n", 2), ("pretrain_epochs", 1),
                           ("test_n", 1), ("finetune_n", 2), ("finetune_test_n", 1), ("finetune_epochs", 1),
-                          ("cka_n", 3), ("cka_every", 1), ("label_seed", 0), ("data_seed", 0)):
+                          ("cka_n", 3), ("cka_every", 1), ("label_seed", 0), ("data_seed", 0), ("ci_seed", 0)):
             if getattr(self, name) < low:
                 raise value_error(name, f"expected >= {low}, got {getattr(self, name)}")
         if not self.lr > 0:
             raise value_error("lr", f"expected > 0, got {self.lr}")
+        if not 0 < self.ci < 1:
+            raise value_error("ci", f"expected a confidence level in (0, 1), got {self.ci}")
+        if self.ci_resamples == 1 or self.ci_resamples < 0:
+            raise value_error("ci_resamples", f"expected 0 (no intervals) or at least 2 draws, got {self.ci_resamples}")
+        if self.ci_resampling not in similarity.RESAMPLINGS:
+            raise value_error("ci_resampling", f"expected one of {list(similarity.RESAMPLINGS)}, "
+                                               f"got {self.ci_resampling!r}")
         if self.cka_n > min(self.test_n, self.finetune_test_n):
             raise value_error("cka_n", f"expected at most test_n ({self.test_n}) and finetune_test_n "
                                        f"({self.finetune_test_n}): CKA inputs are held-out test rows, got {self.cka_n}")
@@ -227,11 +256,14 @@ class Config:
 
 
 PRESETS: dict[str, Config] = {
-    # The tests: seconds; every section runs, nothing is learned.
+    # The tests: seconds; every section runs, nothing is learned. The intervals: a jackknife, as
+    # bootstrap draws of 32 rows repeat so many rows that linear CKA's replicates sit well above
+    # the estimate (percentile intervals that miss it); on cka_n = 500 both agree.
     "smoke": Config(channels=4, seeds=(0, 1), pretrain_n=96, pretrain_epochs=2, test_n=64, randomness=(0, 9),
                     memorisation_sizes=(48,), tasks=(TaskSpec(), TaskSpec(randomness=9), TaskSpec(shift=1),
                                                      TaskSpec("street_digits"), TaskSpec("sklearn_digits")),
-                    finetune_n=64, finetune_test_n=32, finetune_epochs=2, cka_n=32),
+                    finetune_n=64, finetune_test_n=32, finetune_epochs=2, cka_n=32, ci_resamples=20,
+                    ci_resampling="jackknife"),
     # This machine (2 cores, well under an hour): 3 seeds, 32 filters per block, 5,000 pretraining
     # images for 25 epochs, 8 epochs of fine-tuning.
     "small": Config(),
@@ -497,10 +529,82 @@ def _final(group: dict, ref: str) -> dict:
             for layer in LAYERS}
 
 
+@contextlib.contextmanager
+def _one_thread():
+    """torch at one intra-op thread inside the block (restored after). The bootstrap replicates are
+    a long sequence of small ATen ops on ``cka_n`` rows: latency-bound, so more threads give
+    nothing, and on a machine whose cores are shared each op's thread team waits for a descheduled
+    thread (one fine-tuning task of the small preset, 3 × 6 pairs, n = 500, 200 draws, on 2 shared
+    cores: 5 s at one thread, 140 s at two)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _pair_means(c: Config, side_a: list, side_b: list, masks: dict[str, torch.Tensor]) -> dict:
+    """Per layer, linear CKA of every model of ``side_a`` with every model of ``side_b`` (activation
+    mappings on the same ``cka_n`` rows), and for each named group of pairs (a boolean ``(M_a, M_b)``
+    mask) its pair values and, with ``c.ci_resamples``, the interval of their mean.
+
+    One :func:`vaetransfer.similarity.similarity_matrix` call per layer (every model of both sides
+    as the rows / columns) resamples the rows once for all pairs (``ci_resampling``, ``ci_seed``):
+    each replicate keeps the same rows on both sides and for every pair. A group's replicate is the
+    mean of its pairs' replicates, and its interval is formed from these means
+    (:func:`_interval_of_mean`: the bootstrap's percentile interval, Efron & Tibshirani 1993, *An
+    Introduction to the Bootstrap*, §13.3, or the jackknife's ``value ± z·se``) — what
+    :func:`vaetransfer.similarity.cka_avg` gives for the pairs it averages. The interval covers the
+    sampling of the held-out inputs for the trained networks, not the spread over seeds (the
+    standard error does that).
+
+    Returns ``{group: {layer: {"values": [...], "ci_low", "ci_high"}}}`` (no ``ci_*`` without
+    resamples; a group with no pair: ``{}``)."""
+    out: dict = {name: {} for name in masks}
+    intervals = {"ci": c.ci, "resamples": c.ci_resamples, "resampling": c.ci_resampling, "seed": c.ci_seed} \
+        if c.ci_resamples else {}
+    with _one_thread():
+        for layer in LAYERS:
+            a = OrderedDict((f"a{i}[{layer}]", acts[layer]) for i, acts in enumerate(side_a))
+            b = OrderedDict((f"b{j}[{layer}]", acts[layer]) for j, acts in enumerate(side_b))
+            m = similarity.similarity_matrix(a, b, "cka", progress=False, **intervals)
+            for name, mask in masks.items():
+                if not mask.any():
+                    continue
+                entry = {"values": m.values[mask].tolist()}
+                if intervals:
+                    low, high = _interval_of_mean(c, m.values[mask].mean(), m.replicates[:, mask].mean(dim=1))
+                    entry.update(ci_low=round(low, 5), ci_high=round(high, 5))
+                out[name][layer] = entry
+    return out
+
+
+def _interval_of_mean(c: Config, point: torch.Tensor, replicates: torch.Tensor) -> tuple[float, float]:
+    """The ``c.ci`` interval of a mean over pairs from its ``(R,)`` replicate means (the same draws
+    for every pair), as :func:`vaetransfer.similarity.similarity_matrix` forms it: bootstrap, the
+    (1 − ci)/2 and (1 + ci)/2 quantiles; jackknife, ``point ± z·se`` with
+    ``se² = (G − 1)/G · Σ_g (θ_g − θ̄)²`` and z the normal quantile."""
+    if c.ci_resampling == "bootstrap":
+        low, high = torch.quantile(replicates, torch.tensor([(1.0 - c.ci) / 2.0, (1.0 + c.ci) / 2.0],
+                                                            dtype=replicates.dtype)).tolist()
+        return low, high
+    G = replicates.shape[0]
+    se = math.sqrt((G - 1) / G * float((replicates - replicates.mean()).square().sum()))
+    z = NormalDist().inv_cdf((1.0 + c.ci) / 2.0)
+    return float(point) - z * se, float(point) + z * se
+
+
+def _summary(entry: dict) -> dict:
+    """Mean ± SE over the pairs of a :func:`_pair_means` entry, with its interval when it has one."""
+    return {**mean_se(entry["values"]), **{k: entry[k] for k in ("ci_low", "ci_high") if k in entry}}
+
+
 def _cross_seed(c: Config, by_task: dict[str, list], pretrained: dict[int, Path]) -> dict:
     """For each task, CKA per layer of every final fine-tuned model to every seed's pre-trained
     model and initialisation on the task's CKA inputs: the same-seed mean (the paper's measure) and
-    the different-seed mean (the baseline)."""
+    the different-seed mean (the baseline), each with the interval of the mean
+    (:func:`_pair_means`) when ``ci_resamples`` > 0."""
     pre_models = {s: load_run(pretrained[s] / "train").model() for s in c.seeds}
     inits = {s: load_init(pretrained[s]) for s in c.seeds}
     out = {}
@@ -509,17 +613,33 @@ def _cross_seed(c: Config, by_task: dict[str, list], pretrained: dict[int, Path]
         x = _finetune_setup(c, _task(c, label), seeds[0]).cka_inputs()
         tuned = [_activations(load_run(r.dir / "train").model(), x) for r in runs]
         refs = [_activations(pre_models[s], x) for s in seeds] + [_activations(inits[s], x) for s in seeds]
-        v = similarity.similarity_matrices(tuned, refs, "cka", progress=False)
         k = len(seeds)
         same = torch.eye(k, dtype=torch.bool)
+        none = torch.zeros(k, k, dtype=torch.bool)
+        groups = _pair_means(c, tuned, refs, {
+            "pretrained/same_seed": torch.cat([same, none], 1), "pretrained/other_seeds": torch.cat([~same, none], 1),
+            "init/same_seed": torch.cat([none, same], 1), "init/other_seeds": torch.cat([none, ~same], 1)})
         entry = {}
-        for name, block in (("pretrained", v[:, :k]), ("init", v[:, k:])):
-            for i, layer in enumerate(LAYERS):
-                vals = block[:, :, i, i]
-                entry.setdefault(name, {})[layer] = {
-                    "same_seed": mean_se(vals[same].tolist()),
-                    "other_seeds": mean_se(vals[~same].tolist()) if k > 1 else None}
+        for name in ("pretrained", "init"):
+            for layer in LAYERS:
+                other = groups[f"{name}/other_seeds"].get(layer)
+                entry.setdefault(name, {})[layer] = {"same_seed": _summary(groups[f"{name}/same_seed"][layer]),
+                                                     "other_seeds": _summary(other) if other else None}
         out[label] = entry
+    return out
+
+
+def _scratch_intervals(c: Config, by_group: dict[tuple, list]) -> dict:
+    """For each from-scratch group (d, N), the interval of the seed mean of the final CKA to the
+    initial representation per layer (:func:`_pair_means`, each network against its own
+    ``init.pt`` on the pretraining domain's CKA inputs): ``{"d=<d>,n=<n>": {layer: [low, high]}}``."""
+    x = RunSetup(c, c.domain, c.pretrain_n, c.test_n, c.pretrain_epochs).cka_inputs()
+    out = {}
+    for (d, n), runs in sorted(by_group.items()):
+        final = [_activations(load_run(r.dir / "train").model(), x) for r in runs]
+        init = [_activations(load_init(r.dir), x) for r in runs]
+        same = _pair_means(c, final, init, {"same": torch.eye(len(runs), dtype=torch.bool)})["same"]
+        out[_group_key(d, n)] = {layer: [v["ci_low"], v["ci_high"]] for layer, v in same.items()}
     return out
 
 
@@ -527,34 +647,78 @@ def _group_key(d: int, n: int) -> str:
     return f"d={d},n={n}"
 
 
+def _with_interval(finals: dict, interval: dict | None) -> dict:
+    """Per-layer ``{"mean", "se"}`` finals with ``ci_low``/``ci_high`` added from ``interval``
+    (``{layer: [low, high]}`` or ``{layer: {"ci_low", "ci_high", ...}}``; None: unchanged)."""
+    if not interval:
+        return finals
+    out = {}
+    for layer, v in finals.items():
+        ci = interval[layer]
+        low, high = (ci["ci_low"], ci["ci_high"]) if isinstance(ci, dict) else ci
+        out[layer] = {**v, "ci_low": low, "ci_high": high}
+    return out
+
+
+def _ci_key(c: Config) -> list:
+    return [c.ci, c.ci_resamples, c.ci_resampling, c.ci_seed]
+
+
+def _resamples(c: Config) -> int:
+    """Replicates per interval: the bootstrap's draws, or the jackknife's blocks (at most one per row)."""
+    return c.ci_resamples if c.ci_resampling == "bootstrap" else min(c.ci_resamples, c.cka_n)
+
+
+def _interval_text(iv: dict) -> str:
+    """How the intervals of ``analysis["intervals"]`` were formed, in words."""
+    how = (f"percentile bootstrap interval ({iv['resamples']} draws of the {iv['rows']} CKA inputs with replacement"
+           if iv["resampling"] == "bootstrap" else
+           f"delete-d jackknife interval, value ± z·SE (the {iv['rows']} CKA inputs in {iv['resamples']} blocks, "
+           "each left out in turn")
+    return (f"{iv['level']:.0%} {how}, the same rows for both networks of every pair and for every seed) of the seed "
+            "mean; it covers the sampling of the inputs, not the spread over seeds")
+
+
 def _analyse(c: Config, runs: dict, ctx) -> dict:
     by_group: dict[tuple, list] = {}
     for r in runs["scratch"]:
-        by_group.setdefault((r.row["randomness"], r.row["n_train"]), []).append(r.measured["curves"])
-    groups = {key: _group_curves(curves) for key, curves in sorted(by_group.items())}
+        by_group.setdefault((r.row["randomness"], r.row["n_train"]), []).append(r)
+    groups = {key: _group_curves([r.measured["curves"] for r in group]) for key, group in sorted(by_group.items())}
     by_task: dict[str, list] = {}
     for r in runs["finetune"]:
         by_task.setdefault(r.row["task"], []).append(r)
     tasks = {t.label: _group_curves([r.measured["curves"] for r in by_task[t.label]]) for t in c.tasks}
     pretrained = {r.row["seed"]: r.dir for r in runs["scratch"]
                   if r.row["randomness"] == 0 and r.row["n_train"] == c.pretrain_n}
-    ctx.say("cross-seed baselines ...")
+    ctx.say("cross-seed baselines" + (f" and {c.ci:.0%} intervals ({c.ci_resamples} {c.ci_resampling} resamples)"
+                                       if c.ci_resamples else "") + " ...")
     cross = ctx.step("cross_seed", lambda: _cross_seed(c, by_task, pretrained),
-                     key=sorted(r.id for r in runs["finetune"]))
+                     key={"runs": sorted(r.id for r in runs["finetune"]), "ci": _ci_key(c)})
+    scratch_ci = ctx.step("scratch_intervals", lambda: _scratch_intervals(c, by_group),
+                          key={"runs": sorted(r.id for r in runs["scratch"]), "ci": _ci_key(c)}) \
+        if c.ci_resamples else {}
     accuracy = {f"from scratch, d = {d}, N = {n:,}": g for (d, n), g in groups.items()}
     accuracy.update({f"fine-tuned: {label}": g for label, g in tasks.items()})
     curves = ("epoch", "train_loss", "train_accuracy", "test_accuracy")
     return {"accuracy": {label: {"train": g["train_accuracy"]["mean"][-1], "test": g["test_accuracy"]["mean"][-1]}
                          for label, g in accuracy.items()},
             "dynamics": groups[(0, c.pretrain_n)]["cka"]["init"],
-            "random_labels": {_group_key(d, n): {"d": d, "n": n, "final_cka_to_init": _final(g, "init"),
+            "random_labels": {_group_key(d, n): {"d": d, "n": n,
+                                                 "final_cka_to_init": _with_interval(_final(g, "init"),
+                                                                                     scratch_ci.get(_group_key(d, n))),
                                                  **{k: g[k] for k in curves}}
                               for (d, n), g in groups.items()},
             "finetuning": {t.label: {"kind": t.kind(c.domain),
-                                     "final": {ref: _final(tasks[t.label], ref) for ref in ("pretrained", "init")},
+                                     "final": {ref: _with_interval(_final(tasks[t.label], ref),
+                                                                   {layer: v["same_seed"] for layer, v
+                                                                    in cross[t.label][ref].items()}
+                                                                   if c.ci_resamples else None)
+                                               for ref in ("pretrained", "init")},
                                      "cka_curves": tasks[t.label]["cka"], **{k: tasks[t.label][k] for k in curves}}
                            for t in c.tasks},
-            "cross_seed": cross}
+            "cross_seed": cross,
+            "intervals": {"level": c.ci, "resampling": c.ci_resampling, "resamples": _resamples(c), "seed": c.ci_seed,
+                          "rows": c.cka_n} if c.ci_resamples else None}
 
 
 # ---------------------------------------------------------------------------------- figures
@@ -570,10 +734,25 @@ def _band(ax, x, stats: dict, label: str, style: str = "-", **kw):
 
 
 def _per_layer(ax, finals: dict, label: str, style: str = "-o", **kw):
+    """A per-layer curve: the seed mean with ± SE bars and, where every layer has one, its interval
+    (``ci_low``/``ci_high``) as a band in the curve's colour."""
     ys = [finals[layer]["mean"] for layer in LAYERS]
     es = [finals[layer]["se"] or 0.0 for layer in LAYERS]
-    ax.errorbar(range(len(LAYERS)), ys, yerr=es, fmt=style, capsize=3, label=label, **kw)
+    bars = ax.errorbar(range(len(LAYERS)), ys, yerr=es, fmt=style, capsize=3, label=label, **kw)
+    if all("ci_low" in finals[layer] for layer in LAYERS):
+        ax.fill_between(range(len(LAYERS)), [finals[layer]["ci_low"] for layer in LAYERS],
+                        [finals[layer]["ci_high"] for layer in LAYERS], color=bars.lines[0].get_color(),
+                        alpha=0.15 * kw.get("alpha", 1.0), linewidth=0)
     ax.set_xticks(range(len(LAYERS)), LAYERS)
+
+
+def _bands_note(c: Config) -> str:
+    """What the bars and bands of the per-layer figures show."""
+    note = f"bars: ± SE over {len(c.seeds)} seeds"
+    if c.ci_resamples:
+        note += (f"; shaded: {c.ci:.0%} {c.ci_resampling} interval of the seed mean over the {c.cka_n} CKA inputs "
+                 f"({_resamples(c)} {'draws' if c.ci_resampling == 'bootstrap' else 'blocks'})")
+    return note
 
 
 def _figure_dynamics(out: Path, c: Config, dynamics: dict) -> str:
@@ -619,7 +798,7 @@ def _figure_random_cka(out: Path, c: Config, random_labels: dict) -> str:
     for ax in axes:
         ax.set_ylabel("CKA to the initial representation")
         ax.legend(fontsize=8)
-    fig.suptitle("Representation change under random labels (Fig. 3)", fontsize=10)
+    fig.suptitle(f"Representation change under random labels (Fig. 3); {_bands_note(c)}", fontsize=10)
     return figs.save(fig, out, "random_labels_cka.png")
 
 
@@ -637,7 +816,8 @@ def _figure_finetune_change(out: Path, c: Config, finetuning: dict) -> str:
         ax.set_title(title, fontsize=10)
         ax.set_ylabel("CKA(fine-tuned, pre-trained)")
         ax.legend(fontsize=7)
-    fig.suptitle(f"Representation change during fine-tuning ({c.finetune_epochs} epochs; Fig. 4)", fontsize=10)
+    fig.suptitle(f"Representation change during fine-tuning ({c.finetune_epochs} epochs; Fig. 4); {_bands_note(c)}",
+                 fontsize=10)
     return figs.save(fig, out, "finetune_change.png")
 
 
@@ -662,8 +842,8 @@ def _figure_pre_vs_init(out: Path, c: Config, finetuning: dict, cross: dict) -> 
         ax.axis("off")
     axes[0, 0].legend(fontsize=7)
     axes[0, 0].set_ylabel("CKA of the fine-tuned network")
-    fig.suptitle("Fine-tuned vs pre-trained and vs initial representations (Fig. 5); dashed: cross-seed baselines",
-                 fontsize=10)
+    fig.suptitle("Fine-tuned vs pre-trained and vs initial representations (Fig. 5); dashed: cross-seed baselines; "
+                 + _bands_note(c), fontsize=10)
     return figs.save(fig, out, "pretrained_vs_init.png")
 
 
@@ -913,6 +1093,15 @@ def _correlations(e: dict, axis: str, values: str) -> str:
                      for layer, v in e["per_layer"].items())
 
 
+def _with_ci(v: dict | None, digits: int = 3) -> str:
+    """A per-layer value as ``mean [low, high]`` (its interval), or the mean alone without one."""
+    if not v or v.get("mean") is None:
+        return "—"
+    if "ci_low" not in v:
+        return fmt(v["mean"], digits)
+    return f"{v['mean']:.{digits}f} [{v['ci_low']:.{digits}f}, {v['ci_high']:.{digits}f}]"
+
+
 def _closeness_text(e: dict) -> str:
     return "; ".join(f"{label}: {v['mean_cka_to_pretrained']} / {v['mean_cka_to_init']} (layers closer to pre-trained: "
                      f"{', '.join(v['layers_closer_to_pretrained']) or 'none'})" for label, v in e["per_task"].items())
@@ -921,7 +1110,8 @@ def _closeness_text(e: dict) -> str:
 #: Each finding's evidence in words: what the report shows beside the verdict.
 _NUMBERS = {
     "early_layers_change_less": lambda e: "final CKA to init per layer: " + ", ".join(
-        f"{k} {fmt(v)}" for k, v in e["cka_to_init"].items()) + f"; ρ(depth, CKA) = {e['spearman_depth']}",
+        f"{k} {fmt(v)}" + (f" [{fmt(v['ci_low'])}, {fmt(v['ci_high'])}]" if "ci_low" in v else "")
+        for k, v in e["cka_to_init"].items()) + f"; ρ(depth, CKA) = {e['spearman_depth']}",
     "less_structure_less_early_change": lambda e: "CKA to init against d: " + _correlations(e, "d", "cka_to_init"),
     "more_random_labels_train_slower": lambda e: f"final training loss {_rounded(e['final_train_loss'])} for d = "
     f"{e['d']} (ρ = {e['spearman']})",
@@ -950,10 +1140,19 @@ def _report(r: dict) -> str:
     for f in r["findings"]:
         numbers = f["reason"] if f["reproduced"] is None else _NUMBERS[f["name"]](f["evidence"])
         L.append(f"- `{f['name']}` — **{verdict_text(f['reproduced'])}**: {numbers}.")
+    iv = a.get("intervals")
+    ci_note = f" In brackets: the {_interval_text(iv)}." if iv else ""
+    L += ["", "## Final CKA to the initial representation (from scratch)", "",
+          "Per layer, the seed mean of each network's final CKA to its own initial representation." + ci_note, ""]
+    L += markdown_table(["run", *LAYERS],
+                        [[f"d = {g['d']}, N = {g['n']:,}",
+                          *(_with_ci(g["final_cka_to_init"][layer]) for layer in LAYERS)]
+                         for g in a["random_labels"].values()])
     L += ["", "## Cross-seed baselines (final models)", "",
-          "CKA of the fine-tuned networks, per layer: same seed (the paper's measure) / other seeds' networks.", ""]
+          "CKA of the fine-tuned networks, per layer: same seed (the paper's measure) / other seeds' networks."
+          + ci_note, ""]
     L += markdown_table(["task", "reference", *LAYERS],
-                        [[label, ref, *(f"{fmt(v['same_seed']['mean'])} / {fmt((v['other_seeds'] or {}).get('mean'))}"
+                        [[label, ref, *(f"{_with_ci(v['same_seed'])} / {_with_ci(v['other_seeds'])}"
                                         for v in layers.values())]
                          for label, refs in a["cross_seed"].items() for ref, layers in refs.items()])
     return "\n".join(L)
