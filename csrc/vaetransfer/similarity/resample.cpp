@@ -235,17 +235,23 @@ int64_t block_rows(int64_t layers, int64_t width, at::ScalarType ct, int64_t mem
   return std::clamp<int64_t>(memory_bytes / std::max<int64_t>(1, layers * width * elem), 1, std::max<int64_t>(1, width));
 }
 
+// The checks both replicate kinds share: the stream options, and an integer (rows, n) table of
+// per-replicate row weights or permutations, named `arg`.
+void check_replicates(const ReplicateOptions& options, const at::Tensor& table, const char* arg, int64_t n) {
+  VT_CHECK_ARG(options.memory_bytes > 0, "memory_bytes", "expected > 0, got ", options.memory_bytes);
+  VT_CHECK_ARG(options.form >= 0 && options.form <= 2, "form", "expected 0 (auto), 1 (feature) or 2 (Gram), got ",
+               options.form);
+  check_integral(table, arg);
+  VT_CHECK_ARG(table.dim() == 2 && table.size(1) == n, arg, "expected shape (", arg, ", n = ", n, "), got ",
+               table.sizes());
+}
+
 }  // namespace
 
 at::Tensor weighted_cka_replicates(const Models& models_a, const Models& models_b, const at::Tensor& weights,
                                    const ReplicateOptions& options) {
   const Layout lay = layout(models_a, models_b, options.constant_as_zero);
-  VT_CHECK_ARG(options.memory_bytes > 0, "memory_bytes", "expected > 0, got ", options.memory_bytes);
-  VT_CHECK_ARG(options.form >= 0 && options.form <= 2, "form", "expected 0 (auto), 1 (feature) or 2 (Gram), got ",
-               options.form);
-  check_integral(weights, "weights");
-  VT_CHECK_ARG(weights.dim() == 2 && weights.size(1) == lay.n, "weights",
-               "expected shape (replicates, n = ", lay.n, "), got ", weights.sizes());
+  check_replicates(options, weights, "weights", lay.n);
   const int64_t R = weights.size(0);
   auto w_all = weights.to(at::kLong).cpu().contiguous();
   if (R > 0) {
@@ -380,12 +386,7 @@ at::Tensor weighted_cka_replicates(const Models& models_a, const Models& models_
 at::Tensor permuted_cka_replicates(const Models& models_a, const Models& models_b, const at::Tensor& permutations,
                                    const ReplicateOptions& options) {
   const Layout lay = layout(models_a, models_b, options.constant_as_zero);
-  VT_CHECK_ARG(options.memory_bytes > 0, "memory_bytes", "expected > 0, got ", options.memory_bytes);
-  VT_CHECK_ARG(options.form >= 0 && options.form <= 2, "form", "expected 0 (auto), 1 (feature) or 2 (Gram), got ",
-               options.form);
-  check_integral(permutations, "permutations");
-  VT_CHECK_ARG(permutations.dim() == 2 && permutations.size(1) == lay.n, "permutations",
-               "expected shape (permutations, n = ", lay.n, "), got ", permutations.sizes());
+  check_replicates(options, permutations, "permutations", lay.n);
   auto perms = permutations.to(at::kLong).cpu().contiguous();
   const int64_t K = perms.size(0);
   if (K > 0) {

@@ -612,10 +612,10 @@ def _disentanglement(c: Config, train_runs: list[RunResult], ctx) -> dict:
                   key=lambda r: (_label(r.row["split"]), r.row["architecture"], float(r.row["beta"]), r.row["seed"]))
     base = {"n": c.disentanglement_n, "metrics": list(c.disentanglement_metrics), "sap": c.disentanglement_sap}
     jobs = {r.id: (f"disentanglement_{r.id}", {**base, "steps": r.measured.get("steps")}) for r in runs}
-    todo = [r for r in runs if not _saved(ctx.out / STEPS_DIR / f"{jobs[r.id][0]}.json", jobs[r.id][1])]
-    workers = min(ctx.execution.workers, len(todo))
-    if todo:
-        ctx.say(f"disentanglement scores of {len(todo)} β-VAE(s) ({workers or 1} process(es)) ...")
+    missing = [r for r in runs if not _saved(ctx.out / STEPS_DIR / f"{jobs[r.id][0]}.json", jobs[r.id][1])]
+    workers = min(ctx.execution.workers, len(missing))
+    if missing:
+        ctx.say(f"disentanglement scores of {len(missing)} β-VAE(s) ({workers or 1} process(es)) ...")
     if workers > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -624,7 +624,7 @@ def _disentanglement(c: Config, train_runs: list[RunResult], ctx) -> dict:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = [pool.submit(_disentanglement_job, str(ctx.out), *jobs[r.id], config, str(r.dir / "train"),
                                    r.row["split"], bool(r.measured.get("diverged")), ctx.execution.threads or 1)
-                       for r in todo]
+                       for r in missing]
             for f in futures:
                 f.result()
     per_run, groups, splits = [], {}, {}
