@@ -384,7 +384,7 @@ def test_final_cka_intervals_equal_a_direct_call(smoke):
 
 
 def test_bootstrap_interval_of_a_seed_mean_is_cka_avgs(smoke):
-    """The default (bootstrap) path on the same activations: the interval of a mean over pairs
+    """The bootstrap (BCa) path on the same activations: the interval of a mean over pairs
     equals cka_avg's (rows drawn jointly for every pair), and a one-pair group similarity_matrix's."""
     c = studies.override(fs.PRESETS["smoke"], {"ci_resampling": "bootstrap", "ci_resamples": 30, "ci_seed": 4})
     kw = {"ci": c.ci, "resamples": 30, "resampling": "bootstrap", "seed": 4}
@@ -446,4 +446,4 @@ def test_interval_settings_are_checked(sets, argument):
         studies.make_config("finetune_similarity", "smoke", sets=sets)
     assert argument in str(e.value)
     assert studies.make_config("finetune_similarity", "small", sets=["ci_resamples=0"]).ci_resamples == 0
-    assert fs.Config().ci_resamples == 200 and fs.Config().ci_resampling == "bootstrap"
+    assert fs.Config().ci_resamples == 200 and fs.Config().ci_resampling == "jackknife"

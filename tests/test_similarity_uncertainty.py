@@ -38,6 +38,25 @@ def np_hsic1(x, y):
             - 2.0 / (n - 2) * one @ k @ l @ one) / (n * (n - 3))
 
 
+def np_bca(theta, reps, jack, ci):
+    """Efron & Tibshirani (1993) Eqs. 14.9-14.15, entry by entry, with NumPy/statistics only."""
+    nd = NormalDist()
+    low, high = np.empty_like(theta), np.empty_like(theta)
+    for idx in np.ndindex(theta.shape):
+        t, r, j = theta[idx], reps[(slice(None),) + idx], jack[(slice(None),) + idx]
+        R = len(r)
+        frac = (np.sum(r < t - 1e-12 * max(1, abs(t))) + 0.5 * np.sum(np.abs(r - t) <= 1e-12 * max(1, abs(t)))) / R
+        z0 = nd.inv_cdf(min(max(frac, 0.5 / R), 1 - 0.5 / R))
+        d = j.mean() - j
+        a = (d ** 3).sum() / (6 * ((d ** 2).sum()) ** 1.5) if (d ** 2).sum() > 0 else 0.0
+        lo_hi = []
+        for alpha in ((1 - ci) / 2, (1 + ci) / 2):
+            za = nd.inv_cdf(alpha)
+            lo_hi.append(np.quantile(r, nd.cdf(z0 + (z0 + za) / (1 - a * (z0 + za)))))
+        low[idx], high[idx] = lo_hi
+    return low, high
+
+
 def np_minibatch_cka(groups):
     """Nguyen et al. (2021): means over batches of HSIC₁, then the CKA ratio."""
     xy = np.mean([np_hsic1(x, y) for x, y in groups])
@@ -96,14 +115,19 @@ def test_interval_covers_the_population_value_at_about_its_nominal_rate(measure,
 @pytest.mark.parametrize("cka_form", ["auto", "feature", "gram"])
 def test_bootstrap_fast_path_equals_recomputation_on_resampled_rows(layers, measure, cka_form):
     a, b = layers
-    fast = sim.similarity_matrix(a, b, measure, ci=0.9, resamples=12, seed=3, cka_form=cka_form)
-    slow = sim.similarity_matrix(a, b, measure, ci=0.9, resamples=12, seed=3, fast=False)
+    fast = sim.similarity_matrix(a, b, measure, ci=0.9, resamples=12, seed=3, cka_form=cka_form,
+                                 resampling="bootstrap")
+    slow = sim.similarity_matrix(a, b, measure, ci=0.9, resamples=12, seed=3, fast=False, resampling="bootstrap")
     assert fast.replicates.shape == (12, 3, 3)
     torch.testing.assert_close(fast.replicates, slow.replicates, rtol=0, atol=1e-12)
     torch.testing.assert_close(fast.ci_low, slow.ci_low, rtol=0, atol=1e-12)
     assert (fast.replicates[:, 0, 2] == 1.0).all()  # a1 against itself: exactly 1 in every replicate
-    # The percentile interval is the empirical quantiles of the replicates.
-    torch.testing.assert_close(fast.ci_high, torch.quantile(fast.replicates, 0.95, dim=0))
+    # The BCa interval from these replicates and the documented 50-block jackknife (seed + 1),
+    # recomputed by the NumPy transcription of Efron & Tibshirani's Eqs. 14.9-14.15.
+    jack = sim.similarity_matrix(a, b, measure, ci=0.9, resamples=50, seed=4, resampling="jackknife")
+    low, high = np_bca(fast.values.numpy(), fast.replicates.numpy(), jack.replicates.numpy(), 0.9)
+    np.testing.assert_allclose(fast.ci_low.numpy(), low, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fast.ci_high.numpy(), high, rtol=0, atol=1e-12)
     # Replicates are genuine resamples: they vary, and a NumPy CKA of some resampled rows is among them.
     assert fast.replicates[:, 0, 0].std() > 1e-3
     rows = torch.randint(40, (12, 40), generator=torch.Generator().manual_seed(3))  # the documented draw
@@ -157,7 +181,8 @@ def test_delete_d_jackknife_blocks_partition_the_examples():
 
 def test_generic_path_with_procrustes_bootstrap(layers):
     a, b = layers
-    m = sim.similarity_matrix(a, b, "procrustes", ci=0.8, resamples=6, seed=2, progress=False)
+    m = sim.similarity_matrix(a, b, "procrustes", ci=0.8, resamples=6, seed=2, progress=False,
+                              resampling="bootstrap")
     rows = torch.randint(40, (6, 40), generator=torch.Generator().manual_seed(2))
     x, y = a["a2"].numpy(), b["b1"].numpy()
     want = [np_procrustes(x[r], y[r]) for r in rows.numpy()]
@@ -332,3 +357,32 @@ def test_type_errors_and_too_small_jackknife(layers):
     zero = sim.similarity_matrix({"x": x}, {"y": torch.ones(5, 2, dtype=torch.float64)}, ci=0.9, constant="zero",
                                  null="permutation", permutations=3)
     assert zero.ci_low.item() == zero.ci_high.item() == zero.null_mean.item() == 0.0
+
+
+@pytest.mark.parametrize("resampling", ["jackknife", "bootstrap"])
+def test_interval_of_a_summary_uses_the_same_rows_and_matches_brute_force(layers, resampling):
+    a, b = layers
+    m = sim.similarity_matrix(a, b, ci=0.9, resamples=40, resampling=resampling, seed=7)
+    low, high = m.interval_of(lambda t: t)
+    torch.testing.assert_close(low, m.ci_low, rtol=0, atol=1e-12)
+    torch.testing.assert_close(high, m.ci_high, rtol=0, atol=1e-12)
+    # The mean of two entries: its replicates are the mean of theirs (same rows), so the interval
+    # is the textbook one on the mean's replicates.
+    pick = lambda t: (t[..., 0, 0] + t[..., 1, 1]) / 2  # noqa: E731
+    low, high = m.interval_of(pick)
+    theta, reps = pick(m.values).numpy(), pick(m.replicates).numpy()
+    if resampling == "jackknife":
+        G = len(reps)
+        se = np.sqrt((G - 1) / G * ((reps - reps.mean()) ** 2).sum())
+        z = NormalDist().inv_cdf(0.95)
+        np.testing.assert_allclose([low.item(), high.item()], [theta - z * se, theta + z * se], atol=1e-12)
+    else:
+        want = np_bca(np.array(theta), reps, pick(m.acceleration_replicates).numpy(), 0.9)
+        np.testing.assert_allclose([low.item(), high.item()], [want[0].item(), want[1].item()], atol=1e-12)
+    # Quadrant intervals: the quadrant means' own intervals, each around its mean.
+    q, qi = m.quadrants(), m.quadrant_intervals()
+    assert set(q) == set(qi)
+    for k, v in q.items():
+        assert (v is None) == (qi[k] is None)
+    with pytest.raises(vaetransfer.ArgumentError, match="ci"):
+        sim.similarity_matrix(a, b).interval_of(lambda t: t)

@@ -99,6 +99,37 @@ def test_every_comparison_pairs_different_seeds_only(smoke):
     assert objectives["min"]["max_bound"] == objectives["procrustes"]["max_bound"]
 
 
+def test_cka_heatmaps_and_curves_carry_intervals_of_the_seed_pair_mean(smoke):
+    """Every CKA heatmap, its quadrant means and every dynamics-curve point carry the configured
+    interval (jackknife: centred on the value); the curve's encoder mean's interval is the one
+    cka_avg's replicates give on the same snapshot activations."""
+    out, r = smoke
+    c = transfer.PRESETS["smoke"]
+    a = r["analysis"]
+    matrices = [v["matrices"]["cka"] for v in a["objectives"].values()]
+    matrices += [v["matrices"]["cka"] for v in a["cross_domain"].values()]
+    for m in matrices:
+        assert m["resampling"] == c.ci_resampling and m["ci"] == c.ci
+        values, low, high = (np.array(m[k]) for k in ("values", "ci_low", "ci_high"))
+        assert (low <= values + 1e-4).all() and (values <= high + 1e-4).all() and (high > low).any()
+        assert m["encoder_mean_ci"][0] <= m["encoder_mean"] <= m["encoder_mean_ci"][1]
+    assert "ci_low" not in next(iter(a["objectives"].values()))["matrices"]["procrustes"]  # generic path: none
+    label, dyn = next(iter(a["dynamics"]["variants"].items()))
+    point = dyn["curve"][0]
+    x = transfer._held_out(c, c.source, c.similarity_n, "similarity_n")
+    srun = _model_runs(out)
+    snap = [transfer._acts(srun[(f"source/{label}", s)], x, point["step"]) for s in c.seeds]
+    final = [transfer._acts(srun[(f"source/{label}", s)], x) for s in c.seeds]
+    m = similarity.cka_avg(snap, final, seeds_a=list(c.seeds), seeds_b=list(c.seeds), ci=c.ci,
+                           resamples=c.ci_resamples, resampling=c.ci_resampling, seed=c.ci_seed)
+    enc = [m.rows.index(n) for n in similarity.encoder_layers(m.rows)]
+    low, high = m.interval_of(lambda t: t[..., enc, enc].mean(dim=-1))
+    assert point["encoder_diagonal_ci"] == pytest.approx([float(low), float(high)], abs=6e-5)
+    for n, (lo, hi) in point["diagonal_ci"].items():
+        assert lo <= point["diagonal"][n] + 1e-4 <= hi + 2e-4
+    assert "[" in (out / "index.md").read_text().split("## 2.")[0]  # the report prints the intervals
+
+
 def test_a_second_run_reuses_every_run_and_step(smoke, tmp_path):
     out, r = smoke
     before = {p: p.stat().st_mtime_ns for p in out.glob("sweeps/*/runs/*/snapshots/*")}
@@ -286,6 +317,8 @@ def test_probe_rejects_bad_input_by_name(kwargs, argument):
     (['disentanglement_variants=["nope"]'], "disentanglement_variants"),
     (["disentanglement_dci=forest"], "disentanglement_dci"),
     (["disentanglement_n=3"], "disentanglement_n"),
+    (["ci=1"], "ci"), (["ci_resamples=1"], "ci_resamples"), (["ci_resampling=percentile"], "ci_resampling"),
+    (["ci_seed=-1"], "ci_seed"),
 ])
 def test_bad_config_names_the_field(sets, argument):
     with pytest.raises((vaetransfer.ArgumentError, vaetransfer.ArgumentTypeError)) as info:

@@ -33,14 +33,14 @@ the other similarities in [0, 1]. The same layer object on both sides scores exa
 """
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Literal, Mapping, Sequence
 
 import torch
 
-from . import _C
+from . import _C, intervals
 from ._C import ArgumentError, ArgumentTypeError
 from ._checks import argument_error as _error
 from ._checks import check_flag, check_int, check_number, check_seed, check_tensor, sequence
@@ -146,13 +146,16 @@ class SimilarityMatrix:
     bound: torch.Tensor | None = field(default=None, repr=False)
     #: With ``ci``: the confidence level, how the examples were resampled (``"bootstrap"`` or
     #: ``"jackknife"``) and how many replicates; ``ci_low``/``ci_high`` ``(L_a, L_b)`` float64 bounds
-    #: of each entry's interval, ``replicates`` ``(R, L_a, L_b)`` the replicate values. None without.
+    #: of each entry's interval, ``replicates`` ``(R, L_a, L_b)`` the replicate values (bootstrap:
+    #: also ``acceleration_replicates``, the ``(G, L_a, L_b)`` jackknife values of BCa's
+    #: acceleration). None without. :meth:`interval_of` forms the interval of any linear summary.
     ci: float | None = None
     resampling: str | None = None
     resamples: int = 0
     ci_low: torch.Tensor | None = field(default=None, repr=False)
     ci_high: torch.Tensor | None = field(default=None, repr=False)
     replicates: torch.Tensor | None = field(default=None, repr=False)
+    acceleration_replicates: torch.Tensor | None = field(default=None, repr=False)
     #: With ``null="permutation"``: ``permutations`` draws of B's rows; ``null_mean``/``null_std``
     #: ``(L_a, L_b)`` of each entry's permutation null, ``null_quantile`` its permutation p-value
     #: ``(1 + #{null ≥ value}) / (1 + permutations)``, ``null`` ``(K, L_a, L_b)`` the null values.
@@ -178,25 +181,50 @@ class SimilarityMatrix:
             raise _error(ArgumentError, "key", f"expected a column layer, one of {self.cols}, got {c!r}")
         return float(self.values[self.rows.index(r), self.cols.index(c)])
 
+    def interval_of(self, summary) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``ci`` interval of a summary of the entries, e.g. a mean over some layers:
+        ``summary`` maps a ``(..., L_a, L_b)`` tensor to ``(..., *S)`` and is applied to the values
+        and to every replicate, so the summary's interval is formed from the same resampled rows
+        (jackknife: ± z·se; bootstrap: BCa, :mod:`vaetransfer.intervals`). It should be a
+        smooth function of the entries (a mean, a difference): the jackknife assumes so.
+        ``summary = lambda t: t`` gives back ``(ci_low, ci_high)``."""
+        if self.replicates is None:
+            raise _error(ArgumentError, "ci", "this matrix has no interval: pass ci=... to the call that made it")
+        observed, reps = summary(self.values), summary(self.replicates)
+        if self.resampling == "jackknife":
+            return intervals.jackknife_interval(observed, reps, self.ci)
+        low, high, _ = intervals.bca_interval(observed, reps, summary(self.acceleration_replicates), self.ci)
+        return low, high
+
+    def _quadrant_summaries(self) -> dict:
+        """name → summary ``(..., L_a, L_b) → (...)`` of :meth:`quadrants` (None: no such layers)."""
+        def mean(rows, cols):
+            if not rows or not cols:
+                return None
+            r = torch.tensor([self.rows.index(n) for n in rows])
+            c = torch.tensor([self.cols.index(n) for n in cols])
+            return lambda t: t.index_select(-2, r).index_select(-1, c).mean(dim=(-2, -1))
+
+        enc_r, enc_c = encoder_layers(self.rows), encoder_layers(self.cols)
+        common = [n for n in enc_r if n in enc_c]
+        r = torch.tensor([self.rows.index(n) for n in common])
+        c = torch.tensor([self.cols.index(n) for n in common])
+        return {"encoder_mean": mean(enc_r, enc_c),
+                "decoder_mean": mean(decoder_layers(self.rows), decoder_layers(self.cols)),
+                "encoder_diagonal_mean": (lambda t: t[..., r, c].mean(dim=-1)) if common else None}
+
     def quadrants(self) -> dict:
         """Means over the paper's quadrants (§4): ``encoder_mean`` over encoder rows × encoder
         columns (:func:`encoder_layers`: the input, the same for every model, and the noisy
         ``sampled`` layer left out), ``decoder_mean`` over decoder × decoder (None when a side has
         no decoder, e.g. a classifier), ``encoder_diagonal_mean`` over the encoder layers both
         sides have (same name; None if none)."""
-        def mean(rows, cols):
-            if not rows or not cols:
-                return None
-            r = [self.rows.index(n) for n in rows]
-            c = [self.cols.index(n) for n in cols]
-            return float(self.values[r][:, c].mean())
+        return {k: None if f is None else float(f(self.values)) for k, f in self._quadrant_summaries().items()}
 
-        enc_r, enc_c = encoder_layers(self.rows), encoder_layers(self.cols)
-        common = [n for n in enc_r if n in enc_c]
-        diagonal = [self[n, n] for n in common]
-        return {"encoder_mean": mean(enc_r, enc_c),
-                "decoder_mean": mean(decoder_layers(self.rows), decoder_layers(self.cols)),
-                "encoder_diagonal_mean": sum(diagonal) / len(diagonal) if diagonal else None}
+    def quadrant_intervals(self) -> dict:
+        """The ``ci`` interval ``(low, high)`` of each of :meth:`quadrants` (None where it is None)."""
+        return {k: None if f is None else tuple(float(v) for v in self.interval_of(f))
+                for k, f in self._quadrant_summaries().items()}
 
 
 def _layer_list(names) -> list:
@@ -329,7 +357,7 @@ def _names(models: Sequence[Mapping[str, torch.Tensor]], argument: str) -> list[
 # --------------------------------------------------------------------------------------------
 # Uncertainty: resampled examples and permutation nulls
 # --------------------------------------------------------------------------------------------
-RESAMPLINGS: tuple[str, ...] = ("bootstrap", "jackknife")
+RESAMPLINGS: tuple[str, ...] = ("jackknife", "bootstrap")
 NULLS: tuple[str, ...] = ("permutation",)
 # Measures with a C++ fast path (example weights / permuted Grams, no refit): name → debiased.
 _FAST = {"cka": False, "cka_debiased": True}
@@ -356,17 +384,6 @@ def _resampling_options(ci, resamples, resampling, null, permutations, seed, fas
         raise _error(ArgumentError, "null", f"expected None or one of {list(NULLS)}, got {null!r}")
     permutations = check_int(permutations, "permutations", 2, what="a number of permutations")
     return _Resampling(ci, resampling, resamples, null, permutations, check_seed(seed), check_flag(fast, "fast"))
-
-
-def _jackknife_weights(n: int, groups: int, seed: int) -> torch.Tensor:
-    """``(G, n)`` 0/1 weights of the delete-d jackknife: the examples are shuffled by ``seed`` and
-    split into ``G = min(groups, n)`` blocks of ⌊n/G⌋ or ⌈n/G⌉; replicate g leaves out block g
-    (G = n: leave-one-out)."""
-    G = min(groups, n)
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    block = torch.empty(n, dtype=torch.long)
-    block[order] = torch.arange(n) * G // n
-    return (block.unsqueeze(0) != torch.arange(G).unsqueeze(1)).long()
 
 
 def _refit(fits, rows, memo):
@@ -448,23 +465,28 @@ def _uncertainty(fa, fb, observed: torch.Tensor, reduce, opts: _Resampling, engi
     n = fa[0][0].n
     out: dict = {}
     if opts.ci is not None:
-        debiased = _entry(engine["measure"])["name"] == "cka_debiased"
+        def jackknife(groups: int, seed: int, argument: str) -> torch.Tensor:
+            weights = intervals.jackknife_weights(n, groups, seed)
+            least = intervals.smallest_block_kept(n, groups)
+            if least < (4 if _entry(engine["measure"])["name"] == "cka_debiased" else 2):
+                raise _error(ArgumentError, argument, f"a jackknife replicate of n = {n} examples in "
+                             f"{weights.shape[0]} blocks keeps {least}, too few for {engine['measure']!r}")
+            return reduce(_replicates(fa, fb, "weights", weights, opts, engine))
+
         if opts.resampling == "bootstrap":
             rows = torch.randint(n, (opts.resamples, n), generator=torch.Generator().manual_seed(opts.seed))
             reps = reduce(_replicates(fa, fb, "rows", rows, opts, engine))
-            lo, hi = (1.0 - opts.ci) / 2.0, (1.0 + opts.ci) / 2.0
-            low, high = torch.quantile(reps, lo, dim=0), torch.quantile(reps, hi, dim=0)
+            jack = jackknife(intervals.ACCELERATION_BLOCKS, opts.seed + 1, "resampling")
+            low, high, outside = intervals.bca_interval(observed, reps, jack, opts.ci)
+            out["acceleration_replicates"] = jack
+            if outside.any():
+                warnings.warn(f"{int(outside.sum())} of {outside.numel()} {engine['measure']!r} values lie beyond "
+                              f"all {opts.resamples} bootstrap replicates (the duplicated rows of a bootstrap "
+                              "sample shift them, typical of wide layers at small n): their BCa intervals are "
+                              "unreliable; use resampling='jackknife'", RuntimeWarning, stacklevel=3)
         else:
-            weights = _jackknife_weights(n, opts.resamples, opts.seed)
-            least = n - (n + weights.shape[0] - 1) // weights.shape[0]
-            if least < (4 if debiased else 2):
-                raise _error(ArgumentError, "resamples", f"a jackknife replicate of n = {n} examples in "
-                             f"{weights.shape[0]} blocks keeps {least}, too few for {engine['measure']!r}")
-            reps = reduce(_replicates(fa, fb, "weights", weights, opts, engine))
-            G = reps.shape[0]
-            se = ((G - 1) / G * (reps - reps.mean(dim=0)).square().sum(dim=0)).sqrt()
-            z = NormalDist().inv_cdf((1.0 + opts.ci) / 2.0)
-            low, high = observed - z * se, observed + z * se
+            reps = jackknife(opts.resamples, opts.seed, "resamples")
+            low, high = intervals.jackknife_interval(observed, reps, opts.ci)
         out.update(ci=opts.ci, resampling=opts.resampling, resamples=int(reps.shape[0]), ci_low=low, ci_high=high,
                    replicates=reps)
     if opts.null is not None:
@@ -483,7 +505,7 @@ def similarity_matrices(models_a: Sequence[Mapping[str, torch.Tensor]], models_b
                         memory_bytes: int = 1 << 30, cka_form: str = "auto",
                         progress: bool | None = None, procrustes_rank: int | None = None,
                         power_iterations: int = 2, return_bound: bool = False, ci: float | None = None,
-                        resamples: int = 200, resampling: str = "bootstrap", seed: int = 0, fast: bool = True,
+                        resamples: int = 200, resampling: str = "jackknife", seed: int = 0, fast: bool = True,
                         **measure_params):
     """Every model of A against every model of B in one pass: ``(M_a, M_b, L_a, L_b)`` float64.
 
@@ -519,7 +541,7 @@ def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, t
                       memory_bytes: int = 1 << 30, cka_form: str = "auto",
                       progress: bool | None = None, procrustes_rank: int | None = None,
                       power_iterations: int = 2, ci: float | None = None, resamples: int = 200,
-                      resampling: str = "bootstrap", null: str | None = None, permutations: int = 200,
+                      resampling: str = "jackknife", null: str | None = None, permutations: int = 200,
                       seed: int = 0, fast: bool = True, **measure_params) -> SimilarityMatrix:
     """The full layer × layer heatmap of two models in one call.
 
@@ -533,12 +555,16 @@ def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, t
 
     **Intervals** (``ci``, a level in (0, 1), e.g. 0.95): every entry gets ``ci_low``/``ci_high``
     from resampling the EXAMPLES (rows), the same resampled rows for every layer of both models.
-    ``resampling="bootstrap"`` (default): ``resamples`` (≥ 2, default 200) draws of n rows with
-    replacement, percentile interval (Efron & Tibshirani 1993, "An Introduction to the Bootstrap",
-    §13.3): the (1 − ci)/2 and (1 + ci)/2 quantiles of the replicate values (no BCa correction).
-    ``resampling="jackknife"``: delete-d block jackknife, the rows shuffled by ``seed`` and split
-    into G = min(resamples, n) blocks (G = n: leave-one-out); each replicate leaves one block out;
-    interval ``value ± z·se`` with se² = (G − 1)/G · Σ_g (θ_g − θ̄)² and z the normal quantile.
+    ``resampling="jackknife"`` (default): delete-d block jackknife, the rows shuffled by ``seed``
+    and split into G = min(resamples, n) blocks (G = n: leave-one-out); each replicate leaves one
+    block out; interval ``value ± z·se`` with se² = (G − 1)/G · Σ_g (θ_g − θ̄)² and z the normal
+    quantile (Efron & Tibshirani 1993, "An Introduction to the Bootstrap", §11.2).
+    ``resampling="bootstrap"``: ``resamples`` (≥ 2) draws of n rows with replacement and the BCa
+    interval (§14.3; acceleration from a 50-block jackknife): see :mod:`vaetransfer.intervals`.
+    The jackknife is the default because a bootstrap sample repeats rows, and repeated rows
+    inflate linear CKA of wide layers (n ≲ width): there the replicates can lie wholly above the
+    estimate, which no percentile-type interval repairs (a RuntimeWarning says so). The raw
+    replicate values are kept (``replicates``), e.g. for a plain percentile interval.
     **Permutation null** (``null="permutation"``): ``permutations`` (≥ 2) shuffles of B's rows (one
     shuffle for all B layers) break the pairing of examples; ``null_mean``, ``null_std``,
     ``calibrated = values − null_mean`` and ``null_quantile`` = (1 + #{null ≥ value}) /
@@ -551,11 +577,10 @@ def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, t
     re-centring and weighted inner products with the example counts as weights, a permutation
     only re-indexes B's Grams, so nothing is refitted. Every other measure (and ``fast=False``)
     takes the generic path: the engine re-run on each replicate's rows (correct, but each
-    replicate costs a whole heatmap). A bootstrap replicate repeats rows; measures that look at
-    neighbours or ranks (``"mutual_knn"``, ``"cknna"``, the CCA family) see duplicated points as
-    perfect neighbours / extra dimensions lost, so their bootstrap replicates are biased: use
-    ``resampling="jackknife"`` for them. Replicates use ``constant="zero"``: a layer that is constant
-    on a replicate's rows scores 0 there. ``seed`` fixes the draws (the same draws on both paths).
+    replicate costs a whole heatmap). Measures that look at neighbours or ranks (``"mutual_knn"``,
+    ``"cknna"``, the CCA family) see a bootstrap sample's duplicated points as perfect neighbours
+    / lost dimensions: keep the jackknife for them. Replicates use ``constant="zero"``: a layer
+    that is constant on a replicate's rows scores 0 there. ``seed`` fixes the draws (the same draws on both paths).
     """
     opts = _resampling_options(ci, resamples, resampling, null, permutations, seed, fast)
     for arg, acts in (("acts_a", acts_a), ("acts_b", acts_b)):
@@ -580,7 +605,7 @@ def cka_avg(models_a: Sequence[Mapping[str, torch.Tensor]], models_b: Sequence[M
             memory_bytes: int = 1 << 30, progress: bool | None = None,
             seeds_a: Sequence[int] | None = None, seeds_b: Sequence[int] | None = None,
             procrustes_rank: int | None = None, power_iterations: int = 2, ci: float | None = None,
-            resamples: int = 200, resampling: str = "bootstrap", null: str | None = None, permutations: int = 200,
+            resamples: int = 200, resampling: str = "jackknife", null: str | None = None, permutations: int = 200,
             seed: int = 0, fast: bool = True, **measure_params) -> SimilarityMatrix:
     """Eq. 6: ``CKA_avg(M_j^A, M_k^B) = 1/(M_a M_b) Σ_i Σ_l CKA(M_j^{A_i}, M_k^{B_l})`` over all seed
     pairs (5 × 5 = 25 in the paper), computed in one pass with every layer fitted once. Any measure.

@@ -30,8 +30,8 @@ public code's "pre-initialised" reference).
 **Intervals.** Every final per-layer CKA the study reports (to the initial representation from
 scratch; to the pre-trained and the initial one after fine-tuning; the cross-seed baselines) comes
 with a ``ci`` (95 %) interval from resampling the ``cka_n`` CKA inputs (``ci_resampling``:
-``"bootstrap"``, ``ci_resamples`` draws of the rows with replacement and the percentile interval,
-or ``"jackknife"``, the rows in ``ci_resamples`` blocks left out in turn and ``value ± z·se``;
+``"jackknife"``, the rows in ``ci_resamples`` blocks left out in turn and ``value ± z·se``, or
+``"bootstrap"``, ``ci_resamples`` draws of the rows with replacement and the BCa interval;
 seeded by ``ci_seed``; 0 resamples: none). A value averaged over seeds (or seed pairs) gets the
 interval of the average: every replicate takes the same rows for both networks of every pair and
 for every pair, and the pairs' replicate values are averaged before the interval is formed (as
@@ -66,12 +66,10 @@ classes); the training accuracy of an epoch is the mean batch accuracy over its 
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import NormalDist
 
 import torch
 
@@ -84,7 +82,7 @@ from ..train import OptimizerConfig, TrainConfig, load_run, train
 from . import figures as figs
 from .pipeline import Finding, Stage, Study, Verdict, undecided
 from .report import fmt, markdown_table, verdict_text
-from .stats import mean_se, spearman
+from .stats import check_interval_fields, interval_key, interval_keywords, mean_se, spearman
 
 #: The layers compared: the four block outputs and the logits (the public code's choice).
 LAYERS = ("block1", "block2", "block3", "block4", "logits")
@@ -207,24 +205,18 @@ class Config:
     data_dirs: dict = field(default_factory=dict)  # {"cifar10": folder, "svhn": folder} for the file domains
     ci: float = 0.95                        # level of the per-layer CKA intervals of the final models
     ci_resamples: int = 200                 # resamples of the CKA inputs per interval (0: no intervals)
-    ci_resampling: str = "bootstrap"        # or "jackknife" (delete-d, ci_resamples blocks)
+    ci_resampling: str = "jackknife"        # delete-d, ci_resamples blocks; or "bootstrap" (BCa)
     ci_seed: int = 0                        # seed of the draws (of the jackknife's blocks)
 
     def __post_init__(self):
         for name, low in (("channels", 1), ("batch_size", 2), ("pretrain_n", 2), ("pretrain_epochs", 1),
                           ("test_n", 1), ("finetune_n", 2), ("finetune_test_n", 1), ("finetune_epochs", 1),
-                          ("cka_n", 3), ("cka_every", 1), ("label_seed", 0), ("data_seed", 0), ("ci_seed", 0)):
+                          ("cka_n", 3), ("cka_every", 1), ("label_seed", 0), ("data_seed", 0)):
             if getattr(self, name) < low:
                 raise value_error(name, f"expected >= {low}, got {getattr(self, name)}")
         if not self.lr > 0:
             raise value_error("lr", f"expected > 0, got {self.lr}")
-        if not 0 < self.ci < 1:
-            raise value_error("ci", f"expected a confidence level in (0, 1), got {self.ci}")
-        if self.ci_resamples == 1 or self.ci_resamples < 0:
-            raise value_error("ci_resamples", f"expected 0 (no intervals) or at least 2 draws, got {self.ci_resamples}")
-        if self.ci_resampling not in similarity.RESAMPLINGS:
-            raise value_error("ci_resampling", f"expected one of {list(similarity.RESAMPLINGS)}, "
-                                               f"got {self.ci_resampling!r}")
+        check_interval_fields(self)
         if self.cka_n > min(self.test_n, self.finetune_test_n):
             raise value_error("cka_n", f"expected at most test_n ({self.test_n}) and finetune_test_n "
                                        f"({self.finetune_test_n}): CKA inputs are held-out test rows, got {self.cka_n}")
@@ -256,14 +248,11 @@ class Config:
 
 
 PRESETS: dict[str, Config] = {
-    # The tests: seconds; every section runs, nothing is learned. The intervals: a jackknife, as
-    # bootstrap draws of 32 rows repeat so many rows that linear CKA's replicates sit well above
-    # the estimate (percentile intervals that miss it); on cka_n = 500 both agree.
+    # The tests: seconds; every section runs, nothing is learned.
     "smoke": Config(channels=4, seeds=(0, 1), pretrain_n=96, pretrain_epochs=2, test_n=64, randomness=(0, 9),
                     memorisation_sizes=(48,), tasks=(TaskSpec(), TaskSpec(randomness=9), TaskSpec(shift=1),
                                                      TaskSpec("street_digits"), TaskSpec("sklearn_digits")),
-                    finetune_n=64, finetune_test_n=32, finetune_epochs=2, cka_n=32, ci_resamples=20,
-                    ci_resampling="jackknife"),
+                    finetune_n=64, finetune_test_n=32, finetune_epochs=2, cka_n=32, ci_resamples=20),
     # This machine (2 cores, well under an hour): 3 seeds, 32 filters per block, 5,000 pretraining
     # images for 25 epochs, 8 epochs of fine-tuning.
     "small": Config(),
@@ -553,8 +542,7 @@ def _pair_means(c: Config, side_a: list, side_b: list, masks: dict[str, torch.Te
     as the rows / columns) resamples the rows once for all pairs (``ci_resampling``, ``ci_seed``):
     each replicate keeps the same rows on both sides and for every pair. A group's replicate is the
     mean of its pairs' replicates, and its interval is formed from these means
-    (:func:`_interval_of_mean`: the bootstrap's percentile interval, Efron & Tibshirani 1993, *An
-    Introduction to the Bootstrap*, §13.3, or the jackknife's ``value ± z·se``) — what
+    (:meth:`vaetransfer.similarity.SimilarityMatrix.interval_of`) — what
     :func:`vaetransfer.similarity.cka_avg` gives for the pairs it averages. The interval covers the
     sampling of the held-out inputs for the trained networks, not the spread over seeds (the
     standard error does that).
@@ -562,8 +550,7 @@ def _pair_means(c: Config, side_a: list, side_b: list, masks: dict[str, torch.Te
     Returns ``{group: {layer: {"values": [...], "ci_low", "ci_high"}}}`` (no ``ci_*`` without
     resamples; a group with no pair: ``{}``)."""
     out: dict = {name: {} for name in masks}
-    intervals = {"ci": c.ci, "resamples": c.ci_resamples, "resampling": c.ci_resampling, "seed": c.ci_seed} \
-        if c.ci_resamples else {}
+    intervals = interval_keywords(c)
     with _one_thread():
         for layer in LAYERS:
             a = OrderedDict((f"a{i}[{layer}]", acts[layer]) for i, acts in enumerate(side_a))
@@ -574,25 +561,10 @@ def _pair_means(c: Config, side_a: list, side_b: list, masks: dict[str, torch.Te
                     continue
                 entry = {"values": m.values[mask].tolist()}
                 if intervals:
-                    low, high = _interval_of_mean(c, m.values[mask].mean(), m.replicates[:, mask].mean(dim=1))
-                    entry.update(ci_low=round(low, 5), ci_high=round(high, 5))
+                    low, high = m.interval_of(lambda t: t[..., mask].mean(dim=-1))
+                    entry.update(ci_low=round(float(low), 5), ci_high=round(float(high), 5))
                 out[name][layer] = entry
     return out
-
-
-def _interval_of_mean(c: Config, point: torch.Tensor, replicates: torch.Tensor) -> tuple[float, float]:
-    """The ``c.ci`` interval of a mean over pairs from its ``(R,)`` replicate means (the same draws
-    for every pair), as :func:`vaetransfer.similarity.similarity_matrix` forms it: bootstrap, the
-    (1 − ci)/2 and (1 + ci)/2 quantiles; jackknife, ``point ± z·se`` with
-    ``se² = (G − 1)/G · Σ_g (θ_g − θ̄)²`` and z the normal quantile."""
-    if c.ci_resampling == "bootstrap":
-        low, high = torch.quantile(replicates, torch.tensor([(1.0 - c.ci) / 2.0, (1.0 + c.ci) / 2.0],
-                                                            dtype=replicates.dtype)).tolist()
-        return low, high
-    G = replicates.shape[0]
-    se = math.sqrt((G - 1) / G * float((replicates - replicates.mean()).square().sum()))
-    z = NormalDist().inv_cdf((1.0 + c.ci) / 2.0)
-    return float(point) - z * se, float(point) + z * se
 
 
 def _summary(entry: dict) -> dict:
@@ -660,10 +632,6 @@ def _with_interval(finals: dict, interval: dict | None) -> dict:
     return out
 
 
-def _ci_key(c: Config) -> list:
-    return [c.ci, c.ci_resamples, c.ci_resampling, c.ci_seed]
-
-
 def _resamples(c: Config) -> int:
     """Replicates per interval: the bootstrap's draws, or the jackknife's blocks (at most one per row)."""
     return c.ci_resamples if c.ci_resampling == "bootstrap" else min(c.ci_resamples, c.cka_n)
@@ -671,7 +639,7 @@ def _resamples(c: Config) -> int:
 
 def _interval_text(iv: dict) -> str:
     """How the intervals of ``analysis["intervals"]`` were formed, in words."""
-    how = (f"percentile bootstrap interval ({iv['resamples']} draws of the {iv['rows']} CKA inputs with replacement"
+    how = (f"BCa bootstrap interval ({iv['resamples']} draws of the {iv['rows']} CKA inputs with replacement"
            if iv["resampling"] == "bootstrap" else
            f"delete-d jackknife interval, value ± z·SE (the {iv['rows']} CKA inputs in {iv['resamples']} blocks, "
            "each left out in turn")
@@ -693,9 +661,9 @@ def _analyse(c: Config, runs: dict, ctx) -> dict:
     ctx.say("cross-seed baselines" + (f" and {c.ci:.0%} intervals ({c.ci_resamples} {c.ci_resampling} resamples)"
                                        if c.ci_resamples else "") + " ...")
     cross = ctx.step("cross_seed", lambda: _cross_seed(c, by_task, pretrained),
-                     key={"runs": sorted(r.id for r in runs["finetune"]), "ci": _ci_key(c)})
+                     key={"runs": sorted(r.id for r in runs["finetune"]), "ci": interval_key(c)})
     scratch_ci = ctx.step("scratch_intervals", lambda: _scratch_intervals(c, by_group),
-                          key={"runs": sorted(r.id for r in runs["scratch"]), "ci": _ci_key(c)}) \
+                          key={"runs": sorted(r.id for r in runs["scratch"]), "ci": interval_key(c)}) \
         if c.ci_resamples else {}
     accuracy = {f"from scratch, d = {d}, N = {n:,}": g for (d, n), g in groups.items()}
     accuracy.update({f"fine-tuned: {label}": g for label, g in tasks.items()})

@@ -40,3 +40,34 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
     num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
     den = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
     return round(num / den, 3) if den else None
+
+
+# The interval fields a study config carries (``ci``, ``ci_resamples``, ``ci_resampling``,
+# ``ci_seed``): checked and turned into similarity keywords in one place.
+def check_interval_fields(config) -> None:
+    """Named errors for a config's interval fields (0 resamples: no intervals)."""
+    from .. import similarity
+    from .._checks import value_error
+    if not 0 < config.ci < 1:
+        raise value_error("ci", f"expected a confidence level in (0, 1), got {config.ci}")
+    if config.ci_resamples == 1 or config.ci_resamples < 0:
+        raise value_error("ci_resamples", f"expected 0 (no intervals) or at least 2 draws, got {config.ci_resamples}")
+    if config.ci_resampling not in similarity.RESAMPLINGS:
+        raise value_error("ci_resampling", f"expected one of {list(similarity.RESAMPLINGS)}, "
+                                           f"got {config.ci_resampling!r}")
+    if config.ci_seed < 0:
+        raise value_error("ci_seed", f"expected >= 0, got {config.ci_seed}")
+
+
+def interval_keywords(config) -> dict:
+    """The :func:`vaetransfer.similarity.similarity_matrix` / ``cka_avg`` keywords of a config's
+    interval fields ({} when ``ci_resamples`` is 0)."""
+    if not config.ci_resamples:
+        return {}
+    return {"ci": config.ci, "resamples": config.ci_resamples, "resampling": config.ci_resampling,
+            "seed": config.ci_seed}
+
+
+def interval_key(config) -> list:
+    """What a cached step's key needs of the interval fields."""
+    return [config.ci, config.ci_resamples, config.ci_resampling, config.ci_seed]

@@ -6,6 +6,10 @@ target domain that shares position, scale and rotation but not shape (``solids``
 Symsol-like domain). Every model is the Locatello conv architecture; every comparison between
 models averages over pairs of **different seeds** (CKA_avg of Eq. 6 without its same-seed pairs:
 two models from the same initial weights look alike in early layers whatever they learned).
+Every CKA heatmap, its quadrant means and every point of the dynamics curves carry a ``ci``
+interval of the seed-pair mean from resampling the held-out examples (``ci_resampling``, default
+a 50-block jackknife; :mod:`vaetransfer.intervals`): it says how much a value depends on which
+examples were drawn, not how much it varies over seeds.
 
 Experiments (keys of the analysis, sections of ``index.md``):
 
@@ -57,7 +61,7 @@ from ..train import OptimizerConfig, Run, TrainConfig, load_run, train
 from .figures import pyplot, save
 from .pipeline import Finding, Stage, Study, Verdict, undecided
 from .report import fmt, markdown_table
-from .stats import mean_se
+from .stats import check_interval_fields, interval_key, interval_keywords, mean_se
 
 
 @dataclass
@@ -124,6 +128,13 @@ class Config:
     disentanglement_batch: int = 64        # BetaVAE/FactorVAE examples per point (the library: 64)
     disentanglement_dci: str = "gbt"       # DCI's importance model: "gbt" (the library's trees) or "lasso"
     disentanglement_variants: tuple[str, ...] = ()  # source-trained variants scored besides the reference
+    ci: float = 0.95                       # level of the intervals on every CKA heatmap, quadrant and curve
+    # Replicates per interval (0: none). 50 blocks: the jackknife SE to ~20 % (relative s.e. of an SE
+    # from G blocks ≈ 1/√(2(G − 1))); a replicate costs a whole heatmap's products, 200 would add
+    # ~35 minutes at `small` on 2 cores.
+    ci_resamples: int = 50
+    ci_resampling: str = "jackknife"       # delete-d, ci_resamples blocks of the held-out rows; or "bootstrap" (BCa)
+    ci_seed: int = 0                       # seed of the blocks / draws
 
     def __post_init__(self):
         for name, low in (("data_seed", 0), ("n", 0), ("steps", 1), ("batch_size", 1), ("snapshots", 1),
@@ -132,6 +143,7 @@ class Config:
                           ("disentanglement_points", 2), ("disentanglement_batch", 2)):
             if getattr(self, name) < low:
                 raise value_error(name, f"expected >= {low}, got {getattr(self, name)}")
+        check_interval_fields(self)
         if self.snapshots > self.steps:
             raise value_error("snapshots", f"expected at most steps = {self.steps}, got {self.snapshots}")
         if not 0.0 < self.test_fraction < 1.0:
@@ -383,16 +395,22 @@ def _acts(run: Run, x: torch.Tensor, step_: int | None = None):
     return similarity.activations(run.model(step_), x, seed=run.config.seed)
 
 
-def _compare(acts_a: dict, acts_b: dict, measures: tuple[str, ...],
-             procrustes_rank: int | None = None) -> dict[str, similarity.SimilarityMatrix]:
+# Measures whose heatmaps get intervals: replicates reuse each layer's Gram (the C++ fast path);
+# any other measure would re-run the whole engine per replicate.
+_WITH_INTERVALS = ("cka", "cka_debiased")
+
+
+def _compare(c: Config, acts_a: dict, acts_b: dict, measures: tuple[str, ...]) -> dict[str, similarity.SimilarityMatrix]:
     """Cross-seed averaged heatmaps of models A (seed → activations) against models B: each measure,
-    and min(CKA, Procrustes) per pair when both are asked for (``procrustes_rank``: approximate
-    Procrustes, its bounds carried into the min view)."""
+    and min(CKA, Procrustes) per pair when both are asked for (``c.procrustes_rank``: approximate
+    Procrustes, its bounds carried into the min view). CKA heatmaps carry the config's interval of
+    the seed-pair mean (rows resampled jointly for every model)."""
     sa, sb = list(acts_a), list(acts_b)
     out = {}
     for m in measures:
+        ci = interval_keywords(c) if m in _WITH_INTERVALS else {}
         out[m] = similarity.cka_avg([acts_a[s] for s in sa], [acts_b[s] for s in sb], m, seeds_a=sa, seeds_b=sb,
-                                    progress=False, procrustes_rank=procrustes_rank)
+                                    progress=False, procrustes_rank=c.procrustes_rank, **ci)
     if "procrustes" in out:
         keep = torch.tensor([[a != b for b in sb] for a in sa])
         per_pair = torch.minimum(out["cka"].per_pair, out["procrustes"].per_pair)
@@ -401,17 +419,27 @@ def _compare(acts_a: dict, acts_b: dict, measures: tuple[str, ...],
     return out
 
 
+def _rounded(t: torch.Tensor) -> list:
+    return [[round(float(e), 4) for e in row] for row in t]
+
+
 def _matrix_json(m: similarity.SimilarityMatrix) -> dict:
+    """A heatmap as JSON: values, quadrant means, and with an interval each entry's and each
+    quadrant mean's bounds (``ci_low``/``ci_high``, ``<quadrant>_ci``)."""
     q = m.quadrants()
     bound = {} if m.bound is None else {"max_bound": round(float(m.bound.max()), 4)}  # approximate Procrustes
+    ci = {}
+    if m.ci_low is not None:
+        ci = {"ci": m.ci, "resampling": m.resampling, "ci_low": _rounded(m.ci_low), "ci_high": _rounded(m.ci_high),
+              **{f"{k}_ci": None if v is None else [round(v[0], 4), round(v[1], 4)]
+                 for k, v in m.quadrant_intervals().items()}}
     return {"rows": m.rows, "cols": m.cols, "n_pairs": m.n_pairs, "n": m.n, **bound,
-            "values": [[round(float(e), 4) for e in row] for row in m.values],
-            **{k: (None if v is None else round(v, 4)) for k, v in q.items()}}
+            "values": _rounded(m.values), **{k: (None if v is None else round(v, 4)) for k, v in q.items()}, **ci}
 
 
 def _comparisons(c: Config, acts_a: dict, acts_b: dict) -> dict:
     """The heatmaps of :func:`_compare` with the config's measures, as JSON."""
-    return {k: _matrix_json(v) for k, v in _compare(acts_a, acts_b, c.measures, c.procrustes_rank).items()}
+    return {k: _matrix_json(v) for k, v in _compare(c, acts_a, acts_b, c.measures).items()}
 
 
 def _line_mean(m: similarity.SimilarityMatrix, layer: str, axis: str) -> float:
@@ -435,12 +463,8 @@ def _dynamics(c: Config, runs: dict, x: torch.Tensor) -> dict:
         curve = []
         for t in steps[:-1]:
             snap = {s: _acts(runs[(f"source/{label}", s)], x, t) for s in seeds}
-            m = _compare(snap, final, ("cka",))["cka"]
-            q = m.quadrants()
-            curve.append({"step": t, "diagonal": {n: round(m[n, n], 4) for n in m.rows},
-                          "encoder_diagonal": round(_diag_mean(m, similarity.encoder_layers(m.rows)), 4),
-                          "decoder_diagonal": round(_diag_mean(m, similarity.decoder_layers(m.rows)), 4),
-                          "encoder_mean": round(q["encoder_mean"], 4), "decoder_mean": round(q["decoder_mean"], 4)})
+            m = _compare(c, snap, final, ("cka",))["cka"]
+            curve.append(_curve_point(t, m))
             if t == steps[0]:
                 result[label] = {"early_step": t, "final_step": steps[-1], "early": _comparisons(c, snap, final)}
             del snap
@@ -448,8 +472,29 @@ def _dynamics(c: Config, runs: dict, x: torch.Tensor) -> dict:
     return {"variants": result}
 
 
-def _diag_mean(m: similarity.SimilarityMatrix, layers: list[str]) -> float:
-    return sum(m[n, n] for n in layers) / len(layers)
+def _curve_point(step: int, m: similarity.SimilarityMatrix) -> dict:
+    """One snapshot of a dynamics curve: same-layer CKA per layer, its encoder and decoder means,
+    the quadrant means; with an interval, ``*_ci`` bounds of each (formed from the same replicates,
+    :meth:`~vaetransfer.similarity.SimilarityMatrix.interval_of`)."""
+    diag = {"encoder_diagonal": _diag_summary(m, similarity.encoder_layers(m.rows)),
+            "decoder_diagonal": _diag_summary(m, similarity.decoder_layers(m.rows))}
+    q = m.quadrants()
+    point = {"step": step, "diagonal": {n: round(m[n, n], 4) for n in m.rows},
+             **{k: round(float(f(m.values)), 4) for k, f in diag.items()},
+             "encoder_mean": round(q["encoder_mean"], 4), "decoder_mean": round(q["decoder_mean"], 4)}
+    if m.ci_low is not None:
+        point["diagonal_ci"] = {n: [round(float(m.ci_low[i, i]), 4), round(float(m.ci_high[i, i]), 4)]
+                                for i, n in enumerate(m.rows)}
+        for k, f in diag.items():
+            low, high = m.interval_of(f)
+            point[f"{k}_ci"] = [round(float(low), 4), round(float(high), 4)]
+    return point
+
+
+def _diag_summary(m: similarity.SimilarityMatrix, layers: list[str]):
+    """The mean same-layer value over ``layers`` as a summary of ``(..., L, L)`` tensors."""
+    idx = torch.tensor([m.rows.index(n) for n in layers])
+    return lambda t: t[..., idx, idx].mean(dim=-1)
 
 
 def _kl(run: Run) -> float | None:
@@ -475,7 +520,7 @@ def _pairs_section(c: Config, runs: dict, x: torch.Tensor, pairs) -> dict:
     for a, b in pairs:
         acts_a = {s: _acts(runs[(f"source/{a}", s)], x) for s in c.seeds}
         acts_b = {s: _acts(runs[(f"source/{b}", s)], x) for s in c.seeds}
-        mats = _compare(acts_a, acts_b, c.measures, c.procrustes_rank)
+        mats = _compare(c, acts_a, acts_b, c.measures)
         del acts_a, acts_b
         result[f"{a}_vs_{b}"] = {
             "a": a, "b": b, "matrices": {k: _matrix_json(v) for k, v in mats.items()},
@@ -656,22 +701,24 @@ def _analyse(c: Config, runs: dict, ctx) -> dict:
     """Every experiment on held-out rows; one resumable step each (the figures are drawn apart)."""
     models, stage_runs, decoder = _loaded(c, runs)
     key = {stage: [r.id for r in rs] for stage, rs in runs.items()}
+    ci_key = {**key, "ci": interval_key(c)}  # the sections whose heatmaps carry intervals
     x_s = _held_out(c, c.source, c.similarity_n, "similarity_n")
     x_t = _held_out(c, c.target, c.similarity_n, "similarity_n")
     x_eval = _held_out(c, c.target, c.eval_n, "eval_n")
     retrained = {s: stage_runs[RetrainStage(SIDES[0], "retrained", INITS[0], 0, s).name] for s in c.seeds}
 
-    def section(name, compute):
+    def section(name, compute, key=key):
         ctx.say(f"{name} ...")
         return ctx.step(name, compute, key=key)
 
     return {"models": {f"{r.row['model']}/seed={r.row['seed']}": {"label": r.row["model"], "seed": r.row["seed"],
                                                                   **r.measured} for r in runs["models"]},
-            "dynamics": section("dynamics", lambda: _dynamics(c, models, x_s)),
-            "regularisation": section("regularisation", lambda: _pairs_section(c, models, x_s, c.regularisation)),
-            "objectives": section("objectives", lambda: _pairs_section(c, models, x_s, c.objectives)),
-            "classifier": section("classifier", lambda: _classifier(c, models, x_s)),
-            "cross_domain": section("cross_domain", lambda: _cross_domain(c, models, retrained, x_t)),
+            "dynamics": section("dynamics", lambda: _dynamics(c, models, x_s), ci_key),
+            "regularisation": section("regularisation", lambda: _pairs_section(c, models, x_s, c.regularisation),
+                                      ci_key),
+            "objectives": section("objectives", lambda: _pairs_section(c, models, x_s, c.objectives), ci_key),
+            "classifier": section("classifier", lambda: _classifier(c, models, x_s), ci_key),
+            "cross_domain": section("cross_domain", lambda: _cross_domain(c, models, retrained, x_t), ci_key),
             "retraining": section("retraining", lambda: _retraining(c, models, stage_runs, decoder, x_eval)),
             "probes": section("probes", lambda: _probe_section(c, models)),
             "disentanglement": section("disentanglement", lambda: _disentanglement_section(c, models))}
@@ -690,6 +737,13 @@ def _heatmaps(out: Path, name: str, matrices: dict, title: str, xlabel: str, yla
     return save(fig, out, f"{name}.png")
 
 
+def _band(ax, steps: list, intervals: list, color) -> None:
+    """A shaded interval around a curve (nothing when the analysis has no intervals)."""
+    if intervals and all(iv is not None for iv in intervals):
+        ax.fill_between(steps, [iv[0] for iv in intervals], [iv[1] for iv in intervals], color=color, alpha=0.15,
+                        linewidth=0)
+
+
 def _dynamics_figures(out: Path, result: dict) -> list[str]:
     """The encoder and decoder means, and every layer, of the similarity to the final model over training."""
     plt = pyplot()
@@ -700,10 +754,13 @@ def _dynamics_figures(out: Path, result: dict) -> list[str]:
         line, = ax.plot(steps, [p["encoder_diagonal"] for p in r["curve"]], "-o", label=f"{label} encoder")
         ax.plot(steps, [p["decoder_diagonal"] for p in r["curve"]], "--s", color=line.get_color(),
                 label=f"{label} decoder")
+        for key in ("encoder_diagonal_ci", "decoder_diagonal_ci"):
+            _band(ax, steps, [p.get(key) for p in r["curve"]], line.get_color())
     ax.set_xlabel("training step of the snapshot")
     ax.set_ylabel("same-layer CKA to the final model (mean)")
     ax.set_ylim(0, 1.02)
-    ax.set_title("Encoder vs decoder: similarity to the final model over training\n(different seeds)")
+    ax.set_title("Encoder vs decoder: similarity to the final model over training\n(different seeds; "
+                 "bands: intervals over the held-out examples)")
     ax.legend(fontsize=8, ncol=2)
     names = [save(fig, out, "dynamics_curve.png")]
 
@@ -713,8 +770,10 @@ def _dynamics_figures(out: Path, result: dict) -> list[str]:
         layers = [n for n in r["curve"][0]["diagonal"] if n != "input"]
         cmap = plt.get_cmap("viridis")
         for i, n in enumerate(layers):
-            ax.plot(steps, [p["diagonal"][n] for p in r["curve"]], color=cmap(i / max(1, len(layers) - 1)),
+            color = cmap(i / max(1, len(layers) - 1))
+            ax.plot(steps, [p["diagonal"][n] for p in r["curve"]], color=color,
                     label=n, linestyle="--" if n.startswith("dec") else "-")
+            _band(ax, steps, [p.get("diagonal_ci", {}).get(n) for p in r["curve"]], color)
         ax.set_title(label)
         ax.set_xlabel("step")
         ax.set_ylim(0, 1.02)
@@ -1006,16 +1065,25 @@ FINDINGS = (
 
 
 # ---------------------------------------------------------------------------------- report
+def _ci_text(d: dict, key: str) -> str:
+    """``d[key]`` with its interval ``d[key + "_ci"]`` when the analysis has one."""
+    ci = d.get(f"{key}_ci")
+    return fmt(d[key]) if not ci else f"{fmt(d[key])} [{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
 def _report(r: dict) -> str:
     c, a = r["config"], r["analysis"]
     L = [f"**{c['source']} → {c['target']}**: {len(c['seeds'])} seeds, {c['steps']:,} steps per model, "
          f"{c['similarity_n']:,} held-out examples per heatmap; every comparison averages over pairs of different "
-         "seeds.", "", "## 1. Learning dynamics", ""]
+         "seeds." + (f" Brackets: {c['ci']:.0%} intervals of the seed-pair mean from {c['ci_resampling']} "
+                     f"resampling of the held-out examples ({c['ci_resamples']} replicates), which cover the choice "
+                     "of examples, not the spread over seeds." if c.get("ci_resamples") else ""),
+         "", "## 1. Learning dynamics", ""]
     dyn = a["dynamics"]["variants"]
     if dyn:
         L += markdown_table(["objective", "first snapshot", "same-layer CKA to the final models: encoder", "decoder"],
-                            [[label, v["curve"][0]["step"], v["curve"][0]["encoder_diagonal"],
-                              v["curve"][0]["decoder_diagonal"]] for label, v in dyn.items()])
+                            [[label, v["curve"][0]["step"], _ci_text(v["curve"][0], "encoder_diagonal"),
+                              _ci_text(v["curve"][0], "decoder_diagonal")] for label, v in dyn.items()])
         L += [""] + [f"![dynamics_{label}](dynamics_{label}.png)" for label in dyn]
         L += ["![dynamics_curve](dynamics_curve.png)", "![dynamics_layers](dynamics_layers.png)"]
     L += ["", "## 2. Regularisation strength", "", "Mean CKA of the weak model's `sampled` row and of the strong "
@@ -1027,18 +1095,18 @@ def _report(r: dict) -> str:
     L += [""] + [f"![{k}](regularisation_{k}.png)" for k in a["regularisation"]]
     L += ["", "## 3. Objectives", ""]
     L += markdown_table(["pair", "encoder-quadrant CKA", "decoder-quadrant CKA"],
-                        [[k, v["matrices"]["cka"]["encoder_mean"], v["matrices"]["cka"]["decoder_mean"]]
+                        [[k, _ci_text(v["matrices"]["cka"], "encoder_mean"), _ci_text(v["matrices"]["cka"], "decoder_mean")]
                          for k, v in a["objectives"].items()])
     L += [""] + [f"![{k}](objectives_{k}.png)" for k in a["objectives"]]
     if a["classifier"]:
         q = a["classifier"]["matrices"]["cka"]
         L += ["", f"VAE vs {a['classifier']['label']} classifier (train accuracy "
-              f"{fmt(a['classifier']['train_accuracy'])}): encoder quadrant {fmt(q['encoder_mean'])}, same-layer "
-              f"encoder mean {fmt(q['encoder_diagonal_mean'])}.", "", "![classifier](classifier.png)"]
+              f"{fmt(a['classifier']['train_accuracy'])}): encoder quadrant {_ci_text(q, 'encoder_mean')}, same-layer "
+              f"encoder mean {_ci_text(q, 'encoder_diagonal_mean')}.", "", "![classifier](classifier.png)"]
     L += ["", "## 4. Cross-domain", "", f"On {c['target']}: {c['target']}-trained models against", ""]
     L += markdown_table(["models", "encoder-quadrant CKA", "decoder-quadrant CKA"],
-                        [[v["title"], v["matrices"]["cka"]["encoder_mean"], v["matrices"]["cka"]["decoder_mean"]]
-                         for v in a["cross_domain"].values()])
+                        [[v["title"], _ci_text(v["matrices"]["cka"], "encoder_mean"),
+                          _ci_text(v["matrices"]["cka"], "decoder_mean")] for v in a["cross_domain"].values()])
     L += [""] + [f"![{k}](cross_domain_{k}.png)" for k in a["cross_domain"]]
     ret = a["retraining"]
     L += ["", "## 5. Progressive decoder retraining", "",
