@@ -14,6 +14,9 @@ void init_common(py::module_& m) {
     py::dict d;
     d["torch_compiled"] = info.torch_version;
     d["cuda"] = info.cuda;
+    d["cuda_architectures"] = info.cuda_architectures;
+    d["cuda_compiler"] = info.cuda_compiler;
+    d["torch_cuda_compiled"] = info.torch_cuda;
     d["compiler"] = info.compiler;
     d["build_type"] = info.build_type;
     d["cplusplus"] = info.cplusplus;

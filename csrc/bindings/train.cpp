@@ -87,7 +87,10 @@ void init_train(py::module_& m) {
       .def_readwrite("freeze", &TrainSpec::freeze)
       .def_readwrite("phases", &TrainSpec::phases)
       .def_readwrite("out_dir", &TrainSpec::out_dir)
-      .def_readwrite("config_hash", &TrainSpec::config_hash);
+      .def_readwrite("config_hash", &TrainSpec::config_hash)
+      .def_readwrite("precision", &TrainSpec::precision)
+      .def_readwrite("initial_loss_scale", &TrainSpec::initial_loss_scale)
+      .def_readwrite("growth_interval", &TrainSpec::growth_interval);
 
   py::class_<Optimizer, std::shared_ptr<Optimizer>>(m, "Optimizer")
       .def(py::init([](const OptimizerSpec& spec, const std::shared_ptr<nn::Model>& model) {

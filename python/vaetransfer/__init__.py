@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import torch  # noqa: F401  (loads libtorch before the compiled core)
 
-from . import _C
+try:
+    from . import _C
+except ImportError as e:  # typically an extension built against another torch (C++ ABI)
+    raise ImportError(f"vaetransfer's compiled core does not load with torch {torch.__version__}: {e}. It must be "
+                      "built against the torch installed now (>= 2.11): reinstall vaetransfer with "
+                      "`pip install --no-build-isolation --no-deps -e .` (or `make build`)") from e
 from ._C import ArgumentError, ArgumentTypeError
 from . import data, estimators, io, plots, similarity
 from . import activations, nn, objectives, regularizers, schedules
@@ -31,11 +36,15 @@ def build_info() -> dict:
     """What the compiled core was built with and runs with.
 
     Keys: ``torch`` (runtime version), ``torch_compiled`` (headers compiled against),
-    ``cuda`` (CUDA sources compiled in), ``cuda_available`` (a CUDA device usable now),
+    ``torch_cuda`` (the CUDA of the torch running, None for a CPU build), ``torch_cuda_compiled``
+    (that of the torch compiled against), ``cuda`` (CUDA sources compiled in),
+    ``cuda_architectures`` and ``cuda_compiler`` (CMAKE_CUDA_ARCHITECTURES and the nvcc version of
+    those sources; "" without CUDA), ``cuda_available`` (a CUDA device usable now),
     ``compiler``, ``build_type``, ``cplusplus``, ``num_threads`` (ATen/OpenMP
     intra-op threads), ``parallel_backend``, ``eigen``.
     """
     info = dict(_C.build_info())
     info["torch"] = torch.__version__
+    info["torch_cuda"] = torch.version.cuda
     info["cuda_available"] = bool(info["cuda"] and torch.cuda.is_available())
     return info

@@ -13,7 +13,7 @@ def _execution(args):
     from .studies import Execution
 
     return Execution(executor=args.executor, workers=args.workers, threads=args.threads, address=args.address,
-                     cpus_per_run=args.cpus_per_run)
+                     cpus_per_run=args.cpus_per_run, device=args.device)
 
 
 def _add_execution(p: argparse.ArgumentParser) -> None:
@@ -23,6 +23,8 @@ def _add_execution(p: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=int, default=None, help="torch threads per run (default: torch's)")
     g.add_argument("--address", default=None, help="ray: a running cluster ('auto', 'ray://host:10001')")
     g.add_argument("--cpus-per-run", type=float, default=1.0, help="ray: CPUs reserved per run (default 1)")
+    g.add_argument("--device", default="cpu", help="where runs train and analyses compute: cpu (default), cuda, "
+                                                   "cuda:1 (checked before any work)")
 
 
 def _run(args) -> int:

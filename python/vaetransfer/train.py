@@ -48,6 +48,7 @@ __all__ = ["OptimizerConfig", "PhaseConfig", "TrainConfig", "Run", "train", "loa
 TrainingDivergedError = _C.train.TrainingDivergedError
 BEST_WEIGHTS = "best.pt"    #: keep_best: the weights of the lowest eval_loss so far
 BEST_FILE = "best.json"     #: keep_best: {"best": {"step", "eval_loss"}}
+PRECISIONS = ("fp32", "bf16", "fp16")  #: TrainConfig.precision: the forward's autocast dtype (fp16: loss scaling)
 
 
 @dataclass
@@ -114,14 +115,19 @@ class TrainConfig:
     reinit: tuple[str, ...] = ()  # groups re-initialised (after init_from)
     dataset: str | None = None    # a description of the data (informative)
     keep_best: bool = False       # early stopping: keep the weights of the lowest eval_loss (best.pt)
+    precision: str = "fp32"       # the forward's mixed precision: "fp32", "bf16" or "fp16" (with loss scaling)
 
     #: Fields that say how a run executes, not what it computes: a run resumes under other values.
     EXECUTION_FIELDS = ("device", "threads")
 
     def to_dict(self) -> dict:
         d = config_to_dict(self)
-        if not self.keep_best:  # absent when off: configs (and sweep run ids) from before it stay the same
+        # Absent at their defaults: configs (and sweep run ids, snapshot hashes) from before they
+        # existed stay the same.
+        if not self.keep_best:
             del d["keep_best"]
+        if self.precision == "fp32":
+            del d["precision"]
         return d
 
     @classmethod
@@ -159,6 +165,9 @@ class TrainConfig:
                 raise type_error("phases", f"expected an integer number of steps, got {p.steps!r}")
             phases.append(_C.train.Phase(p.steps, list(p.freeze)))
         s.phases = phases
+        if self.precision not in PRECISIONS:
+            raise value_error("precision", f"expected one of {list(PRECISIONS)}, got {self.precision!r}")
+        s.precision = self.precision
         s.out_dir = str(out_dir)
         s.config_hash = config_hash(self)
         return s

@@ -11,6 +11,9 @@ BuildInfo build_info() {
   info.torch_version = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
                        std::to_string(TORCH_VERSION_PATCH);
   info.cuda = VT_WITH_CUDA;
+  info.cuda_architectures = VT_CUDA_ARCHITECTURES;
+  info.cuda_compiler = VT_CUDA_VERSION;
+  info.torch_cuda = VT_TORCH_CUDA;
   info.compiler = VT_COMPILER;
   info.build_type = VT_BUILD_TYPE;
   info.cplusplus = __cplusplus;

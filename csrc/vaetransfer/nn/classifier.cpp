@@ -53,7 +53,7 @@ void Classifier::add_head(int64_t features) {
   units_.push_back(std::move(head));
 }
 
-void Classifier::run_layers(const at::Tensor& x, const at::Tensor&, const Emit& emit, const std::string& stop_after) {
+void Classifier::forward_layers(const at::Tensor& x, const at::Tensor&, const Emit& emit, const std::string& stop_after) {
   auto h = prepare(x);
   emit("input", h);
   if (stop_after == "input") return;

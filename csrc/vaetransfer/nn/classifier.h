@@ -24,8 +24,8 @@ class Classifier : public Model, public Reversible {
   at::Tensor forward(const at::Tensor& x);
   // One pass for every family: input, the encoder layers in order, then "logits" on the
   // flattened last encoder output.
-  void run_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit,
-                  const std::string& stop_after = "") override;
+  void forward_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit,
+                      const std::string& stop_after = "") override;
 
  protected:
   using Forward = std::function<at::Tensor(const at::Tensor&)>;

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "vaetransfer/common/autocast.h"
 #include "vaetransfer/common/check.h"
 
 namespace vaetransfer::nn {
@@ -157,6 +158,24 @@ at::Device Model::device() const {
 }
 
 void Model::to_device(at::Device device) { to(device); }
+
+void Model::set_precision(at::ScalarType dtype) {
+  VT_CHECK_ARG(dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf, "precision",
+               "expected fp32, bf16 or fp16, got ", dtype);
+  VT_CHECK_ARG(dtype == at::kFloat || supports_precision(), "precision", "the ", family(),
+               " family trains in fp32 only (its training forward does not run through run_layers), got ",
+               precision_name(dtype));
+  precision_ = dtype;
+}
+
+void Model::run_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit, const std::string& stop_after) {
+  if (precision_ == at::kFloat) return forward_layers(x, noise, emit, stop_after);
+  AutocastScope scope(device().type(), precision_);
+  forward_layers(x, noise, [&](const std::string& name, const at::Tensor& t) {
+    const bool lower = t.defined() && (t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf);
+    if (emit) emit(name, lower ? t.to(at::kFloat) : t);
+  }, stop_after);
+}
 
 void Model::check_input(const at::Tensor& x, const char* arg) const {
   check_floating(x, arg);

@@ -43,9 +43,17 @@ class Model : public torch::nn::Module {
   const std::vector<int64_t>& input_shape() const { return input_shape_; }
   // Runs the network on x [N, input_shape...] and emits every named layer's output, in order,
   // stopping after layer `stop_after` when it is not empty. `noise`: the per-example noise a
-  // stochastic layer uses (a VAE's ε [N, latent]); see draw_noise.
-  virtual void run_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit,
-                          const std::string& stop_after = "") = 0;
+  // stochastic layer uses (a VAE's ε [N, latent]); see draw_noise. Under a lower `precision`
+  // the family's forward_layers runs inside an autocast scope and every emitted floating-point
+  // output is cast back to fp32, so losses, regularisers and estimators computed from the
+  // outputs stay in fp32.
+  void run_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit, const std::string& stop_after = "");
+  // Mixed precision of run_layers: at::kFloat (off), at::kBFloat16 or at::kHalf.
+  void set_precision(at::ScalarType dtype);
+  at::ScalarType precision() const { return precision_; }
+  // Whether training this family under a lower precision is supported (its training forward
+  // goes through run_layers).
+  virtual bool supports_precision() const { return true; }
   // Per-example noise for n examples drawn from `gen` (undefined for deterministic models).
   virtual at::Tensor draw_noise(int64_t n, at::Generator& gen) const { return {}; }
   // The noise that makes the model deterministic (a VAE's zero ε: z = mean); undefined if none.
@@ -101,6 +109,9 @@ class Model : public torch::nn::Module {
   // state are unchanged). Call after initialize(); run_layers then starts from prepare(x).
   void use_channels_last();
   at::Tensor prepare(const at::Tensor& x) const;
+  // The family's forward (what run_layers runs).
+  virtual void forward_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit,
+                              const std::string& stop_after) = 0;
 
  private:
   std::string architecture_;
@@ -108,6 +119,7 @@ class Model : public torch::nn::Module {
   Params params_;
   std::vector<LayerInfo> layers_;
   bool channels_last_ = false;
+  at::ScalarType precision_ = at::kFloat;
 };
 
 using ModelPtr = std::shared_ptr<Model>;

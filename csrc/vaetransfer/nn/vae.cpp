@@ -157,7 +157,7 @@ at::Tensor VAE::decode_from(const at::Tensor& z, const Emit& emit, const std::st
   return h;
 }
 
-void VAE::run_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit, const std::string& stop_after) {
+void VAE::forward_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit, const std::string& stop_after) {
   auto h = prepare(x);
   emit("input", h);
   if (stop_after == "input") return;

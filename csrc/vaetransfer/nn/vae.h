@@ -28,8 +28,8 @@ class VAE : public Model {
 
   std::string family() const override { return "vae"; }
   int64_t latent_dim() const { return latent_dim_; }
-  void run_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit,
-                  const std::string& stop_after = "") override;
+  void forward_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit,
+                      const std::string& stop_after = "") override;
   at::Tensor draw_noise(int64_t n, at::Generator& gen) const override;  // ε ~ N(0, I), [n, latent]
   at::Tensor zero_noise(int64_t n) const override;
 

@@ -409,7 +409,7 @@ at::Tensor T5::forward(const at::Tensor& ids, const at::Tensor& mask, const at::
   return decode(decoder_ids, memory, mask.defined() ? mask : at::Tensor());
 }
 
-void T5::run_layers(const at::Tensor& x, const at::Tensor& noise, const nn::Emit& emit, const std::string& stop_after) {
+void T5::forward_layers(const at::Tensor& x, const at::Tensor& noise, const nn::Emit& emit, const std::string& stop_after) {
   check_input(x, "x");
   auto enc = x.select(1, 0), dec = x.select(1, 1);
   const auto mask = enc.ne(config_.pad_token_id);

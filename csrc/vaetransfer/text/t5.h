@@ -101,6 +101,8 @@ class T5 : public nn::Model {
  public:
   T5(const Params& params, uint64_t seed);
   std::string family() const override { return "t5"; }
+  // Training runs encode/decode directly (not run_layers): fp32 only.
+  bool supports_precision() const override { return false; }
   const T5Config& config() const { return config_; }
 
   // Encoder states [B, S, d_model] of ids [B, S] with mask [B, S] (1 = token, 0 = padding;
@@ -132,8 +134,8 @@ class T5 : public nn::Model {
   // The same from a prepared cache of `batch` sequences (a latent memory, a prefix).
   at::Tensor generate_from(DecoderCache cache, int64_t batch, const GenerateOptions& options);
 
-  void run_layers(const at::Tensor& x, const at::Tensor& noise, const nn::Emit& emit,
-                  const std::string& stop_after = "") override;
+  void forward_layers(const at::Tensor& x, const at::Tensor& noise, const nn::Emit& emit,
+                      const std::string& stop_after = "") override;
   void check_input(const at::Tensor& x, const char* arg) const override;
   // T5's initialisation (see t5.cpp) of the group's parameters.
   void reinitialize(const std::string& group, uint64_t seed) override;

@@ -130,7 +130,7 @@ at::Tensor T5VAE::generate_latent(const at::Tensor& z, const GenerateOptions& op
   return generate_from(latent_cache(z), z.size(0), options);
 }
 
-void T5VAE::run_layers(const at::Tensor& x, const at::Tensor& noise, const nn::Emit& emit, const std::string& stop_after) {
+void T5VAE::forward_layers(const at::Tensor& x, const at::Tensor& noise, const nn::Emit& emit, const std::string& stop_after) {
   check_input(x, "x");
   auto enc = x.select(1, 0), dec = x.select(1, 1);
   bool stopped = false;

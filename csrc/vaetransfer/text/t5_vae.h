@@ -46,8 +46,8 @@ class T5VAE : public T5 {
                            const std::string& stop_after = "");
   at::Tensor generate_latent(const at::Tensor& z, const GenerateOptions& options);
 
-  void run_layers(const at::Tensor& x, const at::Tensor& noise, const nn::Emit& emit,
-                  const std::string& stop_after = "") override;
+  void forward_layers(const at::Tensor& x, const at::Tensor& noise, const nn::Emit& emit,
+                      const std::string& stop_after = "") override;
   at::Tensor draw_noise(int64_t n, at::Generator& gen) const override;
   at::Tensor zero_noise(int64_t n) const override;
   void reinitialize(const std::string& group, uint64_t seed) override;

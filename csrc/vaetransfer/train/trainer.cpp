@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "vaetransfer/common/autocast.h"
 #include "vaetransfer/common/check.h"
 #include "vaetransfer/common/counter_rng.h"
 
@@ -18,6 +19,9 @@ namespace vaetransfer::train {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Loss-scaling state stored beside the optimiser's in a snapshot (names no optimiser uses).
+const std::string kLossScale = "amp/loss_scale", kGoodSteps = "amp/good_steps";
 
 std::string fmt(double v) {
   if (std::isnan(v)) return "nan";
@@ -65,6 +69,14 @@ Trainer::Trainer(nn::ModelPtr model, objectives::TaskPtr task, std::vector<Regul
   VT_CHECK_ARG(spec_.eval_batch_size >= 1, "eval_batch_size", "expected >= 1, got ", spec_.eval_batch_size);
   VT_CHECK_ARG(std::isfinite(spec_.data_scale) && spec_.data_scale > 0, "data_scale", "expected > 0, got ",
                spec_.data_scale);
+  precision_ = precision_dtype(spec_.precision);
+  VT_CHECK_ARG(precision_ == at::kFloat || model_->supports_precision(), "precision", "the ", model_->family(),
+               " family trains in fp32 only, got '", spec_.precision, "'");
+  loss_scaling_ = precision_ == at::kHalf;
+  VT_CHECK_ARG(std::isfinite(spec_.initial_loss_scale) && spec_.initial_loss_scale > 0, "initial_loss_scale",
+               "expected > 0, got ", spec_.initial_loss_scale);
+  VT_CHECK_ARG(spec_.growth_interval >= 1, "growth_interval", "expected >= 1, got ", spec_.growth_interval);
+  loss_scale_ = loss_scaling_ ? spec_.initial_loss_scale : 1.0;
   for (const auto& g : spec_.freeze) model_->group(g, "freeze");
   for (const auto& ph : spec_.phases) {
     VT_CHECK_ARG(ph.steps >= 1, "phases", "expected phases of >= 1 step, got ", ph.steps);
@@ -102,6 +114,7 @@ Trainer::Trainer(nn::ModelPtr model, objectives::TaskPtr task, std::vector<Regul
       logged_weights_.push_back(name);
       columns_.push_back(name);
     }
+  if (loss_scaling_) columns_.push_back("loss_scale");  // the scale this step's loss was multiplied by
   {  // history.csv needs distinct column names (a regulariser label could repeat a weight's name)
     std::set<std::string> seen{"step"};
     for (const auto& c : columns_)
@@ -171,13 +184,66 @@ at::Tensor Trainer::next_indices() {
   return parts.size() == 1 ? parts[0] : at::cat(parts);
 }
 
+namespace {
+
+// The model's forward at the run's precision for one scope (the model object outlives the
+// trainer, e.g. for activations afterwards: it returns to its previous precision).
+class PrecisionScope {
+ public:
+  PrecisionScope(nn::Model& model, at::ScalarType dtype) : model_(model), previous_(model.precision()) {
+    model_.set_precision(dtype);
+  }
+  ~PrecisionScope() { model_.set_precision(previous_); }
+
+ private:
+  nn::Model& model_;
+  at::ScalarType previous_;
+};
+
+// Rows of the CPU data set on `device`: to a GPU through pinned memory without blocking the host
+// (the copy overlaps the previous step's kernels); on the CPU as they are.
+at::Tensor to_device(const at::Tensor& rows, at::Device device) {
+  if (!device.is_cuda()) return rows.to(device);
+  return rows.pin_memory().to(device, /*non_blocking=*/true);
+}
+
+}  // namespace
+
+void Trainer::backward_and_step(const at::Tensor& loss) {
+  optimizer_.zero_grad();
+  if (!loss_scaling_) {
+    loss.backward();
+    optimizer_.step();
+    return;
+  }
+  (loss * loss_scale_).backward();
+  std::vector<at::Tensor> grads;
+  for (const auto& p : model_->parameters(true))
+    if (p.grad().defined()) grads.push_back(p.grad());
+  // Unscale in place and flag any inf/NaN (the op GradScaler uses, on any device).
+  auto found_inf = at::zeros({1}, loss.options().dtype(at::kFloat));
+  auto inv_scale = at::full({1}, 1.0 / loss_scale_, loss.options().dtype(at::kFloat));
+  if (!grads.empty()) at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
+  if (found_inf.item<float>() != 0.0f) {  // overflow: skip this update, halve the scale
+    loss_scale_ *= 0.5;
+    good_steps_ = 0;
+    return;
+  }
+  optimizer_.step();
+  if (++good_steps_ == spec_.growth_interval) {
+    loss_scale_ *= 2.0;
+    good_steps_ = 0;
+  }
+}
+
 StepReport Trainer::train_step() {
   apply_phase();
+  PrecisionScope precision(*model_, precision_);
   const auto idx = next_indices();
   objectives::Batch batch;
-  batch.x = model_->as_input(data_.index_select(0, idx).to(model_->device()));
+  batch.x = model_->as_input(to_device(data_.index_select(0, idx), model_->device()));
   if (spec_.data_scale != 1.0 && batch.x.is_floating_point()) batch.x.mul_(spec_.data_scale);
-  if (labels_.defined()) batch.y = labels_.index_select(0, idx).to(model_->device());
+  if (labels_.defined()) batch.y = to_device(labels_.index_select(0, idx), model_->device());
   objectives::StepContext ctx{step_, weights_at(step_), &noise_gen_, capture_layers_};
   nn::UnitTraces traces;
   objectives::TaskOutput out;
@@ -204,6 +270,7 @@ StepReport Trainer::train_step() {
   const double* v = host.data_ptr<double>();
   r.values.assign(v, v + host.numel());
   for (const auto& w : logged_weights_) r.values.push_back(ctx.weights.at(w));
+  if (loss_scaling_) r.values.push_back(loss_scale_);
   TORCH_CHECK(r.values.size() == columns_.size(), "the '", task_->name(), "' objective reported ", r.values.size(),
               " values for ", columns_.size(), " columns");
   if (!std::isfinite(r.values[0])) {
@@ -218,9 +285,7 @@ StepReport Trainer::train_step() {
     msg << " Try a smaller learning rate.";
     throw TrainingDivergedError(r.step, msg.str());
   }
-  optimizer_.zero_grad();
-  loss.backward();
-  optimizer_.step();
+  backward_and_step(loss);
   ++step_;
   return r;
 }
@@ -228,6 +293,7 @@ StepReport Trainer::train_step() {
 EvalReport Trainer::evaluate() {
   VT_CHECK_ARG(eval_data_.defined(), "eval_data", "no held-out data was given to this trainer");
   at::NoGradGuard no_grad;
+  PrecisionScope precision(*model_, precision_);
   const bool was_training = model_->is_training();
   model_->eval();
   // A stream of its own per evaluation: the training RNG is not touched, and the result
@@ -331,6 +397,10 @@ std::string Trainer::save_snapshot() {
   s.step = step_;
   for (auto& [n, t] : model_->state()) s.model.emplace_back(n, t.cpu());
   for (auto& [n, t] : optimizer_.state()) s.optimizer.emplace_back(n, t.detach().cpu().clone());
+  if (loss_scaling_) {  // with the optimiser's state: resume continues with the same scale
+    s.optimizer.emplace_back(kLossScale, at::tensor(loss_scale_, at::kDouble));
+    s.optimizer.emplace_back(kGoodSteps, at::tensor(good_steps_, at::kLong));
+  }
   s.optimizer_name = optimizer_.spec().name;
   s.task_name = task_->name();
   for (const auto& [k, v] : task_->params().values()) s.task.emplace_back(k, to_string(v));
@@ -400,7 +470,18 @@ int64_t Trainer::resume() {
   VT_CHECK_ARG(s.permutation.numel() == data_.size(0), "data", "the snapshot ", path, " was made with ",
                s.permutation.numel(), " examples, got ", data_.size(0));
   model_->load_state(s.model);
-  optimizer_.load_state(s.optimizer);
+  {
+    std::vector<std::pair<std::string, at::Tensor>> optimizer;
+    for (const auto& [n, t] : s.optimizer) {
+      if (n == kLossScale)
+        loss_scale_ = t.item<double>();
+      else if (n == kGoodSteps)
+        good_steps_ = t.item<int64_t>();
+      else
+        optimizer.emplace_back(n, t);
+    }
+    optimizer_.load_state(optimizer);
+  }
   for (auto& r : regularizers_) {
     nn::Named state;
     const auto prefix = r.label + "/";

@@ -50,6 +50,14 @@ struct TrainSpec {
   std::vector<Phase> phases;        // frozen in addition, phase by phase
   std::string out_dir;           // empty: no files
   std::string config_hash;       // the run's config, recorded in (and checked against) snapshots
+  // Mixed precision of the model's forward: "fp32", "bf16" or "fp16" (autocast; fp32 weights,
+  // optimiser state, loss and regularisers). "fp16" adds dynamic loss scaling: the loss is
+  // multiplied by the scale before backward, a step whose gradients overflow is skipped and the
+  // scale halved, and the scale doubles after `growth_interval` good steps (torch.amp.GradScaler's
+  // rule and defaults); the scale is a history column and is kept in snapshots.
+  std::string precision = "fp32";
+  double initial_loss_scale = 65536.0;
+  int64_t growth_interval = 2000;
 };
 
 struct RegularizerSlot {
@@ -121,6 +129,7 @@ class Trainer {
   void flush_history();
   std::string snapshot_dir() const;
   std::vector<std::string> frozen_groups(int64_t step) const;
+  void backward_and_step(const at::Tensor& loss);
 
   nn::ModelPtr model_;
   objectives::TaskPtr task_;
@@ -143,6 +152,10 @@ class Trainer {
   std::string last_snapshot_;
   int64_t last_snapshot_step_ = -1;
   std::vector<std::string> skipped_;
+  at::ScalarType precision_ = at::kFloat;
+  bool loss_scaling_ = false;
+  double loss_scale_ = 1.0;
+  int64_t good_steps_ = 0;  // steps since the scale last changed
 };
 
 // Snapshot files (snapshot.cpp): a dict of str → tensor / int / float / str / list / dict.

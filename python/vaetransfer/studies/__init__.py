@@ -6,7 +6,7 @@
 analysis, figures, findings and report sections; :mod:`vaetransfer.studies.pipeline` does the rest.
 A new study is one module plus one line in :data:`REGISTRY`.
 
-Execution settings (:class:`Execution`: executor, workers, threads, Ray address, CPUs per run) are
+Execution settings (:class:`Execution`: executor, workers, threads, Ray address, CPUs per run, device) are
 given beside the config, never inside it: an output directory is pinned to one study and one config
 (``study.json``), and a re-run under other execution settings resumes it.
 """

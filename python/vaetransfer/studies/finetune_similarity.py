@@ -80,7 +80,7 @@ from ..nn import ModelConfig, build_model
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
 from . import figures as figs
-from .pipeline import Finding, Stage, Study, Verdict, undecided
+from .pipeline import Finding, Stage, Study, Verdict, execution_device, undecided
 from .report import fmt, markdown_table, verdict_text
 from .stats import check_interval_fields, interval_key, interval_keywords, mean_se, spearman
 
@@ -291,7 +291,7 @@ class RunSetup:
     def train_config(self, init_from: Path | None = None) -> TrainConfig:
         """Training from scratch, or fine-tuning from the final snapshot of the run in ``init_from``."""
         c, spe = self.config, self.steps_per_epoch
-        return TrainConfig(model=self.model_config(), objective=TaskConfig("classification"),
+        return TrainConfig(device=execution_device(), model=self.model_config(), objective=TaskConfig("classification"),
                            optimizer=OptimizerConfig("sgd", lr=c.lr, momentum=c.momentum),
                            steps=spe * self.epochs, batch_size=c.batch_size, seed=self.seed,
                            snapshot_every=spe * max(1, self.epochs // 5), keep_snapshots=1, eval_every=spe,

@@ -29,6 +29,7 @@ a run's ``measured.json`` (the run measures again) and an analysis step (compute
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -40,10 +41,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from .._C import ArgumentError
-from .._checks import type_error, value_error
+from .._checks import check_device, type_error, value_error
 from ..config import config_from_dict, config_to_dict, diff_keys
 from ..interrupts import stop_on_signals
 from ..io import DirectoryLock, output_dir, read_json, set_aside, write_json, write_text
+from ..sweep.executors import DEVICE_ENV
 
 __all__ = ["Study", "Stage", "Finding", "Verdict", "undecided", "Execution", "RunResult", "Job", "Context", "run",
            "run_beside", "run_sweep", "execute_job", "scalars", "STUDY_FILE", "RESULTS_FILE", "INDEX_FILE", "STEPS_DIR", "SWEEPS_DIR", "MEASURED_FILE",
@@ -64,6 +66,28 @@ _RESERVED_ARGS = ("study", "stage", "config")
 EXECUTORS = ("local", "ray")
 
 
+def execution_device() -> str:
+    """The device of the study running in this process (a run worker or the analysis): its
+    :attr:`Execution.device`, passed to workers through ``VAETRANSFER_DEVICE``; ``"cpu"`` outside
+    a study. Studies build their ``TrainConfig(device=...)`` and move models for analysis with it."""
+    return os.environ.get(DEVICE_ENV) or "cpu"
+
+
+@contextlib.contextmanager
+def _device_environment(device: str):
+    """``VAETRANSFER_DEVICE`` = ``device`` for the block (inherited by local workers, passed to
+    Ray tasks), restored after."""
+    previous = os.environ.get(DEVICE_ENV)
+    os.environ[DEVICE_ENV] = device
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(DEVICE_ENV, None)
+        else:
+            os.environ[DEVICE_ENV] = previous
+
+
 @dataclass(frozen=True)
 class Execution:
     """How a study's runs execute — never what they compute. Not part of a study's identity or of
@@ -71,15 +95,20 @@ class Execution:
 
     ``executor``: ``local`` (``workers`` processes on this machine) or ``ray`` (tasks of
     ``cpus_per_run`` CPUs on a local Ray instance, or on the cluster at ``address``); ``threads``:
-    torch threads per run (None: torch's default)."""
+    torch threads per run (None: torch's default); ``device``: where runs train and analyses
+    compute (``"cpu"``, ``"cuda"``, ``"cuda:1"``); a device this machine cannot use is a named error
+    here, before any work. Workers learn it from the ``VAETRANSFER_DEVICE`` environment variable
+    (:func:`execution_device`); on Ray each run then reserves one GPU."""
 
     executor: str = "local"
     workers: int = 1
     threads: int | None = None
     address: str | None = None
     cpus_per_run: float = 1.0
+    device: str = "cpu"
 
     def __post_init__(self):
+        object.__setattr__(self, "device", str(check_device(self.device, "device")))  # frozen: normalise once
         if self.executor not in EXECUTORS:
             raise value_error("executor", f"expected one of {list(EXECUTORS)}, got {self.executor!r}")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
@@ -466,8 +495,9 @@ def run_beside(out_dir: str | os.PathLike, study: Study, name: str, stage: Stage
         raise value_error("out_dir", f"{out} holds no {study.name} study (run it first)")
     if not isinstance(name, str) or not _NAME.match(name) or name in {s.name for s in study.stages}:
         raise value_error("name", f"expected a new sweep name of letters, digits and _.=-, got {name!r}")
-    with DirectoryLock(out, what="running a study"), stop_on_signals():
-        return run_sweep(out / SWEEPS_DIR / name, study, stage, config, rows, execution or Execution(), progress)
+    execution = execution or Execution()
+    with DirectoryLock(out, what="running a study"), stop_on_signals(), _device_environment(execution.device):
+        return run_sweep(out / SWEEPS_DIR / name, study, stage, config, rows, execution, progress)
 
 
 def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Execution | None = None,
@@ -491,7 +521,7 @@ def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Executio
         raise type_error("execution", f"expected an Execution, got {type(execution).__name__}")
     out = output_dir(out_dir)
     ctx = Context(study, config, out, execution, progress)
-    with DirectoryLock(out, what="running a study"), stop_on_signals():
+    with DirectoryLock(out, what="running a study"), stop_on_signals(), _device_environment(execution.device):
         _pin(out, study, preset, config)
         start = time.perf_counter()
         runs = ctx.runs

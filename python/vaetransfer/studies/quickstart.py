@@ -32,7 +32,7 @@ from ..metrics.sampled import ALL_METRICS as DISENTANGLEMENT_METRICS
 from ..nn import ModelConfig
 from ..objectives import ObjectiveConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
-from .pipeline import Finding, Stage, Study, Verdict, undecided
+from .pipeline import Finding, Stage, Study, Verdict, execution_device, undecided
 from .rate_distortion import SCORES
 from .report import fmt, markdown_table
 
@@ -111,7 +111,7 @@ def _models(c: Config) -> list[_Model]:
 
 
 def _train_config(c: Config, m: _Model) -> TrainConfig:
-    return TrainConfig(model=ModelConfig(), objective=ObjectiveConfig(name="beta-vae", beta=float(m.beta)),
+    return TrainConfig(device=execution_device(), model=ModelConfig(), objective=ObjectiveConfig(name="beta-vae", beta=float(m.beta)),
                        optimizer=OptimizerConfig(lr=c.lr), steps=c.steps, batch_size=c.batch_size, seed=m.seed,
                        snapshot_every=max(1, c.steps // 4),
                        dataset="dsprites" + (f"[{c.n}]" if c.n else ""))

@@ -57,7 +57,7 @@ from ..nn import ModelConfig
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, TrainingDivergedError, load_run, train
 from .figures import pyplot, save
-from .pipeline import STEPS_DIR, Finding, RunResult, Stage, Study, Verdict, step, undecided
+from .pipeline import Finding, RunResult, STEPS_DIR, Stage, Study, Verdict, execution_device, step, undecided
 from .report import fmt, markdown_table
 from .stats import mean_se, spearman
 
@@ -268,7 +268,7 @@ def _train_config(c: Config, row: dict) -> TrainConfig:
     a = ARCHITECTURES[row["architecture"]]
     model = ModelConfig(a["architecture"], input_shape=(3, 32, 32), latent_dim=c.latent_dim, depth=a["depth"],
                         width=a["width"])
-    return TrainConfig(model=model, objective=TaskConfig(row["objective"], beta=float(row["beta"])),
+    return TrainConfig(device=execution_device(), model=model, objective=TaskConfig(row["objective"], beta=float(row["beta"])),
                        optimizer=OptimizerConfig(lr=c.lr), steps=c.steps, batch_size=c.batch_size,
                        seed=row["seed"], snapshot_every=max(1, c.steps // 4), keep_snapshots=1,
                        eval_every=c.eval_every, keep_best=True, dataset="tetrominoes")

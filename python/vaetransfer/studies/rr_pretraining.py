@@ -57,7 +57,7 @@ from ..nn import ModelConfig
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
 from .figures import pyplot, save
-from .pipeline import Execution, Finding, Stage, Study, Verdict, run_beside, undecided
+from .pipeline import Execution, Finding, Stage, Study, Verdict, execution_device, run_beside, undecided
 from .report import markdown_table
 from .stats import mean_se
 
@@ -245,7 +245,7 @@ def _stage_a(method: str, model: ModelConfig, x, y, out: Path, *, steps: int, ba
         per_layer = max(1, steps // (len(core.term_names(model)) - 1))
         return core.greedy_pretraining(model, x, out / "pre", steps_per_layer=per_layer, batch_size=batch,
                                        optimizer=opt, seed=seed, output_activation=output_activation)
-    cfg = TrainConfig(model=model, objective=TaskConfig("classification"), optimizer=opt, steps=steps,
+    cfg = TrainConfig(device=execution_device(), model=model, objective=TaskConfig("classification"), optimizer=opt, steps=steps,
                       batch_size=batch, seed=seed, regularizers=regs, metrics_every=metrics_every, keep_snapshots=1)
     run = train(cfg, (x, y), out / "stage_a", progress=False, metrics_hook=hook)
     return run.out_dir
@@ -259,7 +259,7 @@ def _accuracy(model, x: torch.Tensor, y: torch.Tensor) -> float:
 def _finetune(source: Path, model: ModelConfig, x, y, out: Path, *, steps: int, batch: int, lr: float, seed: int,
               metrics_every: int = 0, hook=None):
     """Fine-tunes every weight from ``source`` without a regulariser."""
-    cfg = TrainConfig(model=model, objective=TaskConfig("classification"), optimizer=OptimizerConfig("adam", lr=lr),
+    cfg = TrainConfig(device=execution_device(), model=model, objective=TaskConfig("classification"), optimizer=OptimizerConfig("adam", lr=lr),
                       steps=steps, batch_size=batch, seed=seed, init_from=str(source), metrics_every=metrics_every,
                       keep_snapshots=1)
     return train(cfg, (x, y), out, progress=False, metrics_hook=hook)

@@ -39,7 +39,7 @@ from .._checks import value_error
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
 from .figures import pyplot, save
-from .pipeline import Finding, Stage, Study, Verdict, step, undecided
+from .pipeline import Finding, Stage, Study, Verdict, execution_device, step, undecided
 from .report import fmt, markdown_table
 
 MODEL_DIR = "model"   #: the Hugging Face folder, in the run's directory
@@ -121,7 +121,7 @@ def t5_config(c: Config, vocab_size: int):
 
 
 def train_config(c: Config, vocab_size: int) -> TrainConfig:
-    return TrainConfig(model=t5_config(c, vocab_size).model_config(),
+    return TrainConfig(device=execution_device(), model=t5_config(c, vocab_size).model_config(),
                        objective=TaskConfig("span-corruption", noise_density=c.noise_density,
                                             mean_span_length=c.mean_span_length, extra_ids=c.extra_ids,
                                             random_roll=c.random_roll),

@@ -56,8 +56,8 @@ from ..config import config_from_dict, config_to_dict
 from ..io import atomic_path, read_json
 from . import t5_pretrain
 from .figures import pyplot, save
-from .pipeline import (RESULTS_FILE, STUDY_FILE, Execution, Finding, Stage, Study, Verdict, run_beside,
-                       undecided)
+from .pipeline import (Execution, Finding, RESULTS_FILE, STUDY_FILE, Stage, Study, Verdict, execution_device,
+                       run_beside, undecided)
 from .report import fmt, markdown_table, verdict_text
 from .stats import mean_se, spearman
 
@@ -219,7 +219,7 @@ def train_config(c: Config, s: dict, model_config, n_train: int, seed: int, init
     if c.freeze_shared:
         frozen += ("shared",)
     length = c.long_max_length if s["corpus"] == "long" else c.max_length
-    return TrainConfig(model=model_config,
+    return TrainConfig(device=execution_device(), model=model_config,
                        objective=TaskConfig("t5-vae", reduction="sequence_sum", deletion=s["deletion"],
                                             free_bits=s["free_bits"]),
                        optimizer=OptimizerConfig("adamw", lr=c.lr, eps=c.eps, weight_decay=c.weight_decay),

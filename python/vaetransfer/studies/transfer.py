@@ -59,7 +59,7 @@ from ..nn import ModelConfig, build_model
 from ..objectives import ObjectiveConfig
 from ..train import OptimizerConfig, Run, TrainConfig, load_run, train
 from .figures import pyplot, save
-from .pipeline import Finding, Stage, Study, Verdict, undecided
+from .pipeline import Finding, Stage, Study, Verdict, execution_device, undecided
 from .report import fmt, markdown_table
 from .stats import check_interval_fields, interval_key, interval_keywords, mean_se
 
@@ -259,7 +259,7 @@ def _variant(c: Config, label: str) -> Variant:
 def _train_config(c: Config, objective: ObjectiveConfig, steps: int, seed: int, snapshot_every: int,
                   **fields) -> TrainConfig:
     """Every run: Adam at ``lr``, the held-out split evaluated once, at the end."""
-    return TrainConfig(**{"model": ModelConfig(), **fields}, objective=objective, optimizer=OptimizerConfig(lr=c.lr),
+    return TrainConfig(device=execution_device(), **{"model": ModelConfig(), **fields}, objective=objective, optimizer=OptimizerConfig(lr=c.lr),
                        steps=steps, batch_size=c.batch_size, seed=seed, snapshot_every=snapshot_every,
                        eval_every=steps)
 
@@ -391,8 +391,9 @@ _NAMES = {"cka": "CKA", "procrustes": "Procrustes", "min": "min(CKA, Procrustes)
 
 
 def _acts(run: Run, x: torch.Tensor, step_: int | None = None):
-    # z = mean + σ·ε in `sampled` and the decoder: each model draws ε from its own seed.
-    return similarity.activations(run.model(step_), x, seed=run.config.seed)
+    # z = mean + σ·ε in `sampled` and the decoder: each model draws ε from its own seed. The
+    # forward runs on the study's device; activations are kept in CPU memory.
+    return similarity.activations(run.model(step_, device=execution_device()), x, seed=run.config.seed)
 
 
 # Measures whose heatmaps get intervals: replicates reuse each layer's Gram (the C++ fast path);

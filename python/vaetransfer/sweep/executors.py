@@ -32,6 +32,9 @@ __all__ = ["LocalExecutor", "RayExecutor", "make_executor", "EXECUTORS", "STOP_G
 Outcome = tuple[str, "dict | None", "str | None"]
 
 STOP_GRACE = 1.0  #: seconds a stopped run gets to write its snapshot before it is killed
+#: The environment variable that carries a study's execution device to its workers
+#: (vaetransfer.studies.pipeline.execution_device).
+DEVICE_ENV = "VAETRANSFER_DEVICE"
 
 
 def _die_with_parent() -> None:
@@ -230,6 +233,10 @@ class RayExecutor:
         total = ray.cluster_resources().get("CPU", 1)
         self.max_concurrent = max_concurrent or max(1, int(total // num_cpus))
         self._remote = ray.remote(num_cpus=num_cpus, max_retries=0)(_ray_execute)
+        device = os.environ.get(DEVICE_ENV)
+        if device and device != "cpu":  # a study's device: every task sees it, and a CUDA one reserves a GPU
+            self._remote = self._remote.options(runtime_env={"env_vars": {DEVICE_ENV: device}},
+                                                num_gpus=1 if device.startswith("cuda") else 0)
         self._refs: dict[Any, str] = {}
 
     @property

@@ -1,0 +1,120 @@
+"""`device` everywhere: the same tests on every device torch reports (cpu always; cuda when
+available, skipped with its reason otherwise). Cross-device tests compare a device with the CPU
+on the same weights and inputs."""
+import numpy as np
+import pytest
+import torch
+
+import vaetransfer as vt
+from conftest import DEVICES, OTHER_DEVICES, assert_resume_is_exact
+from vaetransfer import data, estimators, similarity, studies
+from vaetransfer.studies import pipeline
+
+
+def _config(device, steps=12, **kw):
+    return vt.TrainConfig(model=vt.ModelConfig("conv", input_shape=(1, 64, 64), latent_dim=6), steps=steps,
+                          batch_size=16, seed=3, device=device, snapshot_every=6,
+                          optimizer=vt.OptimizerConfig(lr=1e-3), **kw)
+
+
+@pytest.fixture(scope="module")
+def images():
+    return data.dsprites(range(0, 737280, 1440))  # 512 images
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_resume_is_exact_on_the_device(images, device, tmp_path):
+    assert_resume_is_exact(_config(device), images, tmp_path)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_snapshots_load_on_either_device(images, device, tmp_path):
+    run = vt.train(_config(device, steps=6), images, tmp_path / "r", progress=False)
+    on_cpu, on_device = run.model(device="cpu"), run.model(device=device)
+    assert torch.device(on_device.device).type == device
+    x = images.images[:8].float()
+    a = similarity.activations(on_cpu, x, seed=0)
+    b = similarity.activations(on_device, x, seed=0)
+    assert list(a) == list(b)
+    for name in a:
+        assert b[name].device.type == "cpu"  # stored in CPU memory by default
+        torch.testing.assert_close(b[name], a[name], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("device", OTHER_DEVICES)
+def test_trainer_trajectory_on_the_device_follows_the_cpu(images, device, tmp_path):
+    cpu = vt.train(_config("cpu", steps=30), images, tmp_path / "cpu", progress=False)
+    dev = vt.train(_config(device, steps=30), images, tmp_path / "dev", progress=False)
+    # Same seed, data order and noise (generators are seeded per device); kernels differ in
+    # rounding only, which 30 Adam steps amplify a little.
+    np.testing.assert_allclose(dev.history["loss"][:5], cpu.history["loss"][:5], rtol=1e-3)
+    np.testing.assert_allclose(dev.history["loss"][-5:].mean(), cpu.history["loss"][-5:].mean(), rtol=0.05)
+
+
+@pytest.mark.parametrize("device", OTHER_DEVICES)
+@pytest.mark.parametrize("measure", ["cka", "cka_debiased", "procrustes", "cca", "svcca", "pwcca"])
+def test_similarity_is_the_same_on_every_device(device, measure):
+    g = torch.Generator().manual_seed(0)
+    a = {"x": torch.randn(300, 20, generator=g, dtype=torch.float64), "w": torch.randn(300, 500, generator=g,
+                                                                                      dtype=torch.float64)}
+    b = {"y": a["x"] @ torch.randn(20, 30, generator=g, dtype=torch.float64) + torch.randn(300, 30, generator=g,
+                                                                                            dtype=torch.float64)}
+    cpu = similarity.similarity_matrix(a, b, measure, progress=False)
+    dev = similarity.similarity_matrix({k: v.to(device) for k, v in a.items()}, {k: v.to(device) for k, v in b.items()},
+                                       measure, progress=False)
+    torch.testing.assert_close(dev.values.cpu(), cpu.values, rtol=0, atol=1e-7)
+
+
+@pytest.mark.parametrize("device", OTHER_DEVICES)
+def test_estimators_are_the_same_on_every_device(device):
+    g = torch.Generator().manual_seed(1)
+    mean = torch.randn(400, 5, generator=g, dtype=torch.float64)
+    logvar = 0.3 * torch.randn(400, 5, generator=g, dtype=torch.float64)
+    z = mean + (0.5 * logvar).exp() * torch.randn(400, 5, generator=g, dtype=torch.float64)
+    tc = [estimators.minibatch_total_correlation(*(t.to(d) for t in (z, mean, logvar)), dataset_size=10_000).tc
+          for d in ("cpu", device)]
+    assert float(tc[1]) == pytest.approx(float(tc[0]), rel=1e-9, abs=1e-9)
+    rate = [estimators.rate_decomposition(mean.to(d), logvar.to(d), estimator="whole-dataset") for d in ("cpu", device)]
+    assert float(rate[1].mutual_information) == pytest.approx(float(rate[0].mutual_information), rel=1e-7)
+
+
+def test_an_unavailable_device_is_a_named_error_before_any_work(tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here: the error is for machines without it")
+    with pytest.raises(vt.ArgumentError, match="CUDA") as e:
+        studies.Execution(device="cuda")
+    assert e.value.argument == "device"
+    with pytest.raises(vt.ArgumentError) as e:
+        vt.train(_config("cuda"), torch.zeros(4, 1, 64, 64), tmp_path / "r", progress=False)
+    assert e.value.argument == "device" and not (tmp_path / "r").exists()
+    from vaetransfer import cli
+    # `vaetransfer run ... --device cuda`: refused before any run starts
+    assert cli.main(["run", "quickstart", "--preset", "smoke", "--out", str(tmp_path / "s"), "--device", "cuda",
+                     "--quiet"]) != 0
+    assert "device" in capsys.readouterr().err and not (tmp_path / "s" / "sweeps").exists()
+
+
+def test_the_execution_device_reaches_the_workers_and_not_the_run_ids(monkeypatch):
+    """A study's device travels in VAETRANSFER_DEVICE (set for the run and inherited by local
+    workers, restored after); every study builds its TrainConfig with it, an execution field that
+    no run id or snapshot hash includes."""
+    import os
+    import subprocess
+    import sys
+
+    from vaetransfer.studies import quickstart
+    from vaetransfer.train import config_hash
+
+    monkeypatch.setenv(pipeline.DEVICE_ENV, "before")
+    with pipeline._device_environment("cuda:7"):
+        child = subprocess.run([sys.executable, "-c", f"import os; print(os.environ['{pipeline.DEVICE_ENV}'])"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        assert child == "cuda:7" == pipeline.execution_device()
+        c = quickstart.PRESETS["smoke"]
+        on_gpu = quickstart._train_config(c, quickstart._models(c)[0])
+    assert os.environ[pipeline.DEVICE_ENV] == "before"
+    monkeypatch.delenv(pipeline.DEVICE_ENV)
+    on_cpu = quickstart._train_config(c, quickstart._models(c)[0])
+    assert (on_gpu.device, on_cpu.device) == ("cuda:7", "cpu")
+    assert config_hash(on_gpu) == config_hash(on_cpu)
+    assert studies.Execution().to_dict()["device"] == "cpu"
