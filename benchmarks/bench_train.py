@@ -14,7 +14,11 @@ GFLOP/s counts 3× the forward multiply-adds ×2 (forward + backward ≈ 3 forwa
 The fp32 peak is estimated as cores × clock × 64 FLOP/cycle (AVX-512: 16 lanes × 2 for
 FMA × 2 FMA ports), the clock read from /proc/cpuinfo ("cpu MHz").
 
-    python benchmarks/bench_train.py [--threads T] [--steps N]
+With ``--precision fp32,bf16`` each case gets a row per precision, both loops autocasting the
+forward in that precision (fp16: loss scaling in both); ``--device cuda`` runs both loops on the
+GPU (batches through pinned memory; step times after a device synchronisation).
+
+    python benchmarks/bench_train.py [--threads T] [--steps N] [--device cuda] [--precision fp32,bf16]
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from _common import header
 import vaetransfer as vt
 from vaetransfer import _C
 from vaetransfer.torch_reference import train_python, train_python_classifier
+from vaetransfer.train import PRECISIONS
 
 
 def forward_macs(ref: nn.Module, shape) -> int:
@@ -75,29 +80,38 @@ def peak_gflops() -> tuple[float, str]:
 SGD = vt.OptimizerConfig(name="sgd", lr=1e-3, momentum=0.9)
 
 
-def time_cpp(model: vt.Model, data: torch.Tensor, labels, batch: int, steps: int, warmup: int, scale: float) -> float:
+def time_cpp(model: vt.Model, data: torch.Tensor, labels, batch: int, steps: int, warmup: int, scale: float,
+             precision: str = "fp32") -> float:
     classifier = labels is not None
     cfg = vt.TrainConfig(model=model.config, steps=warmup + steps, batch_size=batch,
-                         optimizer=SGD if classifier else vt.OptimizerConfig())
+                         optimizer=SGD if classifier else vt.OptimizerConfig(), precision=precision)
     task = vt.objectives.make_objective(vt.TaskConfig("classification" if classifier else "beta-vae"))
     trainer = _C.train.Trainer(model._impl, task, [], {}, cfg.optimizer.to_spec(), data, labels, None, None,
                                cfg.to_spec("", scale))
     trainer.run(None, None, warmup)
     start = time.perf_counter()
     trainer.run(None, None, warmup + steps)
+    sync(model.device)
     return (time.perf_counter() - start) / steps
 
 
+def sync(device) -> None:
+    """Waits for queued GPU work (a CUDA step returns before its kernels finish)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
 def time_python(ref: nn.Module, data: torch.Tensor, labels, batch: int, steps: int, warmup: int, scale: float,
-                fused: bool = False) -> float:
+                fused: bool = False, device: str = "cpu", precision: str = "fp32") -> float:
+    kw = dict(data_scale=scale, fused=fused, device=device, precision=precision)
     if labels is None:
-        loop = lambda n: train_python(ref, data, n, batch, data_scale=scale, fused=fused)  # noqa: E731
+        loop = lambda n: train_python(ref, data, n, batch, **kw)  # noqa: E731
     else:
-        loop = lambda n: train_python_classifier(ref, data, labels, n, batch, lr=1e-3, momentum=0.9,  # noqa: E731
-                                                 data_scale=scale, fused=fused)
+        loop = lambda n: train_python_classifier(ref, data, labels, n, batch, lr=1e-3, momentum=0.9, **kw)  # noqa: E731
     loop(warmup)
     start = time.perf_counter()
     loop(steps)
+    sync(device)
     return (time.perf_counter() - start) / steps
 
 
@@ -107,7 +121,14 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=None, help="timed steps per case (default per case)")
     p.add_argument("--repeat", type=int, default=3, help="alternating repetitions; the best is kept")
     p.add_argument("--only", default="", help="run only the cases whose letters are given, e.g. 'ad'")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda: where both loops train")
+    p.add_argument("--precision", default="fp32", help="comma-separated precisions, each a row per case: "
+                                                     "fp32, bf16, fp16 (e.g. fp32,bf16)")
     a = p.parse_args()
+    precisions = a.precision.split(",")
+    for prec in precisions:
+        if prec not in PRECISIONS:
+            p.error(f"--precision: expected fp32, bf16 or fp16, got {prec!r}")
     if a.threads:
         torch.set_num_threads(a.threads)
     header("bench_train: C++ training loop vs idiomatic PyTorch loop")
@@ -130,30 +151,39 @@ def main() -> None:
         ("(d) conv4 classifier, SGD", vt.ModelConfig(architecture="conv4", num_classes=8), hue_labelled, 32, 1 / 255,
          50, 1.1),
     ]
-    print(f"{'case':<30} {'batch':>5} {'python ms':>10} {'py fused':>9} {'C++ ms':>9} {'ratio':>7} {'goal':>6} "
-          f"{'GFLOP/s':>8} {'% peak':>7}")
+    print(f"device {a.device}; both loops at the same precision (autocast forward, fp32 weights and loss; fp16 "
+          "with loss scaling); 'vs fp32': this precision's C++ step time against the C++ fp32 row's")
+    print(f"{'case':<30} {'prec':>5} {'batch':>5} {'python ms':>10} {'py fused':>9} {'C++ ms':>9} {'ratio':>7} "
+          f"{'goal':>6} {'vs fp32':>8} {'GFLOP/s':>8} {'% peak':>7}")
     for name, mcfg, make_data, batch, scale, steps, goal in cases:
         if a.only and name[1] not in a.only:
             continue
         data, labels = make_data()
         steps = a.steps or steps
         warmup = max(3, steps // 10)
-        model = vt.build_model(mcfg, seed=0)
+        model = vt.build_model(mcfg, seed=0, device=a.device)
         init = model.state_dict()
-        ref = model.to_torch()
-        ref_fused = model.to_torch()
-        best_cpp = best_py = best_fused = float("inf")
-        for _ in range(a.repeat):
-            model.load_state_dict(init)
-            best_cpp = min(best_cpp, time_cpp(model, data, labels, batch, steps, warmup, scale))
-            ref.load_state_dict(init)
-            best_py = min(best_py, time_python(ref, data, labels, batch, steps, warmup, scale))
-            ref_fused.load_state_dict(init)
-            best_fused = min(best_fused, time_python(ref_fused, data, labels, batch, steps, warmup, scale, fused=True))
-        flops = 3 * 2 * forward_macs(ref, model.input_shape) * batch
-        gflops = flops / best_cpp / 1e9
-        print(f"{name:<30} {batch:>5} {best_py * 1e3:>10.3f} {best_fused * 1e3:>9.3f} {best_cpp * 1e3:>9.3f} "
-              f"{best_py / best_cpp:>6.2f}× {goal:>5.2f}× {gflops:>8.2f} {100 * gflops / peak:>6.1f}%")
+        fp32_cpp = None
+        for prec in precisions:
+            ref = model.to_torch().to(a.device)
+            ref_fused = model.to_torch().to(a.device)
+            best_cpp = best_py = best_fused = float("inf")
+            for _ in range(a.repeat):
+                model.load_state_dict(init)
+                best_cpp = min(best_cpp, time_cpp(model, data, labels, batch, steps, warmup, scale, prec))
+                ref.load_state_dict(init)
+                best_py = min(best_py, time_python(ref, data, labels, batch, steps, warmup, scale, device=a.device,
+                                                   precision=prec))
+                ref_fused.load_state_dict(init)
+                best_fused = min(best_fused, time_python(ref_fused, data, labels, batch, steps, warmup, scale,
+                                                         fused=True, device=a.device, precision=prec))
+            fp32_cpp = best_cpp if prec == "fp32" else fp32_cpp
+            vs = f"{fp32_cpp / best_cpp:>7.2f}×" if fp32_cpp and prec != "fp32" else f"{'':>8}"
+            flops = 3 * 2 * forward_macs(model.to_torch(), model.input_shape) * batch
+            gflops = flops / best_cpp / 1e9
+            print(f"{name:<30} {prec:>5} {batch:>5} {best_py * 1e3:>10.3f} {best_fused * 1e3:>9.3f} "
+                  f"{best_cpp * 1e3:>9.3f} {best_py / best_cpp:>6.2f}× {goal:>5.2f}× {vs} {gflops:>8.2f} "
+                  f"{100 * gflops / peak:>6.1f}%", flush=True)
     print(f"load after: {os.getloadavg()[0]:.2f}")
 
 

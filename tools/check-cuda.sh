@@ -21,7 +21,7 @@ mapfile -t sources < <(find csrc -path '*/cuda/*.cu' | sort)
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 failed=0
 for f in "${sources[@]}"; do
-  if "$nvcc" -std=c++20 -arch="$ARCH" -O2 -Icsrc -c "$f" -o "$out/$(basename "$f").o"; then
+  if "$nvcc" -std=c++17 -arch="$ARCH" -O2 -Icsrc -c "$f" -o "$out/$(basename "$f").o"; then
     echo "check-cuda: ok   $f"
   else
     echo "check-cuda: FAIL $f"; failed=1

@@ -38,8 +38,8 @@ def build_info() -> dict:
     Keys: ``torch`` (runtime version), ``torch_compiled`` (headers compiled against),
     ``torch_cuda`` (the CUDA of the torch running, None for a CPU build), ``torch_cuda_compiled``
     (that of the torch compiled against), ``cuda`` (CUDA sources compiled in),
-    ``cuda_architectures`` and ``cuda_compiler`` (CMAKE_CUDA_ARCHITECTURES and the nvcc version of
-    those sources; "" without CUDA), ``cuda_available`` (a CUDA device usable now),
+    ``cuda_architectures`` and ``cuda_compiler`` (the TORCH_CUDA_ARCH_LIST and nvcc version of those
+    sources; "" without CUDA), ``cuda_available`` (a CUDA device usable now),
     ``compiler``, ``build_type``, ``cplusplus``, ``num_threads`` (ATen/OpenMP
     intra-op threads), ``parallel_backend``, ``eigen``.
     """

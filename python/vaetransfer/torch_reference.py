@@ -195,24 +195,59 @@ def beta_vae_loss(x, logits, mean, logvar, beta: float = 1.0) -> torch.Tensor:
     return reconstruction_loss(x, logits) + beta * kl_per_dim(mean, logvar).sum()
 
 
+_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class _Precision:
+    """The idiomatic mixed-precision recipe: ``torch.autocast`` around the forward, the loss from
+    fp32 outputs, ``torch.amp.GradScaler`` for fp16 (defaults: 2^16, ×2 every 2,000 good steps)."""
+
+    def __init__(self, device: str, precision: str):
+        if precision not in ("fp32", *_AUTOCAST):
+            raise ValueError(f"precision: expected 'fp32', 'bf16' or 'fp16', got {precision!r}")
+        self.device, self.dtype = torch.device(device), _AUTOCAST.get(precision)
+        self.scaler = torch.amp.GradScaler(self.device.type) if precision == "fp16" else None
+
+    def autocast(self):
+        return torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None)
+
+    def step(self, loss: torch.Tensor, opt: torch.optim.Optimizer) -> None:
+        opt.zero_grad()
+        if self.scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(opt)
+            self.scaler.update()
+
+    def batch(self, rows: torch.Tensor) -> torch.Tensor:
+        if self.device.type == "cuda":
+            return rows.pin_memory().to(self.device, non_blocking=True)
+        return rows.to(self.device)
+
+
 def train_python(model: nn.Module, data: torch.Tensor, steps: int, batch_size: int, beta: float = 1.0,
-                 lr: float = 1e-4, seed: int = 0, data_scale: float = 1.0, fused: bool = False) -> list[float]:
+                 lr: float = 1e-4, seed: int = 0, data_scale: float = 1.0, fused: bool = False,
+                 device: str = "cpu", precision: str = "fp32") -> list[float]:
     """The idiomatic PyTorch loop (β-VAE, Adam with the paper's settings), used as the benchmark baseline.
-    ``fused=True`` uses ``torch.optim.Adam(fused=True)`` (the benchmark's "py fused" column)."""
+    ``fused=True`` uses ``torch.optim.Adam(fused=True)`` (the benchmark's "py fused" column).
+    ``device``: where the model is (batches move there); ``precision``: ``"bf16"``/``"fp16"``
+    autocast the forward (fp16 with a GradScaler), the loss is computed in fp32."""
     g = torch.Generator().manual_seed(seed)
+    amp = _Precision(device, precision)
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, fused=fused)
     losses = []
     perm, pos = torch.randperm(len(data), generator=g), 0
     for _ in range(steps):
         if pos + batch_size > len(data):
             perm, pos = torch.randperm(len(data), generator=g), 0
-        x = data[perm[pos:pos + batch_size]].float() * data_scale
+        x = amp.batch(data[perm[pos:pos + batch_size]]).float() * data_scale
         pos += batch_size
-        mean, logvar, z, logits = model(x)
-        loss = beta_vae_loss(x, logits, mean, logvar, beta)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        with amp.autocast():
+            mean, logvar, z, logits = model(x)
+        loss = beta_vae_loss(x, logits.float(), mean.float(), logvar.float(), beta)
+        amp.step(loss, opt)
         losses.append(loss.item())
     return losses
 
@@ -424,19 +459,22 @@ class ReferenceMLPClassifier(nn.Module):
 
 def train_python_classifier(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, steps: int,
                             batch_size: int = 32, lr: float = 1e-3, momentum: float = 0.9, seed: int = 0,
-                            data_scale: float = 1.0, fused: bool = False) -> list[float]:
+                            data_scale: float = 1.0, fused: bool = False, device: str = "cpu",
+                            precision: str = "fp32") -> list[float]:
     """The idiomatic PyTorch classifier loop, used as the benchmark baseline: ``model.train()``,
     batches of ``batch_size`` rows drawn in the order of a permutation seeded with ``seed``
     (a new one whenever fewer than ``batch_size`` rows are left, like :func:`train_python`),
     x = images[batch].float() · data_scale, mean cross-entropy of ``model(x)`` against
     ``labels[batch]`` (int64 [N]), ``torch.optim.SGD(lr, momentum)`` (the protocol of the
     public code of *Similarity of Pre-trained and Fine-tuned Representations*: batch 32,
-    lr 1e-3, momentum 0.9). ``fused=True`` uses ``SGD(fused=True)``. Returns the loss of every step."""
+    lr 1e-3, momentum 0.9). ``fused=True`` uses ``SGD(fused=True)``. ``device``/``precision`` as in
+    :func:`train_python`. Returns the loss of every step."""
     if len(images) != len(labels):
         raise ValueError(f"images and labels differ in length: {len(images)} vs {len(labels)}")
     if not 0 < batch_size <= len(images):
         raise ValueError(f"batch_size: expected 1 to {len(images)}, got {batch_size}")
     g = torch.Generator().manual_seed(seed)
+    amp = _Precision(device, precision)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, fused=fused)
     model.train()
     labels = labels.long()
@@ -447,11 +485,11 @@ def train_python_classifier(model: nn.Module, images: torch.Tensor, labels: torc
             perm, pos = torch.randperm(len(images), generator=g), 0
         idx = perm[pos:pos + batch_size]
         pos += batch_size
-        x = images[idx].float() * data_scale
-        loss = F.cross_entropy(model(x), labels[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        x = amp.batch(images[idx]).float() * data_scale
+        with amp.autocast():
+            logits = model(x)
+        loss = F.cross_entropy(logits.float(), amp.batch(labels[idx]))
+        amp.step(loss, opt)
         losses.append(loss.item())
     return losses
 

@@ -7,7 +7,7 @@ namespace vaetransfer {
 struct BuildInfo {
   std::string torch_version;  // the Torch headers the module was compiled against
   bool cuda;                  // CUDA sources compiled in
-  std::string cuda_architectures;  // CMAKE_CUDA_ARCHITECTURES of the build ("" without CUDA)
+  std::string cuda_architectures;  // TORCH_CUDA_ARCH_LIST the CUDA sources were built for ("" without CUDA)
   std::string cuda_compiler;       // nvcc version the CUDA sources were compiled with
   std::string torch_cuda;          // the CUDA the compiled-against torch was built with
   std::string compiler;
