@@ -158,6 +158,8 @@ def main() -> None:
     ap.add_argument("--exact-cache", default="", metavar="FILE", help="keep the exact Procrustes heatmap here")
     ap.add_argument("--models", default="", metavar="RUN_A,RUN_B", help="trained run directories instead of random weights")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="where ours computes the full heatmaps (cpu or cuda: Grams, "
+                                                    "eigendecompositions and nuclear norms through ATen on the device)")
     args = ap.parse_args()
 
     load = os.getloadavg()
@@ -218,7 +220,11 @@ def main() -> None:
         print(f"Procrustes reference, {label}: {svd_t:.2f} s of {ref_pt:.2f} s in the singular values of the "
               f"p_y x p_x products (any exact method needs the singular values of an r_y x r_x matrix, r = min(p, n - 1))")
 
-    # ---- ours alone, full heatmaps
+    # ---- ours alone, full heatmaps (on --device; the activations copied there first, not timed)
+    if args.device != "cpu":
+        acts_a = OrderedDict((k, v.to(args.device)) for k, v in acts_a.items())
+        acts_b = OrderedDict((k, acts_a["input"] if k == "input" else v.to(args.device)) for k, v in acts_b.items())
+        print(f"full heatmaps on {args.device} ({torch.cuda.get_device_name() if args.device.startswith('cuda') else ''})")
     if "full-cka" not in skip:
         full, full_t = timed(lambda: sim.similarity_matrix(acts_a, acts_b, "cka"))
         npairs = full.values.numel()

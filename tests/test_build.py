@@ -11,8 +11,13 @@ def test_build_info_reports_the_build():
     assert info["torch"] == torch.__version__
     assert torch.__version__.startswith(info["torch_compiled"])  # compiled against the installed torch
     assert isinstance(info["cuda"], bool)
+    assert info["torch_cuda"] == torch.version.cuda
     if not torch.version.cuda:  # a CPU torch never gets the CUDA sources
         assert info["cuda"] is False and info["cuda_available"] is False
+        assert info["cuda_architectures"] == info["cuda_compiler"] == info["torch_cuda_compiled"] == ""
+    else:
+        assert info["torch_cuda_compiled"] == torch.version.cuda  # the CUDA of the torch compiled against
+        assert not info["cuda"] or info["cuda_compiler"].split(".")[0] == torch.version.cuda.split(".")[0]
     assert info["compiler"].split()[0] in {"GNU", "Clang", "AppleClang"}
     assert info["cplusplus"] >= 202002  # C++20
     assert info["num_threads"] == torch.get_num_threads()

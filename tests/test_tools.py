@@ -1,4 +1,5 @@
-"""Repository tools: tools/check-cuda.sh skips without nvcc and fails only on a source that does not compile."""
+"""Repository tools: tools/check-cuda.sh skips without nvcc and fails only on a source that does not compile;
+tools/build-against-torch.sh skips in CI without the other torch's wheels."""
 import os
 import pathlib
 import shutil
@@ -38,3 +39,20 @@ def test_check_cuda_fails_only_when_a_source_does_not_compile(tmp_path, compiles
     assert r.returncode == (0 if compiles else 1), r.stdout + r.stderr
     assert ("check-cuda: ok" in r.stdout) == compiles and ("check-cuda: FAIL" in r.stdout) != compiles
     assert "compiled with fake nvcc" in r.stdout
+
+
+AGAINST = SCRIPT.parent / "build-against-torch.sh"
+
+
+@pytest.mark.parametrize("wheels", [None, "empty"])
+def test_build_against_torch_skips_in_ci_without_the_wheels(tmp_path, wheels):
+    """CI runs `tools/build-against-torch.sh --if-wheels`: without a folder holding the torch
+    wheel it says so and exits 0 before creating anything."""
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_WHEELS"}
+    if wheels:
+        (tmp_path / "wheels").mkdir()
+        env["TORCH_WHEELS"] = str(tmp_path / "wheels")
+    env["VENV"] = str(tmp_path / "venv")
+    r = subprocess.run([BASH, str(AGAINST), "--if-wheels"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("build-against-torch: skipped: set TORCH_WHEELS") and not (tmp_path / "venv").exists()
