@@ -11,10 +11,18 @@ from .._checks import value_error
 from . import corpus
 from .t5 import T5, T5Config, pad_pair
 from .t5_vae import T5VAE, T5VAEConfig
-from .tokenizer import Tokenizer, train_tokenizer
 
 __all__ = ["T5", "T5Config", "T5VAE", "T5VAEConfig", "pad_pair", "Tokenizer", "train_tokenizer", "corpus", "span_corrupt", "delete_tokens",
            "relative_position_bucket"]
+
+
+def __getattr__(name: str):
+    # The tokenizers need the "text" extra (sentencepiece, tokenizers): loaded on first use, so
+    # that `import vaetransfer` works without it (the ImportError then names the extra).
+    if name in ("Tokenizer", "train_tokenizer"):
+        from . import tokenizer
+        return getattr(tokenizer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def span_corrupt(tokens: torch.Tensor, *, noise_density: float = 0.15, mean_span_length: float = 3.0,
