@@ -118,3 +118,16 @@ def test_the_execution_device_reaches_the_workers_and_not_the_run_ids(monkeypatc
     assert (on_gpu.device, on_cpu.device) == ("cuda:7", "cpu")
     assert config_hash(on_gpu) == config_hash(on_cpu)
     assert studies.Execution().to_dict()["device"] == "cpu"
+
+
+@pytest.mark.parametrize("device", OTHER_DEVICES)
+def test_t5_logits_are_the_same_on_every_device(device):
+    from vaetransfer.text import T5, T5Config
+    cfg = T5Config(vocab_size=64, d_model=16, d_kv=4, d_ff=24, num_layers=2, num_heads=3, dropout_rate=0.0)
+    g = torch.Generator().manual_seed(0)
+    ids, labels = torch.randint(3, 64, (4, 9), generator=g), torch.randint(3, 64, (4, 7), generator=g)
+    mask = torch.ones_like(ids)
+    cpu = T5(cfg, seed=3).eval()
+    dev = T5(cfg, seed=3).eval().to(device)
+    torch.testing.assert_close(dev(ids.to(device), mask.to(device), labels=labels.to(device)).cpu(),
+                               cpu(ids, mask, labels=labels), rtol=1e-4, atol=1e-4)
