@@ -159,21 +159,26 @@ at::Device Model::device() const {
 
 void Model::to_device(at::Device device) { to(device); }
 
-void Model::set_precision(at::ScalarType dtype) {
+void Model::set_precision(at::ScalarType dtype, bool every_layer_fp32) {
   VT_CHECK_ARG(dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf, "precision",
                "expected fp32, bf16 or fp16, got ", dtype);
   VT_CHECK_ARG(dtype == at::kFloat || supports_precision(), "precision", "the ", family(),
                " family trains in fp32 only (its training forward does not run through run_layers), got ",
                precision_name(dtype));
   precision_ = dtype;
+  every_layer_fp32_ = every_layer_fp32;
 }
 
 void Model::run_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit, const std::string& stop_after) {
   if (precision_ == at::kFloat) return forward_layers(x, noise, emit, stop_after);
   AutocastScope scope(device().type(), precision_);
+  const std::string& last = layers_.back().name;
   forward_layers(x, noise, [&](const std::string& name, const at::Tensor& t) {
+    if (!emit) return;
     const bool lower = t.defined() && (t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf);
-    if (emit) emit(name, lower ? t.to(at::kFloat) : t);
+    bool read = every_layer_fp32_ || name == last;
+    for (size_t i = 0; !read && i < layers_.size(); ++i) read = layers_[i].name == name && layers_[i].part == "latent";
+    emit(name, lower && read ? t.to(at::kFloat) : t);
   }, stop_after);
 }
 

@@ -190,8 +190,10 @@ namespace {
 // trainer, e.g. for activations afterwards: it returns to its previous precision).
 class PrecisionScope {
  public:
-  PrecisionScope(nn::Model& model, at::ScalarType dtype) : model_(model), previous_(model.precision()) {
-    model_.set_precision(dtype);
+  // `every_layer`: every emitted layer in fp32 (a regulariser reads them), else the outputs only.
+  PrecisionScope(nn::Model& model, at::ScalarType dtype, bool every_layer)
+      : model_(model), previous_(model.precision()) {
+    model_.set_precision(dtype, every_layer);
   }
   ~PrecisionScope() { model_.set_precision(previous_); }
 
@@ -238,7 +240,7 @@ void Trainer::backward_and_step(const at::Tensor& loss) {
 
 StepReport Trainer::train_step() {
   apply_phase();
-  PrecisionScope precision(*model_, precision_);
+  PrecisionScope precision(*model_, precision_, capture_layers_ || capture_traces_);
   const auto idx = next_indices();
   objectives::Batch batch;
   batch.x = model_->as_input(to_device(data_.index_select(0, idx), model_->device()));
@@ -293,7 +295,7 @@ StepReport Trainer::train_step() {
 EvalReport Trainer::evaluate() {
   VT_CHECK_ARG(eval_data_.defined(), "eval_data", "no held-out data was given to this trainer");
   at::NoGradGuard no_grad;
-  PrecisionScope precision(*model_, precision_);
+  PrecisionScope precision(*model_, precision_, false);
   const bool was_training = model_->is_training();
   model_->eval();
   // A stream of its own per evaluation: the training RNG is not touched, and the result
