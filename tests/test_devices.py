@@ -7,6 +7,7 @@ import torch
 
 import vaetransfer as vt
 from conftest import DEVICES, OTHER_DEVICES, assert_resume_is_exact
+from test_similarity import np_procrustes
 from vaetransfer import data, estimators, similarity, studies
 from vaetransfer.studies import pipeline
 
@@ -63,6 +64,40 @@ def test_similarity_is_the_same_on_every_device(device, measure):
     dev = similarity.similarity_matrix({k: v.to(device) for k, v in a.items()}, {k: v.to(device) for k, v in b.items()},
                                        measure, progress=False)
     torch.testing.assert_close(dev.values.cpu(), cpu.values, rtol=0, atol=1e-7)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batched_exact_procrustes_equals_one_at_a_time_and_brute_force(device):
+    # Wide layers (p > n: eigendecomposed Grams, ranks 599 and 40) and narrow ones (p ≤ n), so the
+    # batches mix ranks, pad, and cross the SVD / eigenvalue threshold of the nuclear norms (k = 512).
+    g = torch.Generator().manual_seed(0)
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+    n = 600
+    a = {"wide": r(n, 700), "low_rank": r(n, 40) @ r(40, 900), "narrow": r(n, 30), "mid": r(n, 550)}
+    b = {"wide": a["wide"] @ r(700, 650) + r(n, 650), "narrow": r(n, 12), "mid": a["mid"][:, :520] + r(n, 520)}
+    on = ({k: v.to(device) for k, v in a.items()}, {k: v.to(device) for k, v in b.items()})
+    single = similarity.similarity_matrix(*on, "procrustes", progress=False, batch=1)
+    steps = []
+    batched = similarity.similarity_matrix(*on, "procrustes", progress=False, batch=3)
+    torch.testing.assert_close(batched.values, single.values, rtol=0, atol=1e-10)
+    auto = similarity.similarity_matrix(*on, "procrustes", progress=False)  # the default: by memory on CUDA
+    torch.testing.assert_close(auto.values, single.values, rtol=0, atol=1e-10)
+    brute = np.array([[np_procrustes(x.numpy(), y.numpy()) for y in b.values()] for x in a.values()])
+    np.testing.assert_allclose(batched.values.numpy(), brute, rtol=0, atol=1e-8)
+    both = similarity.similarity_matrix(*on, "min", progress=False, batch=4)
+    cka = similarity.similarity_matrix(*on, "cka", progress=False)
+    torch.testing.assert_close(both.values, torch.minimum(cka.values, single.values), rtol=0, atol=1e-10)
+    # Progress still counts every layer fit and every pair once, in batches.
+    from vaetransfer import _C
+    fits = [similarity.fit_layers(acts) for acts in on]
+    _C.similarity.similarity_matrices([fits[0]], [fits[1]], "procrustes", {"batch": 3},
+                                      progress=lambda done, total: steps.append((done, total)))
+    assert steps[-1][0] == steps[-1][1] == 7 + 12 and len(steps) < 19
+    with pytest.raises(vt.ArgumentError, match="batch"):
+        similarity.similarity_matrix(*on, "procrustes", progress=False, batch=-1)
 
 
 @pytest.mark.parametrize("device", OTHER_DEVICES)

@@ -20,6 +20,13 @@ the energy the layers leave out (``t``): ``|ν − ν̃| ≤ √t_x + √(t_y(1 
 at most ``k`` features (or n − 1 ≤ k) keep their exact factor (t = 0). The bound is on ν, whatever
 ``form`` reports; it is returned as :attr:`SimilarityMatrix.bound`.
 
+**On a GPU** (activations on ``cuda``), exact Procrustes is the way at paper scale: every layer's
+Gram eigendecomposition and every pair's nuclear norm run in float64 on the device (cuSOLVER
+through ATen), stacked into batches (``batch=`` layers or pairs per call; default: as many as
+``memory_bytes`` holds on CUDA; one at a time on the CPU, where LAPACK takes one matrix per call
+anyway) with one host sync per batch. An n = 5,000 Gram takes ~0.6 GB per batch entry, so raise
+``memory_bytes`` on a large GPU to batch at that size.
+
 All-pairs work fits every layer once (:class:`LayerFit`: centring statistics, and for Procrustes a
 factor ``F Fᵀ = ẊẊᵀ`` from one eigendecomposition per layer) and reuses it across every pair:
 :func:`similarity_matrix` gives a whole layer × layer heatmap, :func:`cka_avg` the seed-averaged

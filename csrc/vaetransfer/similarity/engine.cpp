@@ -2,6 +2,7 @@
 
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include "vaetransfer/common/check.h"
 
@@ -96,12 +97,18 @@ at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& mode
   // Per-layer fits, then one score per distinct pair; progress counts both for measures with fits.
   const int64_t total = static_cast<int64_t>(involved.size() + distinct.size());
   int64_t done = 0;
-  bool fitted = false;
-  for (int64_t u : involved) {
-    fitted = measure->fit(*layers[u]) || fitted;
-    if (fitted && options.progress) options.progress(++done, total);
-  }
-  std::map<std::pair<int64_t, int64_t>, Score> scores;
+  bool report = true;  // a measure without per-layer work reports no progress (fit_all returns false)
+  BatchContext context;
+  context.memory_bytes = options.stream.memory_bytes;
+  context.advance = [&](int64_t k) {
+    done += k;
+    if (report && options.progress) options.progress(done, total);
+  };
+  std::vector<const LayerFit*> to_fit;
+  for (int64_t u : involved) to_fit.push_back(layers[u]);
+  report = measure->fit_all(to_fit, context);
+  std::vector<PairData> pair_data;
+  pair_data.reserve(distinct.size());
   for (auto [u, v] : distinct) {
     PairData pair{*layers[u], *layers[v], n};
     if (inner.defined()) {
@@ -109,9 +116,15 @@ at::Tensor similarity_matrices(const std::vector<std::vector<LayerFitPtr>>& mode
       pair.kl = acc[u][v], pair.kk = acc[u][u], pair.ll = acc[v][v];
       pair.diag_dot = diag_dot.accessor<double, 2>()[u][v];
     }
-    scores[{u, v}] = measure->score(pair);
-    if (fitted && options.progress) options.progress(++done, total);
+    pair_data.push_back(pair);
   }
+  const std::vector<Score> scored = measure->score_all(pair_data, context);
+  if (scored.size() != pair_data.size())
+    throw std::logic_error("Measure::score_all returned " + std::to_string(scored.size()) + " scores for " +
+                           std::to_string(pair_data.size()) + " pairs");
+  std::map<std::pair<int64_t, int64_t>, Score> scores;
+  size_t next = 0;
+  for (auto uv : distinct) scores[uv] = scored[next++];
 
   auto out = at::empty({ma, mb, la, lb}, at::kDouble);
   auto o = out.accessor<double, 4>();

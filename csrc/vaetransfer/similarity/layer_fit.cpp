@@ -128,24 +128,31 @@ at::Tensor LayerFit::centred(int64_t r0, int64_t r1, int64_t c0, int64_t c1, at:
 const at::Tensor& LayerFit::procrustes_factor() const {
   if (factor_.defined()) return factor_;
   VT_CHECK_ARG(!constant_, arg_, "Procrustes is undefined for a constant layer (zero variance after centring)");
-  const double inv_norm = 1.0 / std::sqrt(trace_);
   if (p_ <= n_) {
-    factor_ = centred(0, n_, 0, p_, at::kDouble).mul_(inv_norm);
+    factor_ = centred(0, n_, 0, p_, at::kDouble).mul_(1.0 / std::sqrt(trace_));
     return factor_;
   }
-  // Ẋ Ẋᵀ streamed over feature chunks (upper triangle, then mirrored), then its eigendecomposition
-  // (once per layer).
+  auto [evals, evecs] = at::linalg_eigh(procrustes_gram());
+  set_procrustes_spectrum(evals, evecs);
+  return factor_;
+}
+
+at::Tensor LayerFit::procrustes_gram() const {
+  VT_CHECK_ARG(!constant_, arg_, "Procrustes is undefined for a constant layer (zero variance after centring)");
+  // Ẋ Ẋᵀ streamed over feature chunks (upper triangle, then mirrored).
+  const double inv_norm = 1.0 / std::sqrt(trace_);
   auto gram = at::zeros({n_, n_}, x_.options().dtype(at::kDouble));
   const int64_t chunk = std::max<int64_t>(1, chunk_ / 2);
   for (int64_t c0 = 0; c0 < p_; c0 += chunk)
     add_upper_gram(gram, centred(0, n_, c0, std::min(p_, c0 + chunk), at::kDouble), n_);
-  gram = mirror_upper(gram).mul_(inv_norm * inv_norm);
-  auto [evals, evecs] = at::linalg_eigh(gram);
+  return mirror_upper(gram).mul_(inv_norm * inv_norm);
+}
+
+void LayerFit::set_procrustes_spectrum(const at::Tensor& evals, const at::Tensor& evecs) const {
   const double lmax = std::max(0.0, evals[-1].item<double>());
   const double tol = static_cast<double>(n_) * std::numeric_limits<double>::epsilon() * lmax;
   auto keep = at::nonzero(evals > tol).squeeze(1);
-  factor_ = evecs.index_select(1, keep).mul_(evals.index_select(0, keep).sqrt().unsqueeze(0)).contiguous();
-  return factor_;
+  factor_ = evecs.index_select(1, keep).mul(evals.index_select(0, keep).sqrt().unsqueeze(0)).contiguous();
 }
 
 const TruncatedFactor& LayerFit::truncated_factor(const TruncationOptions& options) const {

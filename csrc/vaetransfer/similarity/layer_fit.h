@@ -71,6 +71,11 @@ class LayerFit {
   // eigenvalues ≤ n·ε·λ_max dropped (they are rounding noise of a PSD matrix).
   const at::Tensor& procrustes_factor() const;
   bool has_procrustes_factor() const { return factor_.defined(); }
+  // The two steps of the p > n factor, for batched eigendecompositions (one device call over
+  // several layers): Ẋ Ẋᵀ (n × n, float64, on x's device), and the factor set from its
+  // eigendecomposition (eigenvalues ascending, as linalg_eigh returns them).
+  at::Tensor procrustes_gram() const;
+  void set_procrustes_spectrum(const at::Tensor& evals, const at::Tensor& evecs) const;
 
   // The truncated factor for `options` (computed on first call, cached for the last options used).
   // The final projection runs in float64 so `discarded` is accurate to float64 rounding: the

@@ -5,8 +5,10 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "vaetransfer/common/params.h"
 #include "vaetransfer/similarity/layer_fit.h"
@@ -29,6 +31,13 @@ struct Score {
   double bound = 0.0;
 };
 
+// What the engine hands the batched hooks: the workspace budget of one batch (EngineOptions'
+// stream.memory_bytes) and advance(k), to call after k layers or pairs are done (progress).
+struct BatchContext {
+  int64_t memory_bytes = int64_t{1} << 30;
+  std::function<void(int64_t)> advance = [](int64_t) {};
+};
+
 class Measure : public Registered {
  public:
   using Registered::Registered;
@@ -41,6 +50,26 @@ class Measure : public Registered {
   virtual bool fit(const LayerFit& layer) const { return false; }
   // The score of one pair of different, non-constant layers, in the measure's natural scale.
   virtual Score score(const PairData& pair) const = 0;
+  // Batched forms of fit() and score() over all the layers / pairs of one engine call, so a measure
+  // can do one device call and one host sync per batch instead of one per layer or pair (Procrustes
+  // on a GPU). fit_all returns whether any layer had per-layer work. The defaults loop.
+  virtual bool fit_all(const std::vector<const LayerFit*>& layers, const BatchContext& context) const {
+    bool any = false;
+    for (const LayerFit* layer : layers) {
+      any = fit(*layer) || any;
+      if (any) context.advance(1);
+    }
+    return any;
+  }
+  virtual std::vector<Score> score_all(const std::vector<PairData>& pairs, const BatchContext& context) const {
+    std::vector<Score> out;
+    out.reserve(pairs.size());
+    for (const PairData& pair : pairs) {
+      out.push_back(score(pair));
+      context.advance(1);
+    }
+    return out;
+  }
   // A layer against itself (the same fitted object) and a pair involving a constant layer, in the
   // same scale as score().
   virtual double identical() const { return 1.0; }

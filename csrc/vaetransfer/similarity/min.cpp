@@ -18,6 +18,15 @@ class MinOfCKAAndProcrustes : public Measure {
     const Score nu = fits_.score(pair.x, pair.y);
     return {std::min(linear_cka(pair), nu.value), nu.bound};  // min(c, ·) is 1-Lipschitz: ν's bound holds
   }
+  bool fit_all(const std::vector<const LayerFit*>& layers, const BatchContext& context) const override {
+    fits_.fit_all(layers, context);
+    return true;
+  }
+  std::vector<Score> score_all(const std::vector<PairData>& pairs, const BatchContext& context) const override {
+    std::vector<Score> out = fits_.score_all(pairs, context);
+    for (size_t i = 0; i < pairs.size(); ++i) out[i].value = std::min(linear_cka(pairs[i]), out[i].value);
+    return out;
+  }
 
  private:
   ProcrustesFit fits_;

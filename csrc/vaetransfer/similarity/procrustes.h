@@ -9,7 +9,10 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "vaetransfer/similarity/layer_fit.h"
 #include "vaetransfer/similarity/measure.h"
@@ -25,9 +28,17 @@ enum class ProcrustesForm { kSimilarity, kTwoMinusTwoNu, kOneMinusNu, kArccos, k
 ProcrustesForm procrustes_form_from_name(const std::string& name, const char* arg = "form");
 double apply_procrustes_form(double nu, ProcrustesForm form);
 
-// ‖F_yᵀ F_x‖_* in float64: singular values when min(r_x, r_y) ≤ 512, otherwise
+// ‖F_yᵀ F_x‖_* in float64: singular values when min(r_x, r_y) ≤ kSvdNuclearMaxSide, otherwise
 // Σ √λ of the eigenvalues of the smaller of MᵀM / MMᵀ (M = F_yᵀF_x; formed at half cost).
+inline constexpr int64_t kSvdNuclearMaxSide = 512;
 double nuclear_norm_of_product(const at::Tensor& fy, const at::Tensor& fx);
+// The same for many pairs (fy, fx), batched: products of similar size are zero-padded to a common
+// shape (zeros add only zero singular values) and solved in one call, with one host sync per
+// batch. `batch`: pairs per call (0: as many as `memory_bytes` holds on CUDA, one on the CPU).
+// `advance(k)` (optional) is called after each batch of k pairs.
+std::vector<double> nuclear_norms_of_products(const std::vector<std::pair<const at::Tensor*, const at::Tensor*>>& pairs,
+                                              int64_t batch, int64_t memory_bytes,
+                                              const std::function<void(int64_t)>& advance = {});
 
 // ν for two fitted layers, clamped to [0, 1]; 1 exactly when both are the same fit.
 double procrustes_similarity(const LayerFit& x, const LayerFit& y);
@@ -47,13 +58,18 @@ ApproximateNu procrustes_similarity_truncated(const LayerFit& x, const LayerFit&
 double procrustes(const at::Tensor& x, const at::Tensor& y, ProcrustesForm form = ProcrustesForm::kSimilarity);
 
 // The Procrustes part of a measure: exact factors (rank 0) or truncated spectra with error bounds,
-// from the parameters procrustes_fit_specs() declares (rank, power_iterations, seed).
+// from the parameters procrustes_fit_specs() declares (rank, power_iterations, seed, batch).
+// Exact factors and nuclear norms of a whole engine call are batched (fit_all, score_all): on a
+// GPU, stacked eigendecompositions and nuclear norms through cuSOLVER, one host sync per batch.
 struct ProcrustesFit {
   explicit ProcrustesFit(const Params& p);
   bool approximate() const { return truncation.rank != 0; }
   void fit(const LayerFit& layer) const;                    // the factor, cached in the layer
   Score score(const LayerFit& x, const LayerFit& y) const;  // ν and its error bound
+  void fit_all(const std::vector<const LayerFit*>& layers, const BatchContext& context) const;
+  std::vector<Score> score_all(const std::vector<PairData>& pairs, const BatchContext& context) const;
   TruncationOptions truncation;
+  int64_t batch = 0;
 };
 std::vector<ParamSpec> procrustes_fit_specs();
 
