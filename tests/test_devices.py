@@ -166,3 +166,13 @@ def test_t5_logits_are_the_same_on_every_device(device):
     dev = T5(cfg, seed=3).eval().to(device)
     torch.testing.assert_close(dev(ids.to(device), mask.to(device), labels=labels.to(device)).cpu(),
                                cpu(ids, mask, labels=labels), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", OTHER_DEVICES)
+@pytest.mark.parametrize("name", studies.available())
+def test_every_study_runs_on_the_device_at_smoke(name, device, tmp_path):
+    """Training, the metrics hooks (which receive the training model on the device), the model
+    loading of every analysis and the similarity engine, end to end on the device."""
+    result = studies.run_study(name, tmp_path / name, preset="smoke", progress=False,
+                               execution=studies.Execution(device=device))
+    assert result["execution"]["device"] == device and result["findings"]

@@ -336,9 +336,10 @@ class RunSetup:
 
 
 def _activations(model, x: torch.Tensor) -> "OrderedDict[str, torch.Tensor]":
-    """The compared layers' activations [n, p] in float64: CKA of a representation with itself is
-    then 1 to within 1e-12 (float32 Grams round it at 1e-7)."""
-    return OrderedDict((k, v.double()) for k, v in model.activations(x, list(LAYERS)).items())
+    """The compared layers' activations [n, p] in float64, on the model's device (the study's
+    execution device, also for the training model a metrics hook receives): CKA of a
+    representation with itself is then 1 to within 1e-12 (float32 Grams round it at 1e-7)."""
+    return OrderedDict((k, v.double()) for k, v in model.activations(x.to(model.device), list(LAYERS)).items())
 
 
 def layer_cka(model, x: torch.Tensor, references: "OrderedDict[str, OrderedDict]") -> dict[str, float]:
@@ -358,9 +359,10 @@ def _save_init(model, path: Path) -> None:
 
 
 def _load_weights(config: ModelConfig, seed: int, path: Path):
+    """Weights saved by this study, on the execution device (where the analyses compute)."""
     model = build_model(config, seed=seed)
     model.load_state_dict(load_torch(path, "path"))
-    return model.eval()
+    return model.to(execution_device()).eval()
 
 
 def load_init(run_dir: str | Path):
@@ -433,7 +435,7 @@ def finetune(setup: RunSetup, run_dir: str | Path, pretrained: str | Path) -> di
     run_dir, pretrained = Path(run_dir), Path(pretrained)
     run_dir.mkdir(parents=True, exist_ok=True)
     x = setup.cka_inputs()
-    model, init = load_run(pretrained / "train").model(), load_init(pretrained)
+    model, init = load_run(pretrained / "train").model(device=execution_device()), load_init(pretrained)
     refs = OrderedDict(pretrained=_activations(model, x), init=_activations(init, x))
     return _train_tracked(setup, run_dir, model, refs, init_from=pretrained)
 
@@ -577,13 +579,13 @@ def _cross_seed(c: Config, by_task: dict[str, list], pretrained: dict[int, Path]
     model and initialisation on the task's CKA inputs: the same-seed mean (the paper's measure) and
     the different-seed mean (the baseline), each with the interval of the mean
     (:func:`_pair_means`) when ``ci_resamples`` > 0."""
-    pre_models = {s: load_run(pretrained[s] / "train").model() for s in c.seeds}
+    pre_models = {s: load_run(pretrained[s] / "train").model(device=execution_device()) for s in c.seeds}
     inits = {s: load_init(pretrained[s]) for s in c.seeds}
     out = {}
     for label, runs in by_task.items():
         seeds = [r.row["seed"] for r in runs]
         x = _finetune_setup(c, _task(c, label), seeds[0]).cka_inputs()
-        tuned = [_activations(load_run(r.dir / "train").model(), x) for r in runs]
+        tuned = [_activations(load_run(r.dir / "train").model(device=execution_device()), x) for r in runs]
         refs = [_activations(pre_models[s], x) for s in seeds] + [_activations(inits[s], x) for s in seeds]
         k = len(seeds)
         same = torch.eye(k, dtype=torch.bool)
@@ -608,7 +610,7 @@ def _scratch_intervals(c: Config, by_group: dict[tuple, list]) -> dict:
     x = RunSetup(c, c.domain, c.pretrain_n, c.test_n, c.pretrain_epochs).cka_inputs()
     out = {}
     for (d, n), runs in sorted(by_group.items()):
-        final = [_activations(load_run(r.dir / "train").model(), x) for r in runs]
+        final = [_activations(load_run(r.dir / "train").model(device=execution_device()), x) for r in runs]
         init = [_activations(load_init(r.dir), x) for r in runs]
         same = _pair_means(c, final, init, {"same": torch.eye(len(runs), dtype=torch.bool)})["same"]
         out[_group_key(d, n)] = {layer: [v["ci_low"], v["ci_high"]] for layer, v in same.items()}

@@ -224,8 +224,9 @@ def _similarity(c: Config, runs: dict, ctx) -> dict:
     step_ = max(1, data.DSPRITES_COUNT // c.similarity_n)
     x = data.dsprites(torch.arange(0, data.DSPRITES_COUNT, step_)[:c.similarity_n]).float_images()
     # z = mean + σ·ε in `sampled` and the decoder: each model draws ε from its own seed.
-    acts, t_acts = _timed(lambda: {m: similarity.activations(load_run(runs[m.dir].dir).model(), x, seed=m.seed)
-                                   for m in models})
+    device = execution_device()  # the forward and the similarity engine run where the study runs
+    acts, t_acts = _timed(lambda: {m: similarity.activations(load_run(runs[m.dir].dir).model(device=device), x,
+                                                             seed=m.seed, device=device) for m in models})
     layers = list(acts[a])
     seconds = {"activations": round(t_acts, 2)}
     pairs = {m.dir: {"a": a.dir, "b": m.dir, "a_seed": a.seed, "b_seed": m.seed, "baseline": m.baseline}

@@ -253,7 +253,7 @@ def _stage_a(method: str, model: ModelConfig, x, y, out: Path, *, steps: int, ba
 
 def _accuracy(model, x: torch.Tensor, y: torch.Tensor) -> float:
     model.eval()
-    return float((model.predict(x) == y).float().mean())
+    return float((model.predict(x.to(model.device)).cpu() == y).float().mean())
 
 
 def _finetune(source: Path, model: ModelConfig, x, y, out: Path, *, steps: int, batch: int, lr: float, seed: int,
@@ -320,10 +320,10 @@ def layer_mi(model, x: torch.Tensor, y: torch.Tensor, bins: int) -> dict[str, di
     over its observed range; one symbol per binned layer vector), the model in eval mode."""
     model.eval()
     layers = [n for n, part in model.layers if part != "input"]
-    acts = model.activations(x, layers)
+    acts = model.activations(x.to(model.device), layers)  # a hook's model is on the execution device
     out = {}
     for name in layers:
-        mi = estimators.binned_mutual_information(acts[name], y, bins)
+        mi = estimators.binned_mutual_information(acts[name].cpu(), y, bins)
         out[name] = {"ixt": float(mi.i_xt), "ity": float(mi.i_ty)}
     return out
 

@@ -236,8 +236,9 @@ def _curve_hook(valid_ids: torch.Tensor):
     from .. import estimators
 
     def hook(model, report):
+        ids = valid_ids.to(model.device)  # the training model, on the execution device
         with torch.no_grad():
-            mean, log_sigma = model.posterior(valid_ids, valid_ids.ne(model.pad_id))
+            mean, log_sigma = model.posterior(ids, ids.ne(model.pad_id))
         mean, logvar = mean.double(), 2 * log_sigma.double()
         rate = estimators.rate_decomposition(mean, logvar, estimator="whole-dataset", seed=0)
         return {"kl": float(rate.rate_analytic), "mi": float(rate.mutual_information),
@@ -259,12 +260,12 @@ def _examples(c: Config, model, tokenizer, test_ids: torch.Tensor, seed: int) ->
     with torch.no_grad():
         k = min(c.examples, len(test_ids))
         if k:
-            x = test_ids[:k]
+            x = test_ids[:k].to(model.device)
             mean, _ = model.posterior(x, x.ne(model.pad_id))
             out["reconstructions"] = [{"input": a, "decoded": b} for a, b in zip(
                 tokenizer.decode(x.tolist(), skip_special_tokens=True), _decoded(model, tokenizer, mean, n_new))]
         if c.interpolation_points >= 2:
-            pair = test_ids[:2]
+            pair = test_ids[:2].to(model.device)
             mean, _ = model.posterior(pair, pair.ne(model.pad_id))
             t = torch.linspace(0, 1, c.interpolation_points, dtype=mean.dtype).unsqueeze(1)
             out["interpolation"] = {"from": tokenizer.decode(pair[:1].tolist(), skip_special_tokens=True)[0],
@@ -273,7 +274,7 @@ def _examples(c: Config, model, tokenizer, test_ids: torch.Tensor, seed: int) ->
                                     "decoded": _decoded(model, tokenizer, (1 - t) * mean[:1] + t * mean[1:], n_new)}
         if c.prior_samples:
             g = torch.Generator().manual_seed(10_000 + seed)
-            z = torch.randn(c.prior_samples, model.latent_dim, generator=g)
+            z = torch.randn(c.prior_samples, model.latent_dim, generator=g).to(model.device)
             out["prior_samples"] = _decoded(model, tokenizer, z, n_new)
     return out
 
@@ -365,7 +366,7 @@ def _finetune_one(c: Config, row: dict, job) -> dict:
     tc = train_config(c, s, model.config, len(ids["train"]), seed, str(init))
     run = train(tc, ids["train"], job.run_dir / "train", eval_data=ids["valid"], progress=False,
                 metrics_hook=_curve_hook(ids["valid"]))
-    model = run.model()
+    model = run.model(device=execution_device())
     spc = 10
     batch = eval_batch(ids["test"].shape[1], model.t5_config.vocab_size, spc)
     metrics = evaluate(model, ids["test"], batch_size=batch, iw_samples=c.iw_samples, samples_per_chunk=spc,

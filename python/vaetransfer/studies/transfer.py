@@ -392,8 +392,10 @@ _NAMES = {"cka": "CKA", "procrustes": "Procrustes", "min": "min(CKA, Procrustes)
 
 def _acts(run: Run, x: torch.Tensor, step_: int | None = None):
     # z = mean + σ·ε in `sampled` and the decoder: each model draws ε from its own seed. The
-    # forward runs on the study's device; activations are kept in CPU memory.
-    return similarity.activations(run.model(step_, device=execution_device()), x, seed=run.config.seed)
+    # forward and the similarity engine run on the study's device (exact Procrustes at paper scale
+    # is GPU work); the engine returns its heatmaps in CPU memory.
+    device = execution_device()
+    return similarity.activations(run.model(step_, device=device), x, seed=run.config.seed, device=device)
 
 
 # Measures whose heatmaps get intervals: replicates reuse each layer's Gram (the C++ fast path);
