@@ -15,7 +15,7 @@ from vaetransfer import cli, config as vconfig, studies
 from vaetransfer.studies import pipeline, quickstart
 
 PNG = b"\x89PNG\r\n\x1a\n"
-FINDING_KEYS = {"name", "claim", "source", "rule", "reproduced", "evidence", "reason"}
+FINDING_KEYS = {"name", "claim", "source", "rule", "reproduced", "evidence", "reason", "figures", "diagnosis"}
 
 
 @pytest.fixture(scope="module")
@@ -282,7 +282,7 @@ def test_pipeline_runs_stages_in_order_and_writes_one_schema(fake_study, tmp_pat
     assert r["runs"]["first"]["runs"] == r["runs"]["first"]["done"] == 2
     assert r["findings"] == [{"name": "z_doubles_y", "claim": "z is more than twice y", "source": "Nobody (2026), §0",
                               "rule": "the second seed's z above twice its y", "reproduced": False,
-                              "evidence": {"z": 5.0, "y": 4.0}, "reason": None}]
+                              "evidence": {"z": 5.0, "y": 4.0}, "reason": None, "figures": [], "diagnosis": None}]
     index = (out / "index.md").read_text()
     assert index.startswith("# A fake study") and "ys: 2.0, 4.0" in index and "**not reproduced**" in index
     # The runs are sweeps of the generic job; each run's row is all its arguments besides study, stage, config.

@@ -53,9 +53,28 @@ def _quickstart(args) -> int:
 
 
 def _findings(args) -> int:
-    from . import studies
+    import os
 
-    if args.json:
+    from . import studies
+    from ._checks import value_error
+    from .io import write_text
+
+    if not args.markdown and (args.out is not None or args.link_base is not None or args.title is not None):
+        args.parser.error("--out, --link-base and --title go with --markdown")
+    if args.markdown:
+        link_base = args.link_base
+        if link_base is None and args.out is not None:  # the page's links work where it is written
+            link_base = os.path.dirname(os.path.abspath(args.out))
+        page = studies.reproduction_page(args.dirs, link_base=link_base,
+                                         **({"title": args.title} if args.title is not None else {}))
+        if args.out is None:
+            sys.stdout.write(page)
+        else:
+            try:
+                write_text(args.out, page)
+            except OSError as exc:
+                raise value_error("out", f"cannot write {args.out!r}: {exc.strerror or exc}") from exc
+    elif args.json:
         for row in studies.findings_rows(args.dirs):
             print(json.dumps(row))
     else:
@@ -125,12 +144,22 @@ def main(argv: list[str] | None = None) -> int:
     _add_execution(p)
     p.set_defaults(func=_quickstart)
 
-    p = sub.add_parser("findings", help="one table of the findings of study outputs: what reproduced where",
+    p = sub.add_parser("findings", help="one table of the findings of study outputs: what reproduced where "
+                                        "(--markdown: the reproduction page)",
                        description="Reads each DIR's results.json and prints every finding with its verdict "
-                                   "(reproduced, not reproduced, undecided and why).")
+                                   "(reproduced, not reproduced, undecided and why); --markdown writes the "
+                                   "reproduction page instead (one output per study and preset).")
     p.add_argument("dirs", nargs="+", metavar="DIR", help="study output directories (or results.json files)")
-    p.add_argument("--json", action="store_true", help="one JSON object per finding and line")
-    p.set_defaults(func=_findings)
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="one JSON object per finding and line")
+    form.add_argument("--markdown", action="store_true", help="the reproduction page: per study and finding the "
+                                                              "verdict at each preset, key numbers, figures and "
+                                                              "diagnosis")
+    p.add_argument("--out", metavar="FILE", help="--markdown: write the page to FILE (atomically) instead of stdout")
+    p.add_argument("--link-base", metavar="DIR", help="--markdown: figure links relative to DIR (default: FILE's "
+                                                      "directory with --out, else the paths as given)")
+    p.add_argument("--title", help="--markdown: the page's title")
+    p.set_defaults(func=_findings, parser=p)
 
     # Options are parsed by vaetransfer.train.train_main (`vaetransfer train --help`).
     p = sub.add_parser("train", help="train a VAE; a half-finished run resumes", add_help=False)

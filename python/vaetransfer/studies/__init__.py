@@ -23,13 +23,14 @@ from typing import Any, Iterable
 from .._checks import type_error, value_error
 from ..config import apply_sets, config_from_dict, config_to_dict, merge, override
 from ..io import read_json
-from .pipeline import (STUDY_FILE, Context, Execution, Finding, Job, RunResult, Stage, Study, Verdict, run as _run, step,
-                       undecided)
-from .report import findings_rows, findings_table
+from .pipeline import (DIAGNOSIS_KINDS, STUDY_FILE, Context, Diagnosis, Execution, Finding, Job, RunResult, Stage,
+                       Study, Verdict, run as _run, step, undecided)
+from .report import findings_rows, findings_table, key_numbers, reproduction_page
 
 __all__ = ["REGISTRY", "available", "get", "get_study", "describe", "make_config", "run_study", "Study", "Stage",
-           "Finding", "Verdict", "undecided", "Execution", "RunResult", "Job", "Context", "step", "findings_rows",
-           "findings_table", "config_to_dict", "config_from_dict", "override", "STUDY_FILE"]
+           "Finding", "Verdict", "undecided", "Diagnosis", "DIAGNOSIS_KINDS", "Execution", "RunResult", "Job",
+           "Context", "step", "findings_rows", "findings_table", "reproduction_page", "key_numbers", "config_to_dict",
+           "config_from_dict", "override", "STUDY_FILE"]
 
 #: Registered studies: name → module (imported when first asked for).
 REGISTRY: dict[str, str] = {

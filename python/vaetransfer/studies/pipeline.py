@@ -47,7 +47,8 @@ from ..interrupts import stop_on_signals
 from ..io import DirectoryLock, output_dir, read_json, set_aside, write_json, write_text
 from ..sweep.executors import DEVICE_ENV
 
-__all__ = ["Study", "Stage", "Finding", "Verdict", "undecided", "Execution", "RunResult", "Job", "Context", "run",
+__all__ = ["Study", "Stage", "Finding", "Verdict", "undecided", "Diagnosis", "DIAGNOSIS_KINDS", "Execution",
+           "RunResult", "Job", "Context", "run",
            "run_beside", "run_sweep", "execute_job", "scalars", "STUDY_FILE", "RESULTS_FILE", "INDEX_FILE", "STEPS_DIR", "SWEEPS_DIR", "MEASURED_FILE",
            "RESULTS_SCHEMA"]
 
@@ -153,27 +154,84 @@ def undecided(reason: str, **evidence) -> Verdict:
     return Verdict(None, evidence, reason)
 
 
+DIAGNOSIS_KINDS = ("reproduced", "scale", "setting", "data", "defect", "open")
+"""What a :class:`Diagnosis` says about a finding's verdict: ``reproduced`` (it reproduced; the text
+says how well), ``scale`` (it does not show at this size and shows, or is expected to show, at a
+larger one), ``setting`` (it depends on a setting: the text names the setting and its value),
+``data`` (a property of the stand-in data), ``defect`` (a fault of our code, since fixed) and
+``open`` (the causes are not yet separated)."""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Why a finding's verdict is what it is, in one or two sentences: ``kind`` (one of
+    :data:`DIAGNOSIS_KINDS`), ``text`` and ``evidence`` (the numbers it rests on, JSON data)."""
+
+    kind: str
+    text: str
+    evidence: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.kind, str):
+            raise type_error("kind", f"expected one of {', '.join(DIAGNOSIS_KINDS)}, got {type(self.kind).__name__}")
+        if self.kind not in DIAGNOSIS_KINDS:
+            raise value_error("kind", f"expected one of {', '.join(DIAGNOSIS_KINDS)}, got {self.kind!r}")
+        if not isinstance(self.text, str):
+            raise type_error("text", f"expected the diagnosis in words (str), got {type(self.text).__name__}")
+        if not self.text.strip():
+            raise value_error("text", "a diagnosis needs its text (one or two sentences)")
+        if not isinstance(self.evidence, Mapping):
+            raise type_error("evidence", f"expected a dict of numbers, got {type(self.evidence).__name__}")
+
+    def to_dict(self) -> dict:
+        """Its record in a finding's ``diagnosis``: ``{kind, text, evidence}``."""
+        return {"kind": self.kind, "text": self.text, "evidence": dict(self.evidence)}
+
+
 @dataclass(frozen=True)
 class Finding:
     """A claim of a paper that a study tests: ``name`` (an identifier), ``claim`` (in words),
     ``source`` (paper and figure/table/section), ``rule`` (in words: how it is decided, fixed before
-    the runs) and ``decide(config, analysis) -> Verdict`` (the rule as code)."""
+    the runs) and ``decide(config, analysis) -> Verdict`` (the rule as code). Optional: ``figures``
+    (file names, relative to the study's output directory, of the figures that show it) and
+    ``diagnose(config, analysis) -> Diagnosis | None`` (why the verdict is what it is)."""
 
     name: str
     claim: str
     source: str
     rule: str
     decide: Callable[[Any, Mapping], Verdict]
+    figures: tuple[str, ...] = ()
+    diagnose: Callable[[Any, Mapping], "Diagnosis | None"] | None = None
+
+    def __post_init__(self):
+        figures = self.figures
+        if isinstance(figures, str) or not isinstance(figures, (tuple, list)):
+            raise type_error("figures", f"finding {self.name!r}: expected a tuple of file names, "
+                                        f"got {type(figures).__name__}")
+        for f in figures:
+            if not isinstance(f, str) or not f or os.path.isabs(f) or ".." in Path(f).parts:
+                raise value_error("figures", f"finding {self.name!r}: expected file names relative to the study's "
+                                             f"output directory, got {f!r}")
+        object.__setattr__(self, "figures", tuple(figures))
+        if self.diagnose is not None and not callable(self.diagnose):
+            raise type_error("diagnose", f"finding {self.name!r}: expected a function (config, analysis) -> "
+                                         f"Diagnosis | None, got {type(self.diagnose).__name__}")
 
     def judge(self, config, analysis: Mapping) -> dict:
         """The finding's record in ``results.json``: ``{name, claim, source, rule, reproduced,
-        evidence, reason}``."""
+        evidence, reason, figures, diagnosis}`` (``diagnosis``: ``{kind, text, evidence}`` or None)."""
         verdict = self.decide(config, analysis)
         if not isinstance(verdict, Verdict):
             raise type_error("decide", f"finding {self.name!r} returned {type(verdict).__name__}, expected a Verdict")
+        diagnosis = self.diagnose(config, analysis) if self.diagnose is not None else None
+        if diagnosis is not None and not isinstance(diagnosis, Diagnosis):
+            raise type_error("diagnose", f"finding {self.name!r} returned {type(diagnosis).__name__}, "
+                                         f"expected a Diagnosis or None")
         return {"name": self.name, "claim": self.claim, "source": self.source, "rule": self.rule,
                 "reproduced": verdict.reproduced, "evidence": _json(verdict.evidence, f"{self.name}.evidence"),
-                "reason": verdict.reason}
+                "reason": verdict.reason, "figures": list(self.figures),
+                "diagnosis": None if diagnosis is None else _json(diagnosis.to_dict(), f"{self.name}.diagnosis")}
 
 
 # ---------------------------------------------------------------------------------- stages and runs
@@ -507,7 +565,7 @@ def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Executio
 
     ``{"schema", "study", "title", "preset", "config", "execution", "build_info", "runs": {stage:
     {"runs", "done", "seconds"}}, "analysis": {…}, "findings": [{name, claim, source, rule,
-    reproduced, evidence, reason}], "figures": [...], "seconds"}`` — ``execution`` records the
+    reproduced, evidence, reason, figures, diagnosis}], "figures": [...], "seconds"}`` — ``execution`` records the
     settings of this invocation only; ``seconds`` is its wall-clock time. Ctrl-C or SIGTERM
     raises KeyboardInterrupt once the workers have stopped (a re-run resumes).
     """
