@@ -114,6 +114,9 @@ def test_rerun_resumes_without_training(smoke):
     (["mi.rr_lambda=0"], "mi.rr_lambda"),
     (["transfer.lr=-1"], "transfer.lr"),
     (["mi.hidden=[]"], "mi.hidden"),
+    (["mi.rr_lambdas=[0.1]"], "mi.rr_lambdas"),  # the study's own λ again
+    (["transfer.rr_lambdas=[0.5, 0.5]"], "transfer.rr_lambdas"),
+    (["transfer.rr_lambdas=[0]"], "transfer.rr_lambdas"),
     (["executor=slurm"], "executor"),  # execution settings are no config fields
 ])
 def test_config_errors_name_the_key(sets, argument):
@@ -135,6 +138,48 @@ def test_presets_keep_their_science():
     assert (paper.seeds, paper.digits.full_epochs, paper.mi.epochs, paper.mi.finetune_epochs) == \
         ((0, 1, 2, 3, 4), 1_000, 2_000, 1_000)
     assert (paper.transfer.channels, paper.transfer.n_train, paper.transfer.epochs) == (64, 20_000, 30)
+    for c in (small, paper, study.PRESETS["smoke"]):  # no λ sweep: the stage 'lambdas' is empty
+        assert (c.mi.rr_lambdas, c.transfer.rr_lambdas) == ((), ()) and study.LAMBDAS.runs(c, {"train": []}) == []
+    assert [s.name for s in study.STUDY.stages] == ["train", "lambdas"]
+
+
+def test_medium_preset_runs_what_it_was_sized_for():
+    """The medium preset (issue 32): the λ sweeps, 8 seeds, the paper's lengths on the 12-bit task
+    and the digits, the paper preset's on the shapes; its runs per stage, counted without running."""
+    c = studies.make_config("rr_pretraining", "medium")
+    assert studies.config_to_dict(c) == studies.config_to_dict(study.PRESETS["medium"])
+    assert c.seeds == tuple(range(8)) and c.experiments == study.EXPERIMENTS and c.methods == study.METHODS
+    assert study.lambdas_of(c, "mi") == [0.1, 0.03, 0.01, 0.003, 0.001]
+    assert study.lambdas_of(c, "transfer") == [1.0, 0.1, 0.01, 0.001]
+    assert (c.mi.epochs, c.mi.finetune_epochs, c.digits.full_epochs) == (2_000, 1_000, 1_000)
+    assert (c.transfer.channels, c.transfer.n_train, c.transfer.n_test, c.transfer.epochs,
+            c.transfer.finetune_epochs) == (32, 5_000, 2_000, 30, 10)
+    assert c.peak == study.PRESETS["small"].peak  # the paper's peak test already
+    train = study.TRAIN.runs(c, {})
+    per = {e: sum(r["experiment"] == e for r in train) for e in study.EXPERIMENTS}
+    assert per == {"peak": 4 * 8, "digits": 4 * 8, "mi": 5 * 8, "transfer": 4 * 8} and len(train) == 136
+    lambdas = study.LAMBDAS.runs(c, {"train": []})
+    count = {}
+    for r in lambdas:
+        key = (r["experiment"], r["method"])
+        count[key] = count.get(key, 0) + 1
+    assert count == {("mi", "rr"): 4 * 8, ("mi", "rr1"): 4 * 8, ("transfer", "rr"): 3 * 8} and len(lambdas) == 88
+    assert {r["lambda"] for r in lambdas if r["experiment"] == "mi"} == {0.03, 0.01, 0.003, 0.001}
+    assert {r["lambda"] for r in lambdas if r["experiment"] == "transfer"} == {0.1, 0.01, 0.001}
+    assert {frozenset(r) for r in lambdas} == {frozenset({"experiment", "lambda", "method", "seed"})}
+
+
+def test_a_lambda_row_trains_with_its_lambda_alone(monkeypatch, tmp_path):
+    seen = {}
+    monkeypatch.setitem(study.RUNNERS, "mi", lambda c, m, s, d: seen.setdefault("mi", c) and {})
+    monkeypatch.setitem(study.RUNNERS, "transfer", lambda c, m, s, d: seen.setdefault("transfer", c) and {})
+    c = study.PRESETS["medium"]
+    job = studies.Job("lambdas", tmp_path, tmp_path)
+    study._train_one(c, {"experiment": "mi", "lambda": 0.01, "method": "rr", "seed": 0}, job)
+    study._train_one(c, {"experiment": "transfer", "lambda": 0.1, "method": "rr", "seed": 3}, job)
+    assert (seen["mi"].mi.rr_lambda, seen["mi"].mi.rr_lambdas) == (0.01, ())
+    assert (seen["transfer"].transfer.rr_lambda, seen["transfer"].transfer.rr_lambdas) == (0.1, ())
+    assert seen["mi"].mi.epochs == c.mi.epochs  # nothing else changes
 
 
 # ---------------------------------------------------------------------------------- findings' rules
@@ -211,6 +256,106 @@ def test_transfer_finding_follows_its_rule():
     assert f.decide(ONE_SEED, {"transfer": transfer}).reproduced is True  # means only: one seed decides
     assert f.decide(studies.override(SMOKE, {"experiments": ["mi"]}), {}).reproduced is None
     assert f.decide(NO_RR, {"transfer": transfer}).reproduced is None
+
+
+SWEPT = studies.override(SMOKE, {"mi.rr_lambdas": [0.01, 0.001], "transfer.rr_lambdas": [0.1]})
+
+
+def mi_entry(lam, rr_ixt, rr_aa, rr_ab):
+    return {"lambda": lam,
+            "mi": {"std": {"AA": {"test_accuracy": ms(0.95)}, "AB": {"test_accuracy": ms(0.80)}},
+                   "rr": {"AA": {"test_accuracy": rr_aa}, "AB": {"test_accuracy": rr_ab}}},
+            "mi_deep": {"layers": ["fc2", "fc3", "logits"], "ixt": {"std": 6.0, "ort": 7.0, "rr": rr_ixt}}}
+
+
+def test_lambda_sweep_findings_name_the_lambda_where_they_hold():
+    a = {"lambdas": {"mi": [mi_entry(0.1, 6.5, ms(0.90), ms(0.90)),        # below Ort; A clearly worse
+                            mi_entry(0.01, 8.0, ms(0.94), ms(0.90)),       # both rules hold
+                            mi_entry(0.001, 7.5, ms(0.95), ms(0.815))]}}   # I(X; D) holds, B not clearly better
+    a.update(a["lambdas"]["mi"][0])  # the study's own sections are its first λ's
+    keep = finding("rr_keeps_input_information_in_deep_layers").decide(SWEPT, a)
+    assert keep.reproduced is True and keep.evidence["lambdas_reproduced"] == [0.01, 0.001]
+    assert [e["reproduced"] for e in keep.evidence["per_lambda"]] == [False, True, True]
+    assert keep.evidence["per_lambda"][1]["mean_ixt"]["rr"] == 8.0
+    tune = finding("rr_finetunes_as_well_on_A_better_on_B").decide(SWEPT, a)
+    assert tune.reproduced is True and tune.evidence["lambdas_reproduced"] == [0.01]
+    assert [e["lambda"] for e in tune.evidence["per_lambda"]] == [0.1, 0.01, 0.001]
+    a["lambdas"]["mi"][1] = mi_entry(0.01, 6.8, ms(0.90), ms(0.80))  # now it holds at no λ
+    assert finding("rr_finetunes_as_well_on_A_better_on_B").decide(SWEPT, a).reproduced is False
+    v = finding("rr_keeps_input_information_in_deep_layers").decide(SWEPT, a)
+    assert v.reproduced is True and v.evidence["lambdas_reproduced"] == [0.001]
+    # One seed: no λ decides the ± se rule, so it stays undecided for the first λ's reason.
+    v = finding("rr_finetunes_as_well_on_A_better_on_B").decide(studies.override(SWEPT, {"seeds": [0]}), a)
+    assert v.reproduced is None and "seed" in v.reason
+
+    def tr_entry(lam, filled, edges):
+        return {"lambda": lam, "transfer": {m: {"final": {"textured": ms(0.9), "filled": ms(fi), "edges": ms(e)}}
+                                            for m, fi, e in (("std", 0.5, 0.3), ("pre", 0.2, 0.2),
+                                                             ("rr", filled, edges))}}
+    t = {"lambdas": {"transfer": [tr_entry(1.0, 0.4, 0.2), tr_entry(0.1, 0.6, 0.35)]}}
+    t["transfer"] = t["lambdas"]["transfer"][0]["transfer"]
+    v = finding("rr_transfers_best_to_shape_variants").decide(SWEPT, t)
+    assert v.reproduced is True and v.evidence["lambdas_reproduced"] == [0.1]
+    assert v.evidence["per_lambda"][0]["order"]["filled"] == ["std", "rr", "pre"]
+    t["lambdas"]["transfer"][1] = tr_entry(0.1, 0.6, 0.25)  # best on filled only
+    assert finding("rr_transfers_best_to_shape_variants").decide(SWEPT, t).reproduced is False
+    # Without a sweep in the analysis the rules decide as before (the old presets' verdicts).
+    assert finding("rr_transfers_best_to_shape_variants").decide(SMOKE, {"transfer": t["transfer"]}).evidence \
+        == {"accuracy": {m: {s: v["final"][s]["mean"] for s in study.STYLES} for m, v in t["transfer"].items()},
+            "order": {s: sorted(t["transfer"], key=lambda m: -t["transfer"][m]["final"][s]["mean"])
+                      for s in study.STYLES}}
+
+
+def test_lambda_sweep_analysis_swaps_in_rr_runs_of_each_lambda():
+    from vaetransfer.studies.pipeline import RunResult
+
+    def run(stage, method, seed, filled, lam=None):
+        row = {"experiment": "transfer", "method": method, "seed": seed}
+        if lam is not None:
+            row["lambda"] = lam
+        accs = {"textured": 0.5, "filled": filled, "edges": 0.2}
+        return RunResult(stage, row, f"{stage}{method}{seed}{lam}", None, "done", 1.0,
+                         {"final": accs, "stage_a": accs})
+    c = studies.override(SMOKE, {"experiments": ["transfer"], "methods": ["std", "rr"], "transfer.rr_lambdas": [0.1]})
+    runs = {"train": [run("train", m, s, f) for m, f in (("std", 0.5), ("rr", 0.3)) for s in (0, 1)],
+            "lambdas": [run("lambdas", "rr", s, 0.6 + 0.02 * s, 0.1) for s in (0, 1)]}
+    a = study._analyse(c, runs, None)
+    assert [e["lambda"] for e in a["lambdas"]["transfer"]] == [1.0, 0.1]
+    assert a["lambdas"]["transfer"][0]["transfer"] == a["transfer"]  # the study's own λ first
+    assert a["transfer"]["rr"]["final"]["filled"]["mean"] == pytest.approx(0.3)
+    at = a["lambdas"]["transfer"][1]["transfer"]
+    assert at["rr"]["final"]["filled"]["mean"] == pytest.approx(0.61) and at["std"] == a["transfer"]["std"]
+    v = finding("rr_transfers_best_to_shape_variants").decide(c, a)
+    assert v.reproduced is False  # edges: a tie at 0.2 goes to the method listed first, Std
+    assert "lambdas" not in study._analyse(studies.override(c, {"transfer.rr_lambdas": []}),
+                                           {"train": runs["train"], "lambdas": []}, None)
+    text = study._report({"analysis": a})
+    assert "## λ sweep" in text and "| 0.1 |" in text
+
+
+def test_a_lambda_sweep_runs_end_to_end(tmp_path):
+    """The stage 'lambdas' at smoke sizes: RR and RR¹ once more per further λ, every seed; the
+    findings decided per λ; a re-run resumes."""
+    sets = ["experiments=[\"mi\", \"transfer\"]", "mi.rr_lambdas=[0.01]", "transfer.rr_lambdas=[0.1]"]
+    ex = studies.Execution(workers=2, threads=1)
+    r = studies.run_study("rr_pretraining", tmp_path, preset="smoke", sets=sets, progress=False, execution=ex)
+    c = studies.make_config("rr_pretraining", "smoke", sets=sets)
+    assert r["runs"]["lambdas"]["runs"] == r["runs"]["lambdas"]["done"] == len(c.seeds) * 3
+    assert [e["lambda"] for e in r["analysis"]["lambdas"]["mi"]] == [0.1, 0.01]
+    assert set(r["analysis"]["lambdas"]["mi"][1]["mi"]) == set(c.methods)
+    lams = []
+    for d in (tmp_path / "sweeps" / "lambdas" / "runs").iterdir():
+        cfg = load_run(d / "stage_a").config
+        reg = cfg.regularizers[0]  # RR's λ per term, RR¹'s as the weight of its one term
+        lams.append((cfg.model.architecture, reg.params["layer_weights"][0] if reg.params.get("layer_weights")
+                     else reg.weight))
+    assert sorted(lams) == [("conv4", 0.1)] * len(c.seeds) + [("mlp-classifier", 0.01)] * (2 * len(c.seeds))
+    for f in r["findings"][3:]:
+        assert f["reproduced"] in (True, False) and [e["lambda"] for e in f["evidence"]["per_lambda"]] in \
+            ([0.1, 0.01], [1.0, 0.1])
+    assert "## λ sweep" in (tmp_path / "index.md").read_text()
+    again = studies.run_study("rr_pretraining", tmp_path, preset="smoke", sets=sets, progress=False, execution=ex)
+    assert again["runs"] == r["runs"] and again["findings"] == r["findings"]
 
 
 def test_right_singular_vectors_are_those_of_the_first_weight_matrix():
