@@ -437,3 +437,93 @@ def test_config_is_the_small_preset_and_execution_is_not_science():
     assert studies.config_to_dict(transfer.Config()) == studies.config_to_dict(transfer.PRESETS["small"])
     for name in ("executor", "workers", "threads", "address"):
         assert not hasattr(transfer.Config(), name)
+
+
+# ---------------------------------------------------------------------------------- diagnostics
+def test_numpy_cka_is_independent_and_equals_the_engine():
+    from vaetransfer.studies.transfer_diagnostics import numpy_cka
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(50, 8, generator=g, dtype=torch.float64)
+    for y in (x @ torch.randn(8, 5, generator=g, dtype=torch.float64) + 0.5 * torch.randn(50, 5, generator=g,
+                                                                                          dtype=torch.float64),
+              torch.randn(50, 300, generator=g, dtype=torch.float64)):  # feature and Gram branches
+        assert numpy_cka(x.numpy(), y.numpy()) == pytest.approx(similarity.similarity(x, y, "cka"), rel=1e-10)
+    assert numpy_cka(x.numpy(), (3 * x @ torch.linalg.qr(torch.randn(8, 8, generator=g,
+                                                                     dtype=torch.float64))[0]).numpy()) \
+        == pytest.approx(1.0, abs=1e-12)  # invariant to rotation and scale
+
+
+def test_smoke_runs_the_diagnostics(smoke):
+    from vaetransfer.studies import transfer_diagnostics as td
+
+    out, r = smoke
+    c = transfer.PRESETS["smoke"]
+    d = r["analysis"]["diagnostics"]
+    cross = d["crosscheck"]
+    assert cross["pair"] == ["beta1", "tc6"] and r["runs"]["crosscheck"]["done"] == 4
+    assert set(cross["models"]) == {f"{v}/seed={s}" for v in ("beta1", "tc6") for s in c.seeds[:2]}
+    assert all(np.isfinite([m["loss_first"], m["loss_last"]]).all() for m in cross["models"].values())
+    core = r["analysis"]["objectives"]["beta1_vs_tc6"]["matrices"]["cka"]
+    assert cross["core"] == {"encoder_mean": core["encoder_mean"], "decoder_mean": core["decoder_mean"]}
+    assert isinstance(cross["same_ordering"], bool)
+    # the reference numbers are the NumPy CKA of the saved twins on the same held-out rows
+    x = transfer._held_out(c, c.source, c.similarity_n, "similarity_n")
+    s_ = sweep.open_sweep(out / "sweeps" / "crosscheck")
+    run_dirs = {(r_.params["variant"], r_.params["seed"]): s_.run_dir(r_.id) for r_ in s_.runs}
+    s0, s1 = c.seeds[:2]
+    acts = {k: td.reference_activations(td.reference_model(v), x, k[1]) for k, v in run_dirs.items()}
+    pairs = [td.numpy_quadrants(acts[("beta1", a)], acts[("tc6", b)]) for a, b in ((s0, s1), (s1, s0))]
+    assert cross["reference"]["decoder_mean"] == pytest.approx(np.mean([p["decoder_mean"] for p in pairs]), abs=1e-4)
+    # decoder-to-input CKA of every variant's first seed, and the objective pairs over training
+    assert set(d["decoder_to_input"]) == {v.label for v in c.variants}
+    assert all(0 <= v["decoder_mean"] <= 1 for v in d["decoder_to_input"].values())
+    for a_, b_ in c.objectives:
+        curve = d["objectives_over_training"][f"{a_}_vs_{b_}"]["curve"]
+        assert [p["step"] for p in curve] == [2, 4]  # smoke: 2 snapshots of 4 steps
+    finding = next(f for f in r["findings"] if f["name"] == "encoders_alike_decoders_less")
+    assert finding["diagnosis"]["kind"] in studies.DIAGNOSIS_KINDS and finding["diagnosis"]["text"]
+    assert finding["figures"]
+
+
+def _diagnostics_analysis(**changes):
+    a = _analysis()
+    a["objectives"] = {"beta1_vs_tc6": {"a": "beta1", "b": "tc6",
+                                        "matrices": {"cka": {"encoder_mean": 0.7, "decoder_mean": 0.94}}}}
+    a["diagnostics"] = {"crosscheck": {"pair": ["beta1", "tc6"], "reference": {"encoder_mean": 0.65, "decoder_mean": 0.9},
+                                       "core": {"encoder_mean": 0.7, "decoder_mean": 0.94}, "same_ordering": True},
+                        "objectives_over_training": {"beta1_vs_tc6": {"decoder_change": 0.01, "encoder_change": 0.02,
+                                                                      "from_step": 2000, "still_moving": False}},
+                        "decoder_to_input": {"beta1": {"encoder_mean": 0.4, "decoder_mean": 0.85},
+                                             "tc6": {"encoder_mean": 0.4, "decoder_mean": 0.83}}}
+    for path, value in changes.items():
+        _set(path.split("."), value)(a)
+    return a
+
+
+@pytest.mark.parametrize("changes, untrained, kind", [
+    ({}, None, "data"),
+    ({"diagnostics.crosscheck.same_ordering": False}, None, "open"),
+    ({}, "did not train — source/tc6/seed=0: held-out distortion 390 > 223", "setting"),
+    ({"objectives.beta1_vs_tc6.matrices.cka.decoder_mean": 0.5}, None, "reproduced"),
+    ({"diagnostics.objectives_over_training.beta1_vs_tc6.still_moving": True,
+      "diagnostics.objectives_over_training.beta1_vs_tc6.decoder_change": -0.12}, None, "scale"),
+    ({"diagnostics.decoder_to_input.beta1.decoder_mean": 0.3}, None, "open"),
+])
+def test_the_objectives_diagnosis_follows_its_rules(changes, untrained, kind):
+    from vaetransfer.studies import transfer_diagnostics as td
+
+    d = td.diagnose_objectives(transfer.PRESETS["smoke"], _diagnostics_analysis(**changes), untrained)
+    assert d.kind == kind
+    if kind == "data":
+        assert "0.84" in d.text and "agree" in d.text  # the mean decoder-to-input CKA, and the cross-check
+    assert td.diagnose_objectives(transfer.PRESETS["smoke"], _analysis(), None) is None  # no diagnostics section
+
+
+def test_late_change_measures_the_last_half():
+    from vaetransfer.studies.transfer_diagnostics import late_change
+
+    curve = [{"step": s, "encoder_mean": 0.5, "decoder_mean": 0.9 - 0.01 * s} for s in (1, 2, 4, 6, 8)]
+    change = late_change(curve)
+    assert change["from_step"] == 4 and change["decoder_change"] == pytest.approx(-0.04)
+    assert change["still_moving"] is False and late_change(curve[:1])["still_moving"] is None

@@ -195,6 +195,25 @@ def beta_vae_loss(x, logits, mean, logvar, beta: float = 1.0) -> torch.Tensor:
     return reconstruction_loss(x, logits) + beta * kl_per_dim(mean, logvar).sum()
 
 
+def minibatch_weighted_tc(z: torch.Tensor, mean: torch.Tensor, logvar: torch.Tensor, dataset_size: int) -> torch.Tensor:
+    """TC = mean_i [log q(z_i) − Σ_j log q(z_ij)] of a batch by minibatch-weighted sampling (Chen et
+    al. 2018, "Isolating Sources of Disentanglement in VAEs", Eq. 12; the log(N·B) constants
+    kept): log q(z_i) ≈ logsumexp_k log q(z_i | x_k) − log(N·B), the same per dimension."""
+    b = z.shape[0]
+    diff = z.unsqueeze(1) - mean.unsqueeze(0)  # [B (sample i), B (posterior k), D]
+    log_q = -0.5 * (math.log(2 * math.pi) + logvar.unsqueeze(0) + diff ** 2 * torch.exp(-logvar.unsqueeze(0)))
+    log_nb = math.log(dataset_size * b)
+    log_qz = torch.logsumexp(log_q.sum(2), dim=1) - log_nb
+    log_prod = (torch.logsumexp(log_q, dim=1) - log_nb).sum(1)
+    return (log_qz - log_prod).mean()
+
+
+def beta_tc_vae_loss(x, logits, mean, logvar, z, beta: float, dataset_size: int) -> torch.Tensor:
+    """β-TC-VAE: reconstruction + KL + (β − 1)·TC (minibatch-weighted TC)."""
+    tc = minibatch_weighted_tc(z, mean, logvar, dataset_size)
+    return reconstruction_loss(x, logits) + kl_per_dim(mean, logvar).sum() + (beta - 1.0) * tc
+
+
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -229,11 +248,15 @@ class _Precision:
 
 def train_python(model: nn.Module, data: torch.Tensor, steps: int, batch_size: int, beta: float = 1.0,
                  lr: float = 1e-4, seed: int = 0, data_scale: float = 1.0, fused: bool = False,
-                 device: str = "cpu", precision: str = "fp32") -> list[float]:
-    """The idiomatic PyTorch loop (β-VAE, Adam with the paper's settings), used as the benchmark baseline.
+                 device: str = "cpu", precision: str = "fp32", objective: str = "beta-vae") -> list[float]:
+    """The idiomatic PyTorch loop (Adam with the paper's settings), used as the benchmark baseline
+    and as the transfer study's independent cross-check. ``objective``: ``"beta-vae"`` or
+    ``"beta-tc-vae"`` (minibatch-weighted TC over ``len(data)`` examples), weight ``beta``.
     ``fused=True`` uses ``torch.optim.Adam(fused=True)`` (the benchmark's "py fused" column).
     ``device``: where the model is (batches move there); ``precision``: ``"bf16"``/``"fp16"``
     autocast the forward (fp16 with a GradScaler), the loss is computed in fp32."""
+    if objective not in ("beta-vae", "beta-tc-vae"):
+        raise ValueError(f"objective: expected 'beta-vae' or 'beta-tc-vae', got {objective!r}")
     g = torch.Generator().manual_seed(seed)
     amp = _Precision(device, precision)
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, fused=fused)
@@ -246,7 +269,10 @@ def train_python(model: nn.Module, data: torch.Tensor, steps: int, batch_size: i
         pos += batch_size
         with amp.autocast():
             mean, logvar, z, logits = model(x)
-        loss = beta_vae_loss(x, logits.float(), mean.float(), logvar.float(), beta)
+        if objective == "beta-vae":
+            loss = beta_vae_loss(x, logits.float(), mean.float(), logvar.float(), beta)
+        else:
+            loss = beta_tc_vae_loss(x, logits.float(), mean.float(), logvar.float(), z.float(), beta, len(data))
         amp.step(loss, opt)
         losses.append(loss.item())
     return losses

@@ -54,11 +54,14 @@ import torch
 
 from .. import data, metrics, objectives, plots, probes, similarity
 from .. import sweep as vsweep
+from .._C import ArgumentError
 from .._checks import value_error
 from ..nn import ModelConfig, build_model
 from ..objectives import ObjectiveConfig
 from ..train import OptimizerConfig, Run, TrainConfig, load_run, train
 from .figures import pyplot, save
+from . import trained
+from . import transfer_diagnostics as diagnostics
 from .pipeline import Finding, Stage, Study, Verdict, execution_device, undecided
 from .report import fmt, markdown_table
 from .stats import check_interval_fields, interval_key, interval_keywords, mean_se
@@ -135,6 +138,9 @@ class Config:
     ci_resamples: int = 50
     ci_resampling: str = "jackknife"       # delete-d, ci_resamples blocks of the held-out rows; or "bootstrap" (BCa)
     ci_seed: int = 0                       # seed of the blocks / draws
+    # Diagnostics (transfer_diagnostics): the first `objectives` pair the plain-PyTorch twins can
+    # train (β-VAE, β-TC-VAE), retrained by them (first two seeds) and compared by a NumPy CKA.
+    crosscheck: bool = False
 
     def __post_init__(self):
         for name, low in (("data_seed", 0), ("n", 0), ("steps", 1), ("batch_size", 1), ("snapshots", 1),
@@ -144,6 +150,8 @@ class Config:
             if getattr(self, name) < low:
                 raise value_error(name, f"expected >= {low}, got {getattr(self, name)}")
         check_interval_fields(self)
+        if not isinstance(self.crosscheck, bool):
+            raise value_error("crosscheck", f"expected true or false, got {self.crosscheck!r}")
         if self.snapshots > self.steps:
             raise value_error("snapshots", f"expected at most steps = {self.steps}, got {self.snapshots}")
         if not 0.0 < self.test_fraction < 1.0:
@@ -202,7 +210,8 @@ _SMOKE_VARIANTS = (Variant("beta1", "beta-vae", {"beta": 1.0}), Variant("beta16"
 PRESETS: dict[str, Config] = {
     # The tests: seconds; every experiment runs, nothing is learned.
     "smoke": Config(n=600, steps=4, batch_size=16, snapshots=2, variants=_SMOKE_VARIANTS, dynamics=("beta1",),
-                    regularisation=(("beta1", "beta16"),), objectives=(("beta1", "dip1"),), retrain_steps=2,
+                    regularisation=(("beta1", "beta16"),), objectives=(("beta1", "dip1"), ("beta1", "tc6")),
+                    crosscheck=True, retrain_steps=2,
                     retrain_sides=("latent", "output"), retrain_inits=("finetune", "reinit"),
                     retrain_latent=("frozen", "retrained"), similarity_n=32, measures=("cka", "procrustes"),
                     procrustes_rank=8, probe_n=40, probe_iterations=3,
@@ -218,7 +227,8 @@ PRESETS: dict[str, Config] = {
     # heatmap averages have a spread. Measured at `small`: ~0.09 s a conv-VAE step on one thread,
     # so 27 runs × 4,000 steps ≈ 83 min on 2 workers; 46 retraining runs of 400 steps ≈ 25 min;
     # the analysis (3 seeds, 20-block jackknife intervals) ≈ 20–30 min.
-    "medium": Config(seeds=(0, 1, 2), steps=4000, snapshots=10, retrain_steps=400, ci_resamples=20),
+    # The independent cross-check: 4 plain-PyTorch runs of 4,000 steps (~0.1 s a step) ≈ 14 min on 2 workers.
+    "medium": Config(seeds=(0, 1, 2), steps=4000, snapshots=10, retrain_steps=400, ci_resamples=20, crosscheck=True),
     # The paper (Table 5; §3): 5 seeds, 300k steps of batch 64, all images with a 90/10 split,
     # 5,000 similarity examples, Procrustes besides CKA — run it with `--executor ray`.
     "paper": Config(seeds=(0, 1, 2, 3, 4), n=0, steps=300_000, snapshots=26, retrain_steps=30_000,
@@ -273,20 +283,12 @@ def _train_config(c: Config, objective: ObjectiveConfig, steps: int, seed: int, 
                        eval_every=steps)
 
 
-def _loss_window(steps: int) -> int:
-    """The steps averaged for a loss at the start or end of training (and the loss curves' smoothing)."""
-    return max(1, min(25, steps // 10))
-
-
 def _fit(config: TrainConfig, spec: vsweep.DataSpec, run_dir: Path) -> dict:
     """Trains (or resumes) one run on ``spec``'s training rows, its held-out rows the evaluation
     data; summarises its loss (whether it trained)."""
     train_set, test_set = spec.build()
     run = train(config, train_set, run_dir, eval_data=test_set, progress=False)
-    loss = run.history["loss"]
-    w = _loss_window(len(loss))
-    return {"steps": run.step, "loss_first": round(float(loss[:w].mean()), 3),
-            "loss_last": round(float(loss[-w:].mean()), 3)}
+    return {"steps": run.step, **trained.loss_summary(run.history["loss"])}
 
 
 def _model_labels(c: Config) -> list[str]:
@@ -313,6 +315,24 @@ def _train_model(c: Config, row: dict, job) -> dict:
         return _fit(config, _spec(c, c.source, c.classifier_label), job.run_dir)
     config = _train_config(c, _objective(c, _variant(c, name)), c.steps, row["seed"], snapshot_every)
     return _fit(config, _spec(c, c.source if domain == "source" else c.target), job.run_dir)
+
+
+def _train_reference(c: Config, row: dict, job) -> dict:
+    """One run of the independent cross-check (:mod:`.transfer_diagnostics`) on the source's training rows."""
+    return diagnostics.train_reference(c, row, job, _spec(c, c.source).build()[0].float_images())
+
+
+def _diagnostics(c: Config, runs: dict, crosscheck_runs: list, objectives: dict, x: torch.Tensor) -> dict:
+    """10. What separates the causes of a finding that does not reproduce (:mod:`.transfer_diagnostics`)."""
+    first = c.seeds[0]
+    to_input = {v.label: diagnostics.decoder_to_input(_acts(runs[(f"source/{v.label}", first)], x))
+                for v in c.variants}
+    pairs = [(a, b, c.seeds[0], c.seeds[1]) for a, b in c.objectives]
+    steps = lambda label, seed: [t for t, _ in runs[(f"source/{label}", seed)].snapshots()]  # noqa: E731
+    over = diagnostics.objectives_over_training(pairs, steps,
+                                                lambda label, seed, t: _acts(runs[(f"source/{label}", seed)], x, t))
+    return {"decoder_to_input": to_input, "objectives_over_training": over,
+            "crosscheck": diagnostics.crosscheck_section(c, crosscheck_runs, objectives, x)}
 
 
 def _decoder_layers() -> list[str]:
@@ -579,6 +599,32 @@ def _cross_domain(c: Config, runs: dict, retrained: dict, x_t: torch.Tensor) -> 
     return result
 
 
+def _trained_section(c: Config, models: dict) -> dict:
+    """8b. Did the VAEs train (:mod:`.trained`)? Each one's held-out distortion on its own domain
+    (``eval_n`` rows, z = posterior mean), the input-ignoring baseline of each domain and the rule
+    the findings apply: at most halfway from that baseline to the reference (β = 1) models' mean."""
+    out = {"distortion": {}, "baseline": {}, "rules": {}}
+    for domain in (c.source, c.target):
+        side = "source" if domain == c.source else "target"
+        x = _held_out(c, domain, c.eval_n, "eval_n")
+        train_rows = _spec(c, domain).build()[0].float_images()
+        out["baseline"][side] = round(trained.input_ignoring_distortion(train_rows, x), 3)
+        for (label, seed), run in sorted(models.items()):
+            if label.startswith(f"{side}/") and not label.endswith("/classifier"):
+                out["distortion"][f"{label}/seed={seed}"] = round(_recon_loss(run.model(), x), 3)
+        reference = [v for k, v in out["distortion"].items() if k.startswith(f"{side}/{c.reference}/")]
+        if reference:
+            try:
+                rule = trained.TrainedRule.halfway("distortion", out["baseline"][side], _mean(reference),
+                                                   what="held-out distortion",
+                                                   reference_name=f"the {c.reference} models'")
+                out["rules"][side] = {"key": rule.key, "maximum": round(rule.maximum, 3), "what": rule.what,
+                                      "basis": rule.basis}
+            except ArgumentError as e:  # the reference itself did not train: no VAE of the domain can be judged
+                out["rules"][side] = {"error": str(e)}
+    return out
+
+
 def _recon_loss(model, x: torch.Tensor, chunk: int = 256) -> float:
     """Mean −log p(x | z = posterior mean) per example (nats, summed over pixels), by the Bernoulli
     likelihood every model of this study trains with (the objective's evaluation in the core)."""
@@ -723,17 +769,21 @@ def _analyse(c: Config, runs: dict, ctx) -> dict:
         ctx.say(f"{name} ...")
         return ctx.step(name, compute, key=key)
 
-    return {"models": {f"{r.row['model']}/seed={r.row['seed']}": {"label": r.row["model"], "seed": r.row["seed"],
-                                                                  **r.measured} for r in runs["models"]},
-            "dynamics": section("dynamics", lambda: _dynamics(c, models, x_s), ci_key),
-            "regularisation": section("regularisation", lambda: _pairs_section(c, models, x_s, c.regularisation),
-                                      ci_key),
-            "objectives": section("objectives", lambda: _pairs_section(c, models, x_s, c.objectives), ci_key),
-            "classifier": section("classifier", lambda: _classifier(c, models, x_s), ci_key),
-            "cross_domain": section("cross_domain", lambda: _cross_domain(c, models, retrained, x_t), ci_key),
-            "retraining": section("retraining", lambda: _retraining(c, models, stage_runs, decoder, x_eval)),
-            "probes": section("probes", lambda: _probe_section(c, models)),
-            "disentanglement": section("disentanglement", lambda: _disentanglement_section(c, models))}
+    out = {"models": {f"{r.row['model']}/seed={r.row['seed']}": {"label": r.row["model"], "seed": r.row["seed"],
+                                                                 **r.measured} for r in runs["models"]},
+           "trained": section("trained", lambda: _trained_section(c, models)),
+           "dynamics": section("dynamics", lambda: _dynamics(c, models, x_s), ci_key),
+           "regularisation": section("regularisation", lambda: _pairs_section(c, models, x_s, c.regularisation),
+                                     ci_key),
+           "objectives": section("objectives", lambda: _pairs_section(c, models, x_s, c.objectives), ci_key),
+           "classifier": section("classifier", lambda: _classifier(c, models, x_s), ci_key),
+           "cross_domain": section("cross_domain", lambda: _cross_domain(c, models, retrained, x_t), ci_key),
+           "retraining": section("retraining", lambda: _retraining(c, models, stage_runs, decoder, x_eval)),
+           "probes": section("probes", lambda: _probe_section(c, models)),
+           "disentanglement": section("disentanglement", lambda: _disentanglement_section(c, models))}
+    out["diagnostics"] = section("diagnostics", lambda: _diagnostics(c, models, runs.get("crosscheck", []),
+                                                                     out["objectives"], x_s), ci_key)
+    return out
 
 
 # ---------------------------------------------------------------------------------- figures
@@ -882,7 +932,7 @@ def _loss_curves(out: Path, c: Config, runs: dict) -> str:
         for s in c.seeds:
             h = runs[(label, s)].history
             loss = h["loss"]
-            w = _loss_window(len(loss))
+            w = trained.loss_window(len(loss))
             smooth = torch.nn.functional.avg_pool1d(loss.view(1, 1, -1), w, 1).view(-1) if len(loss) >= w else loss
             ax.plot(h["step"][w - 1:] if len(loss) >= w else h["step"], smooth, color=cmap(i % 10), alpha=0.8,
                     label=label if s == c.seeds[0] else None)
@@ -929,9 +979,24 @@ PROBE_TOLERANCE = 0.05  #: how far below the own domain's encoders the other dom
 
 
 def _untrained(a: dict, labels: set[str]) -> str | None:
-    """Why models of ``labels`` cannot support a verdict (a loss that did not fall), or None."""
-    bad = [k for k, m in a["models"].items() if m["label"] in labels and not m["loss_last"] < m["loss_first"]]
-    return f"model(s) {', '.join(bad)} did not train (loss did not fall)" if bad else None
+    """Why models of ``labels`` cannot support a verdict, or None (:mod:`.trained`): a training
+    loss that diverged or did not fall, or a VAE whose held-out distortion on its own domain did
+    not recover half of what the reference (β = 1) models gain over the input-ignoring baseline
+    (the ``trained`` section; results written before it existed check the losses only)."""
+    check = a.get("trained") or {}
+    failed = []
+    for side in sorted({label.split("/")[0] for label in labels}):
+        rows = {k: {**m, "distortion": check.get("distortion", {}).get(k)} for k, m in a["models"].items()
+                if m["label"] in labels and m["label"].startswith(f"{side}/")}
+        vaes = {k: m for k, m in rows.items() if not m["label"].endswith("/classifier")}
+        spec = check.get("rules", {}).get(side)
+        if vaes and spec and "error" in spec:
+            failed.append(f"{side} VAEs: {spec['error']}")
+            vaes = {}
+        rule = trained.TrainedRule(**spec) if vaes and spec else None
+        failed += trained.failures(vaes, rule)
+        failed += trained.failures({k: m for k, m in rows.items() if m["label"].endswith("/classifier")})
+    return trained.reason(failed)
 
 
 def _encoder_before_decoder(c: Config, a: dict) -> Verdict:
@@ -968,6 +1033,12 @@ def _encoders_alike(c: Config, a: dict) -> Verdict:
     cka = lambda v: v["matrices"]["cka"]  # noqa: E731
     return _pairs_verdict(a, "objectives", lambda v: cka(v)["encoder_mean"] > cka(v)["decoder_mean"],
                           lambda v: {"encoder_mean": cka(v)["encoder_mean"], "decoder_mean": cka(v)["decoder_mean"]})
+
+
+def _diagnose_objectives(c: Config, a: dict):
+    pairs = a.get("objectives") or {}
+    why = _untrained(a, {f"source/{v[side]}" for v in pairs.values() for side in ("a", "b")}) if pairs else None
+    return diagnostics.diagnose_objectives(c, a, why)
 
 
 def _encoders_generic(c: Config, a: dict) -> Verdict:
@@ -1035,38 +1106,46 @@ def _probes_close(c: Config, a: dict) -> Verdict:
 
 
 _PAPER = "How good are variational autoencoders at transfer learning?"
-_TRAINED = " Undecided when a model involved did not train (its loss did not fall)."
+_TRAINED = (" Undecided when a model involved did not train: its training loss diverged or did not fall by 1 %, or its "
+            "held-out distortion on its own domain is above halfway from the input-ignoring baseline (every pixel "
+            "Bernoulli with the training mean) to the reference (β = 1) models' mean.")
 FINDINGS = (
     Finding("encoder_before_decoder", "Encoders are learned before decoders: early in training the encoder layers are "
             "already close to the final models, the decoder layers are not.", f"{_PAPER}, §4, Fig. 2, 13, 17–19",
             "for every objective of `dynamics`, the mean same-layer CKA of the first snapshot to the final models of "
             "the other seeds is higher over the encoder layers than over the decoder layers." + _TRAINED,
-            _encoder_before_decoder),
+            _encoder_before_decoder, figures=("dynamics_curve.png", "dynamics_layers.png")),
     Finding("collapse_at_sampled", "Strong regularisation shows as a dark `sampled` line: the strongly regularised "
             "model's sampled representation is less like the other model's layers than the weak model's is.",
             f"{_PAPER}, §4, Fig. 3, 14",
             "for every (weak, strong) pair of `regularisation`, the mean CKA of the strong model's `sampled` column "
-            "(input row left out) is below that of the weak model's `sampled` row." + _TRAINED, _collapse_at_sampled),
+            "(input row left out) is below that of the weak model's `sampled` row." + _TRAINED, _collapse_at_sampled,
+            figures=("regularisation_beta1_vs_beta8.png", "regularisation_beta1_vs_beta16.png",
+                     "regularisation_dip1_vs_dip20.png")),
     Finding("encoders_alike_decoders_less", "Encoders trained with different objectives are alike, their decoders "
             "less so.", f"{_PAPER}, §4, Fig. 4, 15",
             "for every pair of `objectives`, the mean encoder-quadrant CKA (input and `sampled` left out) is above "
-            "the mean decoder-quadrant CKA." + _TRAINED, _encoders_alike),
+            "the mean decoder-quadrant CKA." + _TRAINED, _encoders_alike,
+            figures=("objectives_beta1_vs_tc6.png", "objectives_beta1_vs_annealed.png", "objectives_beta1_vs_dip1.png"),
+            diagnose=_diagnose_objectives),
     Finding("encoders_generic_decoders_specific", "Source-trained encoders stay similar to target-trained ones on "
             "target data, while decoders are domain-specific.", f"{_PAPER}, §4, Fig. 5",
             "on target data, the encoder-minus-decoder quadrant CKA gap of target- vs source-trained models (as they "
             "are) exceeds that of target-trained models of different seeds, and the decoder-quadrant CKA of source "
             "models with mean/logvar retrained on the target stays below the same-domain one." + _TRAINED,
-            _encoders_generic),
+            _encoders_generic, figures=("cross_domain_as_is.png", "cross_domain_latent_retrained.png",
+                                        "cross_domain_same_domain.png")),
     Finding("more_layers_better", "Retraining more decoder layers on the target gives a better target reconstruction.",
             f"{_PAPER}, §4, Fig. 6, 9",
             "for every retraining curve of the first retrained seed (side × mean/logvar × init), the held-out target "
             "reconstruction loss with all decoder layers retrained is below that with none (k = 0)." + _TRAINED,
-            _more_layers_better),
+            _more_layers_better, figures=("retraining_loss.png",)),
     Finding("latent_retraining_matters_little", "Whether mean/logvar are retrained matters little next to retraining "
             "the decoder.", f"{_PAPER}, §4, Fig. 6, 9",
             "over the first retrained seed's curves, the mean |loss difference| between mean/logvar frozen and "
             "retrained (stages k ≥ 1, same side and init) is below a quarter of the mean loss drop from k = 0 to all "
-            "layers; undecided unless both are in `retrain_latent`." + _TRAINED, _latent_matters_little),
+            "layers; undecided unless both are in `retrain_latent`." + _TRAINED, _latent_matters_little,
+            figures=("retraining_loss.png",)),
     Finding("probes_source_close_to_target", "Gradient-boosted trees on the mean representation of encoders trained on "
             "the other domain are about as accurate as on encoders trained on the probed domain.",
             f"{_PAPER}, Tables 1–4",
@@ -1156,10 +1235,12 @@ def _report(r: dict) -> str:
                                                                for e in d["encoders"].values()]
                              for f, shared in d["shared"].items()])
         L += ["", "![disentanglement](disentanglement.png)"]
+    L += diagnostics.report_section(c, a)
     return "\n".join(L)
 
 
 STUDY = Study(name="transfer", title="How good are VAEs at transfer learning?", config=Config, presets=PRESETS,
-              stages=(Stage("models", _model_runs, _train_model), Stage("retraining", _retraining_runs, _retrain)),
+              stages=(Stage("models", _model_runs, _train_model), Stage("retraining", _retraining_runs, _retrain),
+                      Stage("crosscheck", diagnostics.crosscheck_runs, _train_reference)),
               analyse=_analyse, figures=_figures, findings=FINDINGS, report=_report,
               description=__doc__.split("\n\n", 1)[1])

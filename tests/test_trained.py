@@ -1,0 +1,128 @@
+"""Verdicts only on models that trained (vaetransfer.studies.trained): the checks on synthetic
+histories and records, and a study's finding made undecided by a model that did not train."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import vaetransfer as vt
+from vaetransfer.studies import make_config, trained, transfer
+
+
+def test_loss_summary_windows_and_divergence():
+    loss = np.linspace(100.0, 10.0, 300)  # window = min(25, 300 // 10) = 25 steps
+    s = trained.loss_summary(loss)
+    assert s == {"loss_first": round(float(loss[:25].mean()), 3), "loss_last": round(float(loss[-25:].mean()), 3),
+                 "finite": True}
+    short = trained.loss_summary([5.0, 4.0, 3.0])  # window 1 step
+    assert (short["loss_first"], short["loss_last"]) == (5.0, 3.0)
+    spiked = loss.copy()
+    spiked[150] = float("nan")  # a NaN the trainer got past still counts as a divergence
+    assert trained.loss_summary(spiked)["finite"] is False
+    blown = loss.copy()
+    blown[-5:] = float("inf")
+    assert trained.loss_summary(blown)["loss_last"] is None
+    with pytest.raises(vt.ArgumentError) as e:
+        trained.loss_summary([])
+    assert e.value.argument == "loss"
+
+
+def _record(history, **scores):
+    return {**trained.loss_summary(history), **scores}
+
+
+def test_failures_on_synthetic_histories():
+    falling = np.linspace(3000.0, 100.0, 400)
+    flat = np.full(400, 3000.0) + np.random.default_rng(0).normal(0, 1, 400)
+    rising = np.linspace(100.0, 300.0, 400)
+    nan = falling.copy()
+    nan[200] = float("nan")
+    rule = trained.TrainedRule.halfway("distortion", 378.0, 68.0, what="held-out distortion",
+                                       reference_name="the beta1 models'")
+    assert rule.maximum == pytest.approx(223.0)
+    models = {"ok": _record(falling, distortion=70.0), "strong": _record(falling, distortion=180.0),
+              "plateau": _record(flat, distortion=60.0), "worse": _record(rising, distortion=60.0),
+              "nan": _record(nan, distortion=60.0), "blurry": _record(falling, distortion=390.0),
+              "missing": _record(falling)}
+    failed = dict(f.split(": ", 1) for f in trained.failures(models, rule))
+    assert set(failed) == {"plateau", "worse", "nan", "blurry", "missing"}
+    assert "did not fall by 1%" in failed["plateau"] and "did not fall" in failed["worse"]
+    assert "diverged" in failed["nan"]
+    assert failed["blurry"].startswith("held-out distortion 390 > 223") and "halfway" in failed["blurry"]
+    assert "not a finite number" in failed["missing"]
+    assert trained.untrained({k: models[k] for k in ("ok", "strong")}, rule) is None
+    assert trained.untrained({"blurry": models["blurry"]}, rule).startswith("did not train — blurry: ")
+    # without a rule only the losses count
+    assert trained.untrained({"blurry": models["blurry"]}) is None
+    accuracy = trained.TrainedRule("accuracy", minimum=0.5, basis="chance 1/3 plus a margin")
+    assert trained.failures({"a": _record(falling, accuracy=0.9), "b": _record(falling, accuracy=0.34)},
+                            accuracy) == ["b: accuracy 0.34 < 0.5 (chance 1/3 plus a margin)"]
+
+
+def test_rule_validation_names_the_argument():
+    for kwargs, arg in (({"key": "d"}, "maximum"), ({"key": "d", "maximum": 1.0, "minimum": 0.0}, "maximum"),
+                        ({"maximum": 1.0}, "key"), ({"key": "d", "maximum": math.nan}, "maximum")):
+        with pytest.raises(vt.ArgumentError) as e:
+            trained.TrainedRule(**kwargs)
+        assert e.value.argument == arg
+    with pytest.raises(vt.ArgumentError) as e:  # a reference no better than the baseline did not train itself
+        trained.TrainedRule.halfway("d", 100.0, 120.0)
+    assert e.value.argument == "reference"
+    with pytest.raises(vt.ArgumentTypeError):
+        trained.failures([("a", {})])
+
+
+def test_input_ignoring_distortion_is_the_best_constant_bernoulli():
+    g = torch.Generator().manual_seed(0)
+    train = (torch.rand(400, 1, 6, 6, generator=g) < torch.linspace(0.05, 0.9, 36).reshape(1, 6, 6)).float()
+    test = (torch.rand(200, 1, 6, 6, generator=g) < torch.linspace(0.05, 0.9, 36).reshape(1, 6, 6)).float()
+    p = train.double().mean(0).clamp(1e-4, 1 - 1e-4)
+    brute = -sum(float((test[i].double() * p.log() + (1 - test[i].double()) * (1 - p).log()).sum())
+                 for i in range(200)) / 200
+    assert trained.input_ignoring_distortion(train, test) == pytest.approx(brute, rel=1e-12)
+    # on its own training images no other constant pixel probabilities do better
+    best = trained.input_ignoring_distortion(train, train)
+    for shift in (-0.05, 0.05):
+        q = (p + shift).clamp(1e-4, 1 - 1e-4)
+        other = float(-(train.double() * q.log() + (1 - train.double()) * (1 - q).log()).flatten(1).sum(1).mean())
+        assert other > best
+    with pytest.raises(vt.ArgumentError) as e:
+        trained.input_ignoring_distortion(train, test[:, :, :3])
+    assert e.value.argument == "test_images"
+
+
+def _transfer_analysis(annealed_distortion: float) -> dict:
+    """A synthetic transfer analysis: two seeds of beta1 and annealed, the objectives pair's quadrants."""
+    falling = trained.loss_summary(np.linspace(3000.0, 100.0, 100))
+    models, distortion = {}, {}
+    for label, d in (("source/beta1", 68.0), ("source/annealed", annealed_distortion), ("target/beta1", 100.0)):
+        for s in (0, 1):
+            models[f"{label}/seed={s}"] = {"label": label, "seed": s, "steps": 100, **falling}
+            distortion[f"{label}/seed={s}"] = d
+    rule = trained.TrainedRule.halfway("distortion", 378.0, 68.0, what="held-out distortion",
+                                       reference_name="the beta1 models'")
+    return {"models": models,
+            "trained": {"distortion": distortion, "baseline": {"source": 378.0},
+                        "rules": {"source": {"key": rule.key, "maximum": rule.maximum, "what": rule.what,
+                                             "basis": rule.basis}}},
+            "objectives": {"beta1_vs_annealed": {"a": "beta1", "b": "annealed",
+                                                 "matrices": {"cka": {"encoder_mean": 0.5, "decoder_mean": 0.01}}}}}
+
+
+def test_a_transfer_finding_on_a_model_that_did_not_train_is_undecided():
+    c = make_config("transfer", "smoke")
+    untrained_verdict = transfer._encoders_alike(c, _transfer_analysis(annealed_distortion=390.0))
+    assert untrained_verdict.reproduced is None
+    assert "source/annealed/seed=0: held-out distortion 390 > 223" in untrained_verdict.reason
+    decided = transfer._encoders_alike(c, _transfer_analysis(annealed_distortion=150.0))
+    assert decided.reproduced is True and decided.reason is None
+    # the reference itself no better than the baseline: no VAE of the domain can be judged
+    a = _transfer_analysis(annealed_distortion=150.0)
+    a["trained"]["rules"]["source"] = {"error": "argument 'reference': expected a reference loss below the baseline"}
+    verdict = transfer._encoders_alike(c, a)
+    assert verdict.reproduced is None and "source VAEs: argument 'reference'" in verdict.reason
+    # results written before the check existed: the losses alone decide
+    old = _transfer_analysis(annealed_distortion=390.0)
+    del old["trained"]
+    assert transfer._encoders_alike(c, old).reproduced is True
