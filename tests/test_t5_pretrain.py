@@ -74,6 +74,20 @@ def test_rerun_resumes_without_training(smoke):
     assert time.perf_counter() - start < 60
 
 
+def test_the_medium_preset_is_small_pretrained_longer_in_one_run():
+    """medium (t5_vae's medium preset finetunes it): small's layout, 3x its steps on 2.5x its
+    sentences, one run of the one stage; Config() stays the small preset."""
+    c = studies.make_config(t5_pretrain, "medium")
+    assert c == t5_pretrain.PRESETS["medium"] and studies.config_to_dict(t5_pretrain.Config()) == \
+        studies.config_to_dict(t5_pretrain.PRESETS["small"])
+    small = t5_pretrain.PRESETS["small"]
+    assert (c.steps, c.n_train, c.eval_every) == (3 * small.steps, 50_000, 1_000)
+    layout = ("vocab_size", "extra_ids", "max_length", "d_model", "d_ff", "d_kv", "num_heads", "num_layers",
+              "feed_forward_proj", "tie_word_embeddings", "batch_size", "lr")
+    assert all(getattr(c, k) == getattr(small, k) for k in layout)
+    assert {s.name: len(s.runs(c, {})) for s in t5_pretrain.STUDY.stages} == {t5_pretrain.STAGE: 1}
+
+
 @pytest.mark.parametrize("sets,argument", [(["vocab_size=20"], "vocab_size"), (["variant=medium"], "variant"),
                                            (["noise_density=1.5"], "noise_density")])
 def test_config_errors_name_the_key(sets, argument):

@@ -1,6 +1,7 @@
 """Study 5 (t5_vae): the smoke preset end to end (the T5 pretrained as its first stage), the two-phase
 recipe's configuration (freezing, Eq. 6 annealing, cyclical annealing reaching 1), the variants'
 settings, resume, a diagnostic sweep beside the study, the findings' rules, and the config's checks."""
+import dataclasses
 import json
 import math
 
@@ -120,6 +121,42 @@ def test_a_diagnostic_reruns_its_variants_beside_the_study(smoke):
         study.run_diagnostic(out, "longest")
 
 
+def test_the_beta_peak_stage_scales_phase_two_and_is_analysed(smoke, tmp_path):
+    """The stage beta_peaks (empty at smoke) run beside the study: the same runs as the finetune
+    stage's with β ending at the peak; the analysis puts them beside the peak-1 runs, the findings
+    cite them, the report and a figure show them."""
+    out, r = smoke
+    c = dataclasses.replace(study.PRESETS["smoke"], beta_peaks=(0.1,), beta_peak_variants=("no-warmup", "two-phase"))
+    assert study._beta_peak_runs(study.PRESETS["smoke"], {}) == [] and "beta_peaks" not in r["analysis"]
+    rows = study._beta_peak_runs(c, {})
+    assert rows == [{"variant": v, "seed": s, "beta_peak": 0.1} for v in ("no-warmup", "two-phase") for s in c.seeds]
+    runs = pipeline.run_beside(out, study.STUDY, "beta_peaks_test", study.STUDY.stage(study.BETA_PEAKS), c, rows,
+                               execution=studies.Execution(workers=2, threads=1), progress=False)
+    main = pipeline.Job(study.FINETUNE, out, out).earlier(study.FINETUNE)
+    main_dirs = {(m.row["variant"], m.row["seed"]): m.dir for m in main}
+    for run in runs:
+        scaled = load_run(run.dir / "train")
+        main_run = load_run(main_dirs[run.row["variant"], run.row["seed"]] / "train")
+        cfg, peak, full = scaled.config, scaled.history["beta"], main_run.history["beta"]
+        assert cfg.schedules["beta"].params["end"] == pytest.approx(0.1)
+        assert float(peak.max()) == pytest.approx(0.1) and float(full.max()) == pytest.approx(1.0)
+        assert peak.numpy() == pytest.approx(0.1 * full.numpy(), abs=1e-6)  # the same ramp, scaled
+    a = study._beta_peak_analysis(c, main, runs)
+    assert a["peaks"] == [0.1, 1.0] and list(a["summary"]) == ["no-warmup", "two-phase"]
+    for v, by_peak in a["summary"].items():
+        assert list(by_peak) == ["0.1", "1"]
+        for row in by_peak.values():
+            assert row["runs"] == len(c.seeds) and row["kl"]["n"] == len(c.seeds) and 0 <= row["probe_mean"] <= 1
+            assert set(row) == set(study.PEAK_METRICS) | {"collapsed", "runs", "probe_mean"}
+    analysis = {**r["analysis"], "beta_peaks": a}
+    f = {x.name: x.judge(c, analysis) for x in study.FINDINGS}
+    assert set(f["collapse_without_warmup"]["evidence"]["collapsed_by_beta_peak"]) == {"no-warmup"}
+    assert f["collapse_without_warmup"]["reproduced"] == r["findings"][0]["reproduced"]  # the verdict reads finetune
+    text = study._report({**r, "config": studies.config_to_dict(c), "analysis": analysis})
+    assert "## β peak" in text and "| no-warmup | 0.1 |" in text
+    assert (tmp_path / study._figure_beta_peaks(tmp_path, a)).stat().st_size > 1000
+
+
 def test_phase_two_annealing_follows_eq6_and_cyclical_reaches_one():
     c = study.Config(n_train=320, batch_size=32, phase1_epochs=2, phase2_epochs=4, anneal_epochs=3, cycles=2)
     spe = 10
@@ -128,6 +165,10 @@ def test_phase_two_annealing_follows_eq6_and_cyclical_reaches_one():
     for k in (0, 1, 7, 15, 29, 30, 35):  # Eq. 6: β = (step in phase 2) / (steps per epoch · anneal epochs), at most 1
         assert linear.value(p1 + k) == pytest.approx(min(1.0, k / (spe * 3)))
     assert linear.value(p1 - 1) == 0.0
+    scaled = make_schedule(study.schedule_of(c, "linear", p1, p2, spe, peak=0.25))  # the stage beta_peaks
+    assert [scaled.value(p1 + k) for k in (0, 15, 35)] == pytest.approx([0.0, 0.125, 0.25])
+    assert max(make_schedule(study.schedule_of(c, "cyclical", p1, p2, spe, peak=0.25)).value(p1 + k)
+               for k in range(p2)) == pytest.approx(0.25)
     cyc = make_schedule(study.schedule_of(c, "cyclical", p1, p2, spe))
     values = [cyc.value(p1 + k) for k in range(p2)]
     assert cyc.value(p1 - 1) == 0.0 and values[0] == 0.0
@@ -244,6 +285,33 @@ def test_findings_are_undecided_when_the_run_cannot_decide():
     assert f["ppl_vs_mi_au_tradeoff"]["reproduced"] is None and "diverged" in f["ppl_vs_mi_au_tradeoff"]["reason"]
 
 
+def test_the_medium_preset_chains_to_t5_pretrains_and_sweeps_the_beta_peak():
+    """medium: t5_pretrain's medium T5 as its first stage, small's recipe with a 3x phase 2, the
+    short-corpus variants the findings read, 2 seeds, and the β-peak sweep of the variants the
+    collapse and pooling findings read: its runs per stage, counted without running any."""
+    c = studies.make_config("t5_vae", "medium")
+    small = study.PRESETS["small"]
+    assert c == study.PRESETS["medium"]
+    assert studies.config_to_dict(study.Config()) == studies.config_to_dict(small) and small.beta_peaks == ()
+    assert c.pretrain_preset == "medium" and "medium" in t5_pretrain.PRESETS and c.t5_folder is None
+    assert (c.phase1_epochs, c.phase2_epochs, c.anneal_epochs) == (small.phase1_epochs, 3 * small.phase2_epochs,
+                                                                   small.anneal_epochs)
+    assert c.seeds == (0, 1) and c.beta_peaks == (0.06, 0.25)
+    assert set(c.variants) == set(study.VARIANTS) - {"long", "long-denoise-0", "cyclical", "prefix"}
+    assert all(study.settings(v)["corpus"] == "short" for v in c.variants)
+    assert c.beta_peak_variants == ("two-phase", "no-warmup", "plain", "mean-pool")
+    assert set(c.beta_peak_variants) <= set(c.variants)  # each peak beside the finetune stage's peak-1 runs
+    counts = {s.name: len(s.runs(c, {})) for s in study.STUDY.stages}
+    assert counts == {study.PRETRAIN: 1, study.FINETUNE: 8 * 2, study.BETA_PEAKS: 2 * 4 * 2}
+    assert study._pretrain_runs(c, {}) == [{"preset": "medium"}]
+    # The other presets have no beta_peaks runs: their runs are what they were.
+    for name in ("smoke", "small", "paper"):
+        p = study.PRESETS[name]
+        assert {s.name: len(s.runs(p, {})) for s in study.STUDY.stages} == \
+            {study.PRETRAIN: 1, study.FINETUNE: len(p.variants) * len(p.seeds), study.BETA_PEAKS: 0}
+    assert study._finetune_runs(small, {})[0] == {"variant": "two-phase", "seed": 0}
+
+
 def test_variants_change_only_what_they_name():
     for name, changes in study.VARIANTS.items():
         s = study.settings(name)
@@ -262,6 +330,10 @@ def test_variants_change_only_what_they_name():
     (["executor=slurm"], "executor"),  # execution settings are no config field: an unknown key
     (["pretrain_preset=huge"], "pretrain_preset"),
     (["iw_samples=-1"], "iw_samples"),
+    (["beta_peaks=[0.1, 1]"], "beta_peaks"),  # 1 is the finetune stage's own runs
+    (["beta_peaks=[0.1, 0.1]"], "beta_peaks"),
+    (["beta_peaks=[0]"], "beta_peaks"),
+    (["beta_peak_variants=[\"plain\", \"median-pool\"]"], "beta_peak_variants"),
 ])
 def test_config_checks_name_the_field(sets, argument):
     with pytest.raises(ValueError, match=f"argument '{argument}'"):

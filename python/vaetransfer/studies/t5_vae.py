@@ -14,9 +14,12 @@ is the paper's recipe: two phases, max pooling, 15 % deletion, KL threshold 0.5,
 annealing, cross-attention injection, the short built-in corpus. Every other variant changes
 a few settings (:data:`VARIANTS`): no warm-up, mean pooling, deletion 0 / 40 %, threshold
 0 / 3, cyclical annealing, the public code's prefix injection, the long corpus (Tables 1, 3–6
-and Fig. 2–3 in spirit). Two stages: ``pretrain`` (one run of the ``t5_pretrain`` study's science,
+and Fig. 2–3 in spirit). Three stages: ``pretrain`` (one run of the ``t5_pretrain`` study's science,
 :func:`vaetransfer.studies.t5_pretrain.pretrain` at ``pretrain_preset``, into its run directory; none
-when ``t5_folder`` is given) and ``finetune`` (one run per variant and seed). On this machine
+when ``t5_folder`` is given), ``finetune`` (one run per variant and seed) and ``beta_peaks`` (the
+variants ``beta_peak_variants`` again, per seed, with phase 2's β schedule ending at each of
+``beta_peaks`` instead of 1 — how high β must rise for the posterior to collapse; no runs when
+``beta_peaks`` is empty, as in the smoke, small and paper presets). On this machine
 ``--workers 2 --threads 1``; paper runs use ``--executor ray --threads 4``.
 
 Measured on held-out sentences (:func:`vaetransfer.text.t5_vae.evaluate` defines each): PPL
@@ -37,7 +40,8 @@ Choices the paper leaves open (documented here): "no warm-up" runs the same phas
 phase 1 (the comparison isolates the warm-up); phase 1 leaves the shared input embedding
 trainable unless ``freeze_shared`` (the public code freezes it through the tied ``lm_head``);
 the ``small`` preset anneals β to 1 within phase 2 (Eq. 6's 50-epoch ramp over a 3-epoch phase
-2, the ``paper`` preset, never takes β above 0.06); W_σ starts at zero, so q(z|x) starts at unit
+2, the ``paper`` preset, never takes β above 0.06; the ``medium`` preset's stage ``beta_peaks``
+also ends the same ramp at 0.06 and 0.25); W_σ starts at zero, so q(z|x) starts at unit
 variance (see :mod:`vaetransfer.text.t5_vae`); the long corpus is finetuned from the same T5.
 """
 from __future__ import annotations
@@ -118,6 +122,8 @@ class Config:
     anneal_epochs: float = 1.0        # linear β 0 → 1 over this many epochs of phase 2 (Eq. 6: 50)
     cycles: int = 4                   # cyclical annealing (Fu et al. 2019: 4 cycles, ...)
     cycle_ratio: float = 0.5          # ... rising over half of each)
+    beta_peaks: tuple[float, ...] = ()  # stage beta_peaks: phase 2's β schedule times each (ends there, not at 1)
+    beta_peak_variants: tuple[str, ...] = ("two-phase", "no-warmup", "plain", "mean-pool")  # ... for these variants
     freeze_shared: bool = False       # phase 1 also freezes the shared input/output embedding
     lr: float = 1e-3                  # AdamW (paper: lr 1e-3, β (0.9, 0.999), ε 1e-3)
     eps: float = 1e-3
@@ -134,6 +140,14 @@ class Config:
             raise value_error("variants", f"expected distinct names of {list(VARIANTS)}, got {list(self.variants)}")
         if not self.seeds or min(self.seeds) < 0 or len(set(self.seeds)) != len(self.seeds):
             raise value_error("seeds", f"expected distinct seeds >= 0, got {list(self.seeds)}")
+        if any(not (math.isfinite(p) and p > 0) or p == 1 for p in self.beta_peaks) or \
+                len(set(self.beta_peaks)) != len(self.beta_peaks):
+            raise value_error("beta_peaks", f"expected distinct finite β peaks > 0 other than 1 (1 is the finetune "
+                                            f"stage's own runs), got {list(self.beta_peaks)}")
+        if not self.beta_peak_variants or any(v not in VARIANTS for v in self.beta_peak_variants) or \
+                len(set(self.beta_peak_variants)) != len(self.beta_peak_variants):
+            raise value_error("beta_peak_variants", f"expected distinct names of {list(VARIANTS)}, "
+                                                    f"got {list(self.beta_peak_variants)}")
         for name, low in (("data_seed", 0), ("n_train", 2), ("n_valid", 2), ("n_test", 2), ("max_length", 4),
                           ("batch_size", 2), ("long_n_train", 2), ("long_max_length", 4), ("long_batch_size", 2),
                           ("latent_dim", 1), ("cycles", 1), ("curve_every", 1), ("iw_samples", 0), ("mi_samples", 1),
@@ -162,6 +176,31 @@ PRESETS: dict[str, Config] = {
                     examples=2, interpolation_points=3, prior_samples=2),
     # This machine (2 cores; --workers 2 --threads 1): the T5 of t5_pretrain's small preset, 2 seeds of every variant.
     "small": Config(),
+    # This machine, about 1.8 h (--workers 2 --threads 1; resumable), sized from what the findings need:
+    # * collapse_without_warmup did not reproduce at small (no-warmup KL 0.10 nats, but 2.5 units stayed above the
+    #   AU threshold); it is a late effect: phase 2 of 6 epochs (3x small; small's longer_phase2 diagnostic collapsed
+    #   every no-warmup run there, AU 0). Measured with this preset's T5: the validation AU of a no-warmup run was
+    #   4 after 1,500 steps (4.8 epochs), 0 from 1,700 on; on the test set after 6 epochs KL 0.035, AU 0;
+    # * it depends on how high β rises, which the paper leaves open (Eq. 6's 50-epoch ramp over its 3-epoch phase 2
+    #   peaks at 0.06; small's ramp at 1; under the paper_annealing diagnostic nothing collapsed): the stage
+    #   beta_peaks re-runs the variants that collapse_without_warmup (no-warmup, and plain: the same with the warm-up)
+    #   and max_pooling_more_informative (two-phase, mean-pool) read, at β peaks 0.06 (the paper's) and 0.25 (midway
+    #   to 1 on a log scale);
+    # * max_pooling_more_informative was reversed at small far outside the noise (MI 2.88 ± 0.01 max vs 3.78 ± 0.02
+    #   mean; 3.87 vs 4.87 with 3x phase 2): more seeds would not decide it, so 2 seeds, as small; what may is the β
+    #   peak (at 0.06 the MI nears its cap and the probes decide) and a better-pretrained T5;
+    # * the T5 of t5_pretrain's medium preset (3x small's pretraining; held-out loss 1.52 nats vs 2.10), pretrained
+    #   as the first stage — one run on one core while the other waits;
+    # * the variants no finding reads beyond the PPL–MI/AU trade-off (which reproduced at small, ρ 0.93 / 0.80) and
+    #   that cost the most are left out: long and long-denoise-0 (twice a short run), cyclical and prefix (the
+    #   trade-off keeps 8 variants; --set variants=... adds them back).
+    # Measured on one thread with this T5 (CPU s): 0.069 per phase-1 step and 0.078 per phase-2 step, curve points
+    # included, 24 per run for data, evaluation and decoding; at the 1.7x wall/CPU ratio of the small study's
+    # recorded runs on this machine, ~320 s per run with the warm-up (313 + 1,878 steps), ~290 s without. 16
+    # finetune + 16 beta_peaks runs ≈ 10,100 run-s → ~5,100 s on 2 workers, + the pretraining (~1,150 s) and the
+    # analysis ≈ 6,400 s ≈ 1.8 h.
+    "medium": Config(variants=("two-phase", "no-warmup", "plain", "klt-0", "klt-3", "denoise-0", "denoise-40",
+                               "mean-pool"), pretrain_preset="medium", phase2_epochs=6.0, beta_peaks=(0.06, 0.25)),
     # The paper's sizes: a t5-small-sized T5 (t5_pretrain's paper preset, or a user's checkpoint)
     # and the paper's epochs (5 + 3, Eq. 6's 50-epoch ramp) on 100k sentences, on a Ray cluster
     # (--executor ray --threads 4).
@@ -185,16 +224,18 @@ def _data(c: Config, corpus_variant: str, tokenizer):
     return ids, attributes
 
 
-def schedule_of(c: Config, annealing: str, p1: int, p2: int, steps_per_epoch: int):
-    """The β schedule of phase 2 (which starts at step ``p1`` and lasts ``p2`` steps)."""
+def schedule_of(c: Config, annealing: str, p1: int, p2: int, steps_per_epoch: int, peak: float = 1.0):
+    """The β schedule of phase 2 (which starts at step ``p1`` and lasts ``p2`` steps), each value
+    times ``peak`` (the stage ``beta_peaks``): the schedule ends at ``peak`` instead of 1 (reached
+    when phase 2 outlasts the linear ramp, as in the small and medium presets)."""
     from ..schedules import ScheduleConfig
 
     if annealing == "linear":  # Eq. 6: β = (step in phase 2) / (steps per epoch · anneal_epochs), then 1
-        return ScheduleConfig("linear", start=0.0, end=1.0, steps=max(1, round(c.anneal_epochs * steps_per_epoch)),
-                              delay=p1)
+        return ScheduleConfig("linear", start=0.0, end=float(peak),
+                              steps=max(1, round(c.anneal_epochs * steps_per_epoch)), delay=p1)
     period = max(1, p2 // c.cycles)  # Fu et al.: M cycles over phase 2, each rising over ratio·period, reaching 1
-    return ScheduleConfig("cyclical", start=0.0, end=1.0, period=period, ratio=c.cycle_ratio, cycles=c.cycles,
-                          delay=p1)
+    return ScheduleConfig("cyclical", start=0.0, end=float(peak), period=period, ratio=c.cycle_ratio,
+                          cycles=c.cycles, delay=p1)
 
 
 def eval_batch(length: int, vocab: int, rows_per_sentence: int = 1, largest: int = 128) -> int:
@@ -203,8 +244,9 @@ def eval_batch(length: int, vocab: int, rows_per_sentence: int = 1, largest: int
     return max(1, min(largest, EVAL_BYTES // (12 * length * vocab * rows_per_sentence)))
 
 
-def train_config(c: Config, s: dict, model_config, n_train: int, seed: int, init_from: str):
-    """The run of one variant's settings ``s``: phase 1 (if ``s['warmup']``) then phase 2."""
+def train_config(c: Config, s: dict, model_config, n_train: int, seed: int, init_from: str, beta_peak: float = 1.0):
+    """The run of one variant's settings ``s``: phase 1 (if ``s['warmup']``) then phase 2, its β
+    schedule ending at ``beta_peak``."""
     from ..objectives import TaskConfig
     from ..train import OptimizerConfig, PhaseConfig, TrainConfig
 
@@ -223,7 +265,7 @@ def train_config(c: Config, s: dict, model_config, n_train: int, seed: int, init
                        objective=TaskConfig("t5-vae", reduction="sequence_sum", deletion=s["deletion"],
                                             free_bits=s["free_bits"]),
                        optimizer=OptimizerConfig("adamw", lr=c.lr, eps=c.eps, weight_decay=c.weight_decay),
-                       schedules={"beta": schedule_of(c, s["annealing"], p1, p2, spe)},
+                       schedules={"beta": schedule_of(c, s["annealing"], p1, p2, spe, beta_peak)},
                        phases=(PhaseConfig(p1, freeze=frozen),) if p1 else (),
                        steps=p1 + p2, batch_size=batch, seed=seed, init_from=init_from,
                        snapshot_every=max(1, min(p1 + p2, 500)), keep_snapshots=2, metrics_every=c.curve_every,
@@ -298,7 +340,7 @@ def _curves(run) -> dict:
 
 
 # ---------------------------------------------------------------------------------- the stages
-PRETRAIN, FINETUNE = "pretrain", "finetune"
+PRETRAIN, FINETUNE, BETA_PEAKS = "pretrain", "finetune", "beta_peaks"
 
 
 def checked_t5_folder(path: str) -> Path:
@@ -334,6 +376,12 @@ def _finetune_runs(c: Config, earlier) -> list[dict]:
     return [{"variant": v, "seed": s} for v in c.variants for s in c.seeds]
 
 
+def _beta_peak_runs(c: Config, earlier) -> list[dict]:
+    """The β-peak sweep: each of ``beta_peak_variants`` per seed at each of ``beta_peaks`` (none when empty)."""
+    return [{"variant": v, "seed": s, "beta_peak": p} for p in c.beta_peaks for v in c.beta_peak_variants
+            for s in c.seeds]
+
+
 def _finite(obj):
     """``obj`` with every non-finite number None: a diverged run's numbers, which JSON cannot hold."""
     if isinstance(obj, float):
@@ -346,13 +394,13 @@ def _finite(obj):
 
 
 def _finetune_one(c: Config, row: dict, job) -> dict:
-    """One (variant, seed): builds the T5-VAE around the pretrained T5, trains it (resumable) and
-    measures it: ``{settings, metrics, curves, examples}``."""
+    """One (variant, seed[, beta_peak]): builds the T5-VAE around the pretrained T5, trains it
+    (resumable) and measures it: ``{settings, metrics, curves, examples}``."""
     from ..text import T5, T5VAE
     from ..text.t5_vae import evaluate
     from ..train import train
 
-    variant, seed = row["variant"], int(row["seed"])
+    variant, seed, peak = row["variant"], int(row["seed"]), float(row.get("beta_peak", 1.0))
     s = settings(variant)
     start = time.perf_counter()
     t5 = T5.from_pretrained(_t5_folder(c, job))
@@ -363,7 +411,7 @@ def _finetune_one(c: Config, row: dict, job) -> dict:
     if not init.exists():
         with atomic_path(init) as tmp:
             torch.save(model.state_dict(), tmp)
-    tc = train_config(c, s, model.config, len(ids["train"]), seed, str(init))
+    tc = train_config(c, s, model.config, len(ids["train"]), seed, str(init), peak)
     run = train(tc, ids["train"], job.run_dir / "train", eval_data=ids["valid"], progress=False,
                 metrics_hook=_curve_hook(ids["valid"]))
     model = run.model(device=execution_device())
@@ -458,12 +506,39 @@ def _analysis(results: dict) -> dict:
             "examples": {v: runs[0]["examples"] for v, runs in results.items()}}
 
 
+#: What the β-peak sweep reports per variant and peak (means ± se over seeds).
+PEAK_METRICS = ("ppl_iw", "kl", "mi", "active_units", "latent_use")
+
+
+def peak_key(peak: float) -> str:
+    """A β peak as the analysis's key (JSON keys are strings): ``0.06``, ``1``."""
+    return f"{float(peak):g}"
+
+
+def _beta_peak_analysis(c: Config, finetune: list, swept: list) -> dict:
+    """The β-peak sweep: ``{"peaks": [ascending, 1 included], "summary": {variant: {peak_key: {PEAK_METRICS
+    (mean ± se over seeds), probe_mean (the attributes' mean probe accuracy), collapsed, runs}}}}`` for
+    ``beta_peak_variants``; peak 1 is the finetune stage's runs of those variants."""
+    by_peak = {1.0: [r for r in finetune if r.row["variant"] in c.beta_peak_variants]}
+    for r in swept:
+        by_peak.setdefault(float(r.row["beta_peak"]), []).append(r)
+    out: dict = {}
+    for peak in sorted(by_peak):
+        for v, row in _summary(_measurements(by_peak[peak])).items():
+            probes = [row[f"probe_{a}"]["mean"] for a in ATTRIBUTES]
+            out.setdefault(v, {})[peak_key(peak)] = {
+                **{k: row[k] for k in PEAK_METRICS}, "collapsed": row["collapsed"], "runs": row["runs"],
+                "probe_mean": None if None in probes else round(sum(probes) / len(probes), 4)}
+    return {"peaks": sorted(by_peak), "summary": {v: out[v] for v in c.beta_peak_variants if v in out}}
+
+
 def _analyse(c: Config, runs: dict, ctx) -> dict:
     pretrained = runs[PRETRAIN]
     folder = c.t5_folder if c.t5_folder is not None else str(pretrained[0].dir / t5_pretrain.MODEL_DIR)
+    extra = {"beta_peaks": _beta_peak_analysis(c, runs[FINETUNE], runs[BETA_PEAKS])} if c.beta_peaks else {}
     return {"t5_folder": folder,
             "pretrain": pretrained[0].measured["held_out_cross_entropy"] if pretrained else None,
-            **_analysis(_measurements(runs[FINETUNE]))}
+            **_analysis(_measurements(runs[FINETUNE])), **extra}
 
 
 def _m(summary: dict, variant: str, key: str):
@@ -505,11 +580,16 @@ def _collapse_without_warmup(c: Config, a: dict) -> Verdict:
     s, runs, ref = a["summary"], a["per_run"]["no-warmup"], a["per_run"].get("plain", [])
     plain = s.get("plain", {})
     same_settings = f" (two-phase, same settings: {sum(r['collapsed'] for r in ref)}/{len(ref)})" if ref else ""
-    return Verdict(all(r["collapsed"] for r in runs), {
-        "no_warmup_kl": s["no-warmup"]["kl"], "no_warmup_au": s["no-warmup"]["active_units"],
-        "no_warmup_latent_use": s["no-warmup"]["latent_use"],
-        "plain_two_phase_kl": plain.get("kl"), "plain_two_phase_au": plain.get("active_units"),
-        "collapsed_runs": f"{sum(r['collapsed'] for r in runs)}/{len(runs)}{same_settings}"})
+    evidence = {"no_warmup_kl": s["no-warmup"]["kl"], "no_warmup_au": s["no-warmup"]["active_units"],
+                "no_warmup_latent_use": s["no-warmup"]["latent_use"],
+                "plain_two_phase_kl": plain.get("kl"), "plain_two_phase_au": plain.get("active_units"),
+                "collapsed_runs": f"{sum(r['collapsed'] for r in runs)}/{len(runs)}{same_settings}"}
+    peaks = (a.get("beta_peaks") or {}).get("summary", {})
+    collapsed = {v: ", ".join(f"β {p}: {row['collapsed']}/{row['runs']}" for p, row in peaks[v].items())
+                 for v in ("no-warmup", "plain") if v in peaks}
+    if collapsed:  # the β-peak sweep, beside the verdict (which reads the finetune stage's runs)
+        evidence["collapsed_by_beta_peak"] = collapsed
+    return Verdict(all(r["collapsed"] for r in runs), evidence)
 
 
 def _two_phase_keeps_kl_and_units(c: Config, a: dict) -> Verdict:
@@ -550,6 +630,11 @@ def _max_pooling_more_informative(c: Config, a: dict) -> Verdict:
                 "au_max": mx["active_units"], "au_mean": mn["active_units"],
                 "probe_accuracy_max": round(probe_max, 4), "probe_accuracy_mean": round(probe_mean, 4),
                 "latent_use_max": mx["latent_use"], "latent_use_mean": mn["latent_use"]}
+    peaks = (a.get("beta_peaks") or {}).get("summary", {})
+    if "two-phase" in peaks and "mean-pool" in peaks:  # the β-peak sweep, beside the verdict
+        evidence["mi_max_vs_mean_by_beta_peak"] = ", ".join(
+            f"β {p}: {fmt(row['mi']['mean'])} vs {fmt(peaks['mean-pool'][p]['mi']['mean'])}"
+            for p, row in peaks["two-phase"].items() if p in peaks["mean-pool"])
     if saturated:
         return Verdict(probe_max > probe_mean, evidence)
     if min(mx["mi"]["n"], mn["mi"]["n"]) < 2:
@@ -652,12 +737,40 @@ def _figure_probes(out: Path, summary: dict) -> str:
     return save(fig, out, "probes.png")
 
 
+def _figure_beta_peaks(out: Path, peaks: dict) -> str:
+    """KL, MI, active units and PPL against the β peak of phase 2 (mean ± se over seeds)."""
+    plt = pyplot()
+    panels = (("kl", "KL (nats/sentence)"), ("mi", "MI (whole test set)"), ("active_units", "active units"),
+              ("ppl_iw", "PPL (IW)"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6))
+    for i, (v, rows) in enumerate(peaks["summary"].items()):
+        xs = [float(p) for p in rows]
+        for ax, (key, label) in zip(axes, panels):
+            pts = [(x, r[key]["mean"], r[key]["se"] or 0.0) for x, r in zip(xs, rows.values())
+                   if r[key]["mean"] is not None]
+            if pts:
+                x, y, e = zip(*pts)
+                ax.errorbar(x, y, yerr=e, fmt="o-", color=f"C{i}", label=v, ms=4, lw=1.2)
+            ax.set_xscale("log")
+            ax.set_xlabel("β peak of phase 2")
+            ax.set_title(label, fontsize=9)
+    axes[0].set_yscale("symlog", linthresh=1.0)
+    axes[0].axhline(COLLAPSED_KL, color="k", ls=":", lw=0.8)
+    axes[-1].legend(fontsize=7)
+    fig.suptitle("How high β rises in phase 2 (mean ± se over seeds; dotted: the collapse threshold on KL)",
+                 fontsize=10)
+    return save(fig, out, "beta_peaks.png")
+
+
 def _figures(c: Config, analysis: dict, ctx) -> list[str]:
     results, summary = _measurements(ctx.runs[FINETUNE]), analysis["summary"]
     figures = [_figure_curves(ctx.out, results)]
     if len(_short_corpus(summary)) >= 2:
         figures.append(_figure_tradeoff(ctx.out, summary))
-    return figures + [_figure_probes(ctx.out, summary)]
+    figures.append(_figure_probes(ctx.out, summary))
+    if analysis.get("beta_peaks"):
+        figures.append(_figure_beta_peaks(ctx.out, analysis["beta_peaks"]))
+    return figures
 
 
 # ---------------------------------------------------------------------------------- report
@@ -700,6 +813,14 @@ def conventions_results_table(summary: dict) -> list[str]:
                            "AU, public code: biased ≥ 0.01"], rows)
 
 
+def beta_peaks_table(peaks: dict) -> list[str]:
+    """The β-peak sweep (:func:`_beta_peak_analysis`) as a Markdown table, one row per variant and peak."""
+    rows = [[v, p] + [row[k] for k in PEAK_METRICS] + [fmt(row["probe_mean"], 2), f"{row['collapsed']}/{row['runs']}"]
+            for v, by_peak in peaks["summary"].items() for p, row in by_peak.items()]
+    return markdown_table(["variant", "β peak", "PPL (IW)", "KL", "MI", "AU", "latent use", "probes (mean)",
+                           "collapsed"], rows)
+
+
 def _report(r: dict) -> str:
     c, a = r["config"], r["analysis"]
     pre = a["pretrain"]
@@ -721,6 +842,13 @@ def _report(r: dict) -> str:
          "accuracy of a gradient-boosted-tree classifier on μ. Mean ± standard error over seeds. Each metric in "
          "the paper's public code's convention is under [Conventions](#conventions).", "",
          "## Results", ""] + results_table(a["summary"])
+    if a.get("beta_peaks"):
+        L += ["", "## β peak", "",
+              f"The variants {', '.join(c['beta_peak_variants'])} again, with phase 2's β schedule scaled to end at "
+              "each β peak instead of 1 (the same ramp, every value times the peak; β peak 1: the runs above). "
+              "Eq. 6's 50-epoch ramp over the paper's 3-epoch phase 2 peaks at 3/50 = 0.06. A run has collapsed "
+              f"when KL < {COLLAPSED_KL} nat/sentence and AU <= {COLLAPSED_AU}.", ""]
+        L += beta_peaks_table(a["beta_peaks"])
     L += ["", "## Conventions", "",
           "The same models in our conventions and in those of the paper's public code (the numbers its tables "
           "compare with): perplexity without the end-of-sentence token in the denominator is higher (same "
@@ -792,6 +920,7 @@ def diagnostic_report(d: dict) -> str:
 
 
 STUDY = Study(name="t5_vae", title="T5 → VAE finetuning (Park & Lee 2021)", config=Config, presets=PRESETS,
-              stages=(Stage(PRETRAIN, _pretrain_runs, _pretrain_one), Stage(FINETUNE, _finetune_runs, _finetune_one)),
+              stages=(Stage(PRETRAIN, _pretrain_runs, _pretrain_one), Stage(FINETUNE, _finetune_runs, _finetune_one),
+                      Stage(BETA_PEAKS, _beta_peak_runs, _finetune_one)),
               analyse=_analyse, figures=_figures, findings=FINDINGS, report=_report,
               description=__doc__.split("\n\n", 1)[1])
