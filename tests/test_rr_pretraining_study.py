@@ -1,5 +1,6 @@
 """Study 4 (rr_pretraining): the smoke preset end to end, the MI measure, the methods' configurations,
-λ on the paper's scale, the config's checks, every finding's rule and the λ diagnostic."""
+λ on the paper's scale, the config's checks, every finding's rule (at the study's λ alone, on models
+that trained), the λ sweep's diagnoses and the λ diagnostic."""
 import json
 
 import pytest
@@ -31,16 +32,26 @@ def test_smoke_writes_every_section_and_figure(smoke):
     assert set(a["svd"]) == {"peak", "pair", "full"}
     assert set(a["mi"]) == set(c.methods)  # RR¹ belongs to the MI planes only
     assert set(a["transfer"]) == set(c.methods) - {"rr1"}
-    verdicts = {f["name"]: f["reproduced"] for f in r["findings"]}
-    assert list(verdicts) == [f.name for f in study.FINDINGS]
-    for name in ("peak_vectors_show_peaks", "digit_vectors_show_digits_pair", "digit_vectors_show_digits_full",
-                 "rr_keeps_input_information_in_deep_layers", "rr_finetunes_as_well_on_A_better_on_B",
-                 "rr_transfers_best_to_shape_variants"):
-        assert isinstance(verdicts[name], bool), name  # 2 seeds and every experiment: all decidable
+    assert [f["name"] for f in r["findings"]] == [f.name for f in study.FINDINGS]
+    for f in r["findings"]:  # 2 seeds and every experiment: decided, or undecided for a model that did not train
+        assert isinstance(f["reproduced"], bool) or f["reason"].startswith("did not train — "), f
+        assert f["figures"] and set(f["figures"]) <= set(r["figures"]), f["name"]
+        if f["name"] in (KEEP, TUNE, TRANSFER):  # the λ findings are diagnosed (the study's λ alone here)
+            d = f["diagnosis"]
+            assert d["kind"] in studies.DIAGNOSIS_KINDS and [e["lambda"] for e in d["evidence"]["per_lambda"]] \
+                == [study.lambdas_of(c, "transfer" if f["name"] == TRANSFER else "mi")[0]]
+            assert d["evidence"]["per_lambda"][0]["reproduced"] == f["reproduced"]
+    assert set(a["trained"]) == set(study.CHECKS)  # did the models train: every check, the losses recorded
+    for check in a["trained"].values():
+        assert check["models"] and all({"accuracy", "loss_first", "loss_last", "finite"} <= set(m)
+                                       for m in check["models"].values())
+    assert len(a["trained"]["mi"]["finetuned"]) == 2 * len(c.seeds) * (len(c.methods) - 1)  # AA and AB, no Pre
+    assert len(a["trained"]["transfer"]["finetuned"]) == len(c.seeds) * (len(c.methods) - 1)  # every method but RR¹
+    assert set(a["mi_deep"]["curve"]["ixt"]) == set(c.methods) - {"pre"}
     per_experiment = {e: len(study.methods_of(c, e)) for e in c.experiments}
     assert r["runs"]["train"]["runs"] == r["runs"]["train"]["done"] == len(c.seeds) * sum(per_experiment.values())
     text = (out / "index.md").read_text()
-    for heading in ("## SVD insight", "## MI planes", "## Shape transfer", "## Findings"):
+    for heading in ("## SVD insight", "## MI planes", "## Shape transfer", "## Did the models train?", "## Findings"):
         assert heading in text
 
 
@@ -268,42 +279,237 @@ def mi_entry(lam, rr_ixt, rr_aa, rr_ab):
             "mi_deep": {"layers": ["fc2", "fc3", "logits"], "ixt": {"std": 6.0, "ort": 7.0, "rr": rr_ixt}}}
 
 
-def test_lambda_sweep_findings_name_the_lambda_where_they_hold():
-    a = {"lambdas": {"mi": [mi_entry(0.1, 6.5, ms(0.90), ms(0.90)),        # below Ort; A clearly worse
-                            mi_entry(0.01, 8.0, ms(0.94), ms(0.90)),       # both rules hold
-                            mi_entry(0.001, 7.5, ms(0.95), ms(0.815))]}}   # I(X; D) holds, B not clearly better
-    a.update(a["lambdas"]["mi"][0])  # the study's own sections are its first λ's
-    keep = finding("rr_keeps_input_information_in_deep_layers").decide(SWEPT, a)
-    assert keep.reproduced is True and keep.evidence["lambdas_reproduced"] == [0.01, 0.001]
-    assert [e["reproduced"] for e in keep.evidence["per_lambda"]] == [False, True, True]
-    assert keep.evidence["per_lambda"][1]["mean_ixt"]["rr"] == 8.0
-    tune = finding("rr_finetunes_as_well_on_A_better_on_B").decide(SWEPT, a)
-    assert tune.reproduced is True and tune.evidence["lambdas_reproduced"] == [0.01]
-    assert [e["lambda"] for e in tune.evidence["per_lambda"]] == [0.1, 0.01, 0.001]
-    a["lambdas"]["mi"][1] = mi_entry(0.01, 6.8, ms(0.90), ms(0.80))  # now it holds at no λ
-    assert finding("rr_finetunes_as_well_on_A_better_on_B").decide(SWEPT, a).reproduced is False
-    v = finding("rr_keeps_input_information_in_deep_layers").decide(SWEPT, a)
-    assert v.reproduced is True and v.evidence["lambdas_reproduced"] == [0.001]
-    # One seed: no λ decides the ± se rule, so it stays undecided for the first λ's reason.
-    v = finding("rr_finetunes_as_well_on_A_better_on_B").decide(studies.override(SWEPT, {"seeds": [0]}), a)
-    assert v.reproduced is None and "seed" in v.reason
+def swept_mi(*entries):
+    a = {"lambdas": {"mi": list(entries)}}
+    a.update({k: v for k, v in entries[0].items() if k != "lambda"})  # the study's own sections are its first λ's
+    return a
 
-    def tr_entry(lam, filled, edges):
-        return {"lambda": lam, "transfer": {m: {"final": {"textured": ms(0.9), "filled": ms(fi), "edges": ms(e)}}
-                                            for m, fi, e in (("std", 0.5, 0.3), ("pre", 0.2, 0.2),
-                                                             ("rr", filled, edges))}}
-    t = {"lambdas": {"transfer": [tr_entry(1.0, 0.4, 0.2), tr_entry(0.1, 0.6, 0.35)]}}
-    t["transfer"] = t["lambdas"]["transfer"][0]["transfer"]
-    v = finding("rr_transfers_best_to_shape_variants").decide(SWEPT, t)
-    assert v.reproduced is True and v.evidence["lambdas_reproduced"] == [0.1]
-    assert v.evidence["per_lambda"][0]["order"]["filled"] == ["std", "rr", "pre"]
-    t["lambdas"]["transfer"][1] = tr_entry(0.1, 0.6, 0.25)  # best on filled only
-    assert finding("rr_transfers_best_to_shape_variants").decide(SWEPT, t).reproduced is False
+
+def tr_entry(lam, filled, edges):
+    return {"lambda": lam, "transfer": {m: {"final": {"textured": ms(0.9), "filled": ms(fi), "edges": ms(e)}}
+                                        for m, fi, e in (("std", 0.5, 0.3), ("pre", 0.2, 0.2), ("rr", filled, edges))}}
+
+
+def swept_transfer(*entries):
+    return {"lambdas": {"transfer": list(entries)}, "transfer": entries[0]["transfer"]}
+
+
+KEEP, TUNE, TRANSFER = ("rr_keeps_input_information_in_deep_layers", "rr_finetunes_as_well_on_A_better_on_B",
+                        "rr_transfers_best_to_shape_variants")
+
+
+def test_verdicts_are_decided_at_the_study_lambda_alone():
+    """The sweep gives a verdict no further chances: the rule at the study's λ (the analysis' own
+    sections, the sweep's first entry) decides it, whatever the other λ say."""
+    a = swept_mi(mi_entry(0.1, 6.5, ms(0.90), ms(0.90)),      # below Ort; A clearly worse
+                 mi_entry(0.01, 8.0, ms(0.94), ms(0.90)),     # both rules hold
+                 mi_entry(0.001, 7.5, ms(0.95), ms(0.815)))   # I(X; D) holds, B not clearly better
+    keep, tune = finding(KEEP).decide(SWEPT, a), finding(TUNE).decide(SWEPT, a)
+    assert keep.reproduced is False and keep.evidence["mean_ixt"]["rr"] == 6.5 and "per_lambda" not in keep.evidence
+    assert tune.reproduced is False and not tune.evidence["A_at_least_as_well"]
+    # The other way round: holding at the study's λ alone is enough, failing elsewhere changes nothing.
+    a = swept_mi(mi_entry(0.1, 8.0, ms(0.94), ms(0.90)), mi_entry(0.01, 6.5, ms(0.90), ms(0.80)),
+                 mi_entry(0.001, 5.0, ms(0.5), ms(0.5)))
+    assert finding(KEEP).decide(SWEPT, a).reproduced is True and finding(TUNE).decide(SWEPT, a).reproduced is True
+    t = swept_transfer(tr_entry(1.0, 0.4, 0.2), tr_entry(0.1, 0.6, 0.35))
+    v = finding(TRANSFER).decide(SWEPT, t)
+    assert v.reproduced is False and v.evidence["order"]["filled"] == ["std", "rr", "pre"]
     # Without a sweep in the analysis the rules decide as before (the old presets' verdicts).
-    assert finding("rr_transfers_best_to_shape_variants").decide(SMOKE, {"transfer": t["transfer"]}).evidence \
+    assert finding(TRANSFER).decide(SMOKE, {"transfer": t["transfer"]}).evidence \
         == {"accuracy": {m: {s: v["final"][s]["mean"] for s in study.STYLES} for m, v in t["transfer"].items()},
             "order": {s: sorted(t["transfer"], key=lambda m: -t["transfer"][m]["final"][s]["mean"])
                       for s in study.STYLES}}
+
+
+def test_the_lambda_diagnosis_follows_its_rules():
+    a = swept_mi(mi_entry(0.1, 6.5, ms(0.90), ms(0.90)), mi_entry(0.01, 8.0, ms(0.94), ms(0.90)),
+                 mi_entry(0.001, 7.5, ms(0.95), ms(0.815)))
+    # Setting: fails at the study's λ, holds at swept ones (named, with every λ's verdict and numbers).
+    d = finding(KEEP).diagnose(SWEPT, a)
+    assert d.kind == "setting" and "λ = 0.01, 0.001" in d.text and "study's λ = 0.1" in d.text
+    assert d.evidence["study_lambda"] == 0.1 and d.evidence["lambdas_holding"] == [0.01, 0.001]
+    assert d.evidence["verdicts"] == {"0.1": False, "0.01": True, "0.001": True}
+    assert [(e["lambda"], e["reproduced"]) for e in d.evidence["per_lambda"]] == [(0.1, False), (0.01, True),
+                                                                                  (0.001, True)]
+    assert d.evidence["per_lambda"][1]["mean_ixt"]["rr"] == 8.0
+    d = finding(TUNE).diagnose(SWEPT, a)
+    assert d.kind == "setting" and d.evidence["lambdas_holding"] == [0.01] and "λ = 0.01," in d.text
+    # Open: it holds at no λ (and no curves to show a trend still moving).
+    a["lambdas"]["mi"][1] = mi_entry(0.01, 6.8, ms(0.90), ms(0.80))
+    d = finding(TUNE).diagnose(SWEPT, a)
+    assert d.kind == "open" and d.evidence["lambdas_holding"] == [] and "0.01, 0.001" in d.text
+    # Reproduced: it holds at the study's λ (the swept λ where it also holds are named).
+    a = swept_mi(mi_entry(0.1, 8.0, ms(0.94), ms(0.90)), mi_entry(0.01, 6.8, ms(0.90), ms(0.80)),
+                 mi_entry(0.001, 7.5, ms(0.95), ms(0.815)))
+    d = finding(KEEP).diagnose(SWEPT, a)
+    assert d.kind == "reproduced" and "also at λ = 0.001" in d.text and d.evidence["lambdas_holding"] == [0.1, 0.001]
+    # The shapes: best on both styles at λ = 0.1 only.
+    t = swept_transfer(tr_entry(1.0, 0.4, 0.2), tr_entry(0.1, 0.6, 0.35))
+    d = finding(TRANSFER).diagnose(SWEPT, t)
+    assert d.kind == "setting" and d.evidence["lambdas_holding"] == [0.1]
+    assert d.evidence["per_lambda"][0]["order"]["filled"] == ["std", "rr", "pre"]
+    t["lambdas"]["transfer"][1] = tr_entry(0.1, 0.6, 0.25)  # best on filled only
+    assert finding(TRANSFER).diagnose(SWEPT, t).kind == "open"
+    # Without a sweep: the study's λ alone (reproduced or open); nothing to diagnose where the
+    # verdict is undecided for another reason than training (one seed, the experiment not run).
+    assert finding(TRANSFER).diagnose(SMOKE, {"transfer": t["transfer"]}).kind == "open"
+    assert finding(TUNE).diagnose(studies.override(SWEPT, {"seeds": [0]}), a) is None
+    assert finding(KEEP).diagnose(studies.override(SMOKE, {"experiments": ["peak"]}), {}) is None
+    assert finding("peak_vectors_show_peaks").diagnose is None  # the paper's λ: nothing swept
+
+
+def test_a_still_closing_deficit_is_diagnosed_as_scale():
+    def curve(rr_end):  # RR's deep-layer I(X; D) catching up on Ort's over stage A
+        return {"epoch": [10, 20, 30, 40], "ixt": {"std": [9.0, 8.0, 7.0, 6.0], "ort": [9.0, 8.0, 7.5, 7.0],
+                                                   "rr": [5.0, 5.5, 6.0, rr_end]}}
+    a = swept_mi(mi_entry(0.1, 6.5, ms(0.94), ms(0.90)), mi_entry(0.01, 6.0, ms(0.94), ms(0.90)))
+    a["mi_deep"]["curve"] = curve(6.6)  # deficit 2.5 at epoch 20, 0.4 at the end: shrank by 2.1 ≥ 0.2
+    c = studies.override(SMOKE, {"mi.rr_lambdas": [0.01]})
+    d = finding(KEEP).diagnose(c, a)
+    assert d.kind == "scale" and "λ = 0.1" in d.text and "2.5 to 0.4" in d.text
+    assert d.evidence["trend"]["0.1"] == {"from_epoch": 20, "to_epoch": 40, "deficit_from": 2.5, "deficit_to": 0.4,
+                                          "still_moving": True}
+    a["mi_deep"]["curve"] = curve(5.2)  # deficit 1.8 at the end: shrank by 0.7 < 0.9 — settled enough
+    assert finding(KEEP).diagnose(c, a).kind == "open"
+    assert study._deficit_trend({"mi_deep": {"curve": curve(5.2)}})["still_moving"] is False
+    assert study._deficit_trend({"mi_deep": {"layers": [], "ixt": {}}}) is None  # no curves: no trend
+
+
+# ---------------------------------------------------------------------------------- did the models train?
+TRAINED = {"loss_first": 0.7, "loss_last": 0.2, "finite": True}
+FLAT = {"loss_first": 0.7, "loss_last": 0.699, "finite": True}
+DIVERGED = {"loss_first": 0.7, "loss_last": None, "finite": False}
+
+
+def measured(experiment, acc, loss=TRAINED, finetune=TRAINED):
+    """A run's measured dict, as the study's runners write it, reduced to what the checks read
+    (on the shapes, Pre learns the task in its fine-tuning: give it ``finetune=loss``)."""
+    if experiment == "peak":
+        return {"train_accuracy": acc, "loss": loss}
+    if experiment == "digits":
+        return {case: {"train_accuracy": acc, "loss": loss} for case in ("pair", "full")}
+    if experiment == "mi":
+        return {"A": {"test_accuracy": acc, "loss": loss}, "AA": {"loss": TRAINED}, "AB": {"loss": finetune}}
+    return {"final": {"textured": acc}, "loss_stage_a": loss, "loss_finetune": finetune}
+
+
+def checks(experiment, *, chance, reference=(0.9, 0.9), **runs):
+    """``analysis["trained"]`` of one experiment from synthetic runs (method → [measured per seed];
+    Std's scores ``reference`` unless given, every other method of the experiment trained)."""
+    default = {"std": [measured(experiment, acc) for acc in reference]}
+    results = {(experiment, m): runs.get(m, default.get(m, [measured(experiment, 0.9)] * 2))
+               for m in study.methods_of(SMOKE, experiment)}
+    names = [k for k, (e, _) in study.CHECKS.items() if e == experiment]
+    return {k: study._trained_section(SMOKE, results, k, chance) for k in names}
+
+
+def test_the_trained_check_reads_chance_and_std():
+    t = checks("mi", chance=0.5, reference=(0.9, 0.7))["mi"]
+    assert (t["chance"], t["reference"]) == (0.5, 0.8)
+    assert t["rule"] == {"key": "accuracy", "minimum": 0.65, "what": "stage-A test accuracy on task A",
+                         "basis": "halfway from chance 0.5 to Std's mean 0.8"}
+    assert set(t["models"]) == {f"{m}/seed={s}" for m in ("std", "ort", "rr", "rr1") for s in SMOKE.seeds}  # no Pre
+    assert t["models"]["std/seed=1"] == {"method": "std", "accuracy": 0.7, **TRAINED}
+    assert set(t["finetuned"]) == {f"{m}/{task}/seed={s}" for m in ("std", "ort", "rr", "rr1") for task in ("AA", "AB")
+                                   for s in SMOKE.seeds}
+    shapes = checks("transfer", chance=0.1)["transfer"]
+    assert "pre/seed=0" in shapes["models"] and shapes["rule"]["minimum"] == 0.5  # Pre's fine-tuned model counts
+    assert set(checks("digits", chance=0.5)) == {"pair", "full"}
+    stuck = checks("peak", chance=0.5, reference=(0.5, 0.5))["peak"]
+    assert "error" in stuck["rule"] and "reference itself did not train" in stuck["rule"]["error"]
+    old = {(e, m): [{"A": {"test_accuracy": 0.9}, "AA": {"test_accuracy": 0.9}, "AB": {"test_accuracy": 0.9}}] * 2
+           for e, m in (("mi", "std"), ("mi", "rr"))}  # measured before the loss summaries
+    t = study._trained_section(SMOKE, old, "mi", 0.5)
+    assert t["models"]["rr/seed=1"] == {"method": "rr", "accuracy": 0.9} and t["finetuned"] == {}
+    assert study._failed(t, ("std", "rr"), finetuned=True) == []
+    chances = study._chances(SMOKE)  # from the data: the most frequent class's share of the rows scored
+    assert set(chances) == set(study.CHECKS) and chances["pair"] == 0.5 and 0.5 <= chances["mi"] < 0.55
+    assert 0.1 <= chances["transfer"] < 1 and 0.1 <= chances["full"] < 0.11
+
+
+@pytest.mark.parametrize("name, experiment, model, trained_analysis", [
+    ("peak_vectors_show_peaks", "peak", "rr", lambda: svd_analysis(ms(0.3), "peak")),
+    ("digit_vectors_show_digits_pair", "digits", "ort", lambda: svd_analysis(ms(0.3), "pair")),
+    ("digit_vectors_show_digits_full", "digits", "std", lambda: svd_analysis(ms(0.3), "full")),
+    (KEEP, "mi", "ort", lambda: {"mi_deep": {"layers": ["fc3", "logits"], "ixt": {"std": 6.0, "ort": 7.0, "rr": 8.0}}}),
+    (TUNE, "mi", "rr", lambda: {"mi": {"std": {"AA": {"test_accuracy": ms(0.95)}, "AB": {"test_accuracy": ms(0.8)}},
+                                       "rr": {"AA": {"test_accuracy": ms(0.95)}, "AB": {"test_accuracy": ms(0.9)}}}}),
+    (TRANSFER, "transfer", "pre", lambda: {"transfer": {m: {"final": {"textured": ms(0.9), "filled": ms(f),
+                                                                      "edges": ms(f)}}
+                                                        for m, f in (("std", 0.5), ("pre", 0.2), ("rr", 0.6))}}),
+])
+def test_a_model_that_did_not_train_leaves_each_finding_undecided(name, experiment, model, trained_analysis):
+    f = finding(name)
+    a = trained_analysis()
+    assert f.decide(SMOKE, a).reproduced is True  # an analysis without the checks: not checked
+    a["trained"] = checks(experiment, chance=0.5)
+    assert f.decide(SMOKE, a).reproduced is True and f.decide(SMOKE, a).reason is None
+    pre = {"finetune": DIVERGED} if model == "pre" else {}  # Pre learns the shapes in its fine-tuning
+    for bad, why in ((measured(experiment, 0.6), f"{model}/seed=1: "),             # below halfway (0.7)
+                     (measured(experiment, 0.9, DIVERGED, **pre), f"{model}/seed=1: diverged"),
+                     (measured(experiment, 0.9, FLAT, **({"finetune": FLAT} if pre else {})),
+                      f"{model}/seed=1: training loss did not fall by 1%")):
+        a["trained"] = checks(experiment, chance=0.5, **{model: [measured(experiment, 0.9), bad]})
+        v = f.decide(SMOKE, a)
+        assert v.reproduced is None and v.reason.startswith("did not train — ") and why in v.reason, (bad, v.reason)
+        assert v.evidence  # the numbers stay, for the diagnosis and the page
+    if model != "std":  # the score is that of the check's own rows: halfway from chance 0.5 to Std's 0.9
+        assert "< 0.7 (halfway from chance 0.5 to Std's mean 0.9)" in \
+            f.decide(SMOKE, {**a, "trained": checks(experiment, chance=0.5, **{model: [measured(experiment, 0.6)] * 2})
+                             }).reason
+    # Std itself at chance: no model of the task can be judged.
+    v = f.decide(SMOKE, {**a, "trained": checks(experiment, chance=0.5, reference=(0.5, 0.5))})
+    assert v.reproduced is None and "Std reference" in v.reason and "the reference itself did not train" in v.reason
+    # Outputs measured before the loss summaries: only the scores are checked.
+    old = checks(experiment, chance=0.5)
+    for check in old.values():
+        for m in check["models"].values():
+            for k in TRAINED:
+                m.pop(k)
+    assert f.decide(SMOKE, {**a, "trained": old}).reproduced is True
+
+
+def test_only_the_models_a_finding_rests_on_are_checked():
+    keep = {"mi_deep": {"layers": ["fc3", "logits"], "ixt": {"std": 6.0, "ort": 7.0, "rr": 8.0}},
+            "mi": {"std": {"AA": {"test_accuracy": ms(0.95)}, "AB": {"test_accuracy": ms(0.8)}},
+                   "rr": {"AA": {"test_accuracy": ms(0.95)}, "AB": {"test_accuracy": ms(0.9)}}}}
+    keep["trained"] = checks("mi", chance=0.5, rr1=[measured("mi", 0.5)] * 2)  # RR¹ rests under no finding
+    assert finding(KEEP).decide(SMOKE, keep).reproduced is True and finding(TUNE).decide(SMOKE, keep).reproduced
+    keep["trained"] = checks("mi", chance=0.5, ort=[measured("mi", 0.5)] * 2)  # Ort: the I(X; D) finding only
+    assert finding(KEEP).decide(SMOKE, keep).reproduced is None and finding(TUNE).decide(SMOKE, keep).reproduced
+    # Fine-tuning on B: its accuracy is the outcome (not gated), but a diverged run leaves it undecided.
+    keep["trained"] = checks("mi", chance=0.5, rr=[measured("mi", 0.9, finetune=DIVERGED)] * 2)
+    v = finding(TUNE).decide(SMOKE, keep)
+    assert v.reproduced is None and "rr/AB/seed=0: diverged" in v.reason
+    assert finding(KEEP).decide(SMOKE, keep).reproduced is True
+    shapes = {"transfer": {m: {"final": {"textured": ms(0.9), "filled": ms(f), "edges": ms(f)}}
+                           for m, f in (("std", 0.5), ("pre", 0.2), ("rr", 0.6))}}
+    shapes["trained"] = checks("transfer", chance=0.1, pre=[measured("transfer", 0.9, finetune=DIVERGED)] * 2)
+    v = finding(TRANSFER).decide(SMOKE, shapes)
+    assert v.reproduced is None and "pre/finetune/seed=1: diverged" in v.reason
+
+
+def test_a_model_that_did_not_train_at_the_study_lambda_is_diagnosed_from_the_sweep():
+    def trained_at(rr_accuracy):
+        return {"mi": checks("mi", chance=0.5, rr=[measured("mi", rr_accuracy)] * 2)["mi"]}
+    a = swept_mi(mi_entry(0.1, 8.0, ms(0.94), ms(0.90)), mi_entry(0.01, 8.0, ms(0.94), ms(0.90)),
+                 mi_entry(0.001, 7.5, ms(0.95), ms(0.95)))
+    for entry, acc in zip(a["lambdas"]["mi"], (0.55, 0.9, 0.55)):  # RR learns task A at λ = 0.01 only
+        entry["trained"] = trained_at(acc)
+    a["trained"] = a["lambdas"]["mi"][0]["trained"]
+    v = finding(KEEP).decide(SWEPT, a)
+    assert v.reproduced is None and "rr/seed=0: stage-A test accuracy on task A 0.55 < 0.7" in v.reason
+    d = finding(KEEP).diagnose(SWEPT, a)
+    assert d.kind == "setting" and d.evidence["lambdas_holding"] == [0.01] and "did not train" in d.text
+    assert [e["reproduced"] for e in d.evidence["per_lambda"]] == [None, True, None]
+    assert "rr/seed=1" in d.evidence["per_lambda"][2]["reason"]
+    a["lambdas"]["mi"][1]["trained"] = trained_at(0.6)  # now RR trains at no λ
+    d = finding(KEEP).diagnose(SWEPT, a)
+    assert d.kind == "open" and "Undecided at every λ" in d.text
+    a["lambdas"]["mi"][1]["trained"] = trained_at(0.9)
+    a["lambdas"]["mi"][1]["mi_deep"]["ixt"]["rr"] = 6.5  # trains at 0.01 but the rule fails there
+    d = finding(KEEP).diagnose(SWEPT, a)
+    assert d.kind == "open" and "undecided at λ = 0.1, 0.001, where a model did not train" in d.text
 
 
 def test_lambda_sweep_analysis_swaps_in_rr_runs_of_each_lambda():
@@ -330,7 +536,8 @@ def test_lambda_sweep_analysis_swaps_in_rr_runs_of_each_lambda():
     assert "lambdas" not in study._analyse(studies.override(c, {"transfer.rr_lambdas": []}),
                                            {"train": runs["train"], "lambdas": []}, None)
     text = study._report({"analysis": a})
-    assert "## λ sweep" in text and "| 0.1 |" in text
+    assert "## λ sweep" in text and "| 0.1 |" in text and "## Did the models train?" in text
+    assert "| 0 of 2 |" in text  # RR at λ = 0.1: both seeds trained (0.5 on the textured rows; no losses recorded)
 
 
 def test_a_lambda_sweep_runs_end_to_end(tmp_path):
@@ -350,9 +557,18 @@ def test_a_lambda_sweep_runs_end_to_end(tmp_path):
         lams.append((cfg.model.architecture, reg.params["layer_weights"][0] if reg.params.get("layer_weights")
                      else reg.weight))
     assert sorted(lams) == [("conv4", 0.1)] * len(c.seeds) + [("mlp-classifier", 0.01)] * (2 * len(c.seeds))
-    for f in r["findings"][3:]:
-        assert f["reproduced"] in (True, False) and [e["lambda"] for e in f["evidence"]["per_lambda"]] in \
-            ([0.1, 0.01], [1.0, 0.1])
+    for f in r["findings"][3:]:  # decided at the study's λ; the sweep in the diagnosis, every λ with its checks
+        assert isinstance(f["reproduced"], bool) or f["reason"].startswith("did not train — ")
+        assert "per_lambda" not in f["evidence"]
+        per = f["diagnosis"]["evidence"]["per_lambda"]
+        assert [e["lambda"] for e in per] in ([0.1, 0.01], [1.0, 0.1]) and per[0]["reproduced"] == f["reproduced"]
+        assert f["diagnosis"]["kind"] in studies.DIAGNOSIS_KINDS
+    for e in r["analysis"]["lambdas"]["mi"] + r["analysis"]["lambdas"]["transfer"]:
+        assert set(e["trained"]) in ({"mi"}, {"transfer"})
+    at = r["analysis"]["lambdas"]["mi"][1]["trained"]["mi"]
+    assert at["rule"] == r["analysis"]["trained"]["mi"]["rule"]  # Std shared: the same reference at every λ
+    assert at["models"]["std/seed=0"] == r["analysis"]["trained"]["mi"]["models"]["std/seed=0"]
+    assert at["models"]["rr/seed=0"] != r["analysis"]["trained"]["mi"]["models"]["rr/seed=0"]
     assert "## λ sweep" in (tmp_path / "index.md").read_text()
     again = studies.run_study("rr_pretraining", tmp_path, preset="smoke", sets=sets, progress=False, execution=ex)
     assert again["runs"] == r["runs"] and again["findings"] == r["findings"]

@@ -36,9 +36,19 @@ net: those are our choices, fixed before any run (``mi.rr_lambda`` with sums ove
 ``transfer.rr_lambda`` with means over units). Ort's β = 0.01 throughout (SRIP's usual start).
 ``mi.rr_lambdas`` and ``transfer.rr_lambdas`` (empty but in ``medium``) sweep further λ as part of
 the study: RR (and RR¹ on the 12-bit task) train once more per λ in the stage ``lambdas``, Std,
-Ort and Pre are shared, and each λ-dependent finding is decided at every λ — reproduced where it
-holds at one of them at least, its evidence naming those λ (``analysis["lambdas"]``).
-``lambda_sensitivity`` re-runs one experiment per λ beside the study (its findings unchanged).
+Ort and Pre are shared (``analysis["lambdas"]``: the sections per λ). Each finding is decided at
+the study's own λ alone — the sweep gives the verdict no further chances — and the sweep goes into
+its diagnosis: reproduced (holds at the study's λ), setting (holds at a swept λ only, named), scale
+(the deep-layer I(X; D) deficit still closing at the end of stage A) or open, with every λ's
+verdict and numbers. ``lambda_sensitivity`` re-runs one experiment per λ beside the study (its
+findings unchanged).
+
+**Did the models train?** Every finding rests only on models that trained (``analysis["trained"]``,
+:mod:`.trained`): a classifier's accuracy at least halfway from chance (the most frequent class's
+share of the rows scored) to Std's mean on the same rows, and the training loss of the run where
+it learns the task finite with its last-window mean at least 1 % below its first; else the finding
+is undecided, naming the models. The 12-bit task's fine-tuning runs, whose accuracies are a
+finding's outcome, are checked for divergence only.
 
 **Seeds.** Every number is a mean ± standard error over ``seeds``; each seed draws its own
 initial weights and data order (the data sets themselves are fixed by ``data_seed``). Every
@@ -60,8 +70,10 @@ from ..config import override
 from ..nn import ModelConfig
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig, TrainConfig, load_run, train
+from . import trained
 from .figures import pyplot, save
-from .pipeline import Execution, Finding, Stage, Study, Verdict, execution_device, run_beside, undecided
+from .pipeline import (Diagnosis, Execution, Finding, Stage, Study, Verdict, execution_device, run_beside,
+                       undecided)
 from .report import markdown_table
 from .stats import mean_se
 
@@ -295,6 +307,14 @@ def _finetune(source: Path, model: ModelConfig, x, y, out: Path, *, steps: int, 
     return train(cfg, (x, y), out, progress=False, metrics_hook=hook)
 
 
+def _loss(run_or_folder) -> dict:
+    """:func:`.trained.loss_summary` of a run's training loss (``loss_first``, ``loss_last``,
+    ``finite``): what the findings' trained checks read (outputs measured before it have none:
+    their losses are not checked)."""
+    run = run_or_folder if hasattr(run_or_folder, "history") else load_run(run_or_folder)
+    return trained.loss_summary(run.history["loss"].tolist())
+
+
 def _epochs_steps(n: int, batch: int, epochs: int) -> tuple[int, int]:
     spe = -(-n // batch)
     return spe, spe * epochs
@@ -322,6 +342,8 @@ def _svd_case(c: Config, method: str, seed: int, run_dir: Path, x, y, patterns, 
     out = {"distance": match.distance, "score": match.score, "best": match.best.tolist(),
            "correlation": match.correlation.tolist(), "singular_values": singular.tolist(),
            "vectors": vectors.tolist(), "train_accuracy": _accuracy(net, x, y)}
+    if method != "pre":  # Pre's stage A is its layer's reconstruction, no task (and no finding rests on it here)
+        out["loss"] = _loss(folder)
     if x_test is not None:
         out["test_accuracy"] = _accuracy(net, x_test, y_test)
     return out
@@ -404,6 +426,7 @@ def _run_mi(c: Config, method: str, seed: int, run_dir: Path) -> dict:
     result = {"A": {"final": layer_mi(net, x, y, m.bins), "test_accuracy": _accuracy(net, x[te], y[te])}}
     if method != "pre":
         result["A"]["curves"] = _mi_curves(load_run(folder), spe)
+        result["A"]["loss"] = _loss(folder)
     deep = _deep_layers(c)
     result["accuracy_A"] = result["A"]["test_accuracy"]
     result["deep_ixt_A"] = sum(result["A"]["final"][l]["ixt"] for l in deep) / len(deep)
@@ -413,7 +436,7 @@ def _run_mi(c: Config, method: str, seed: int, run_dir: Path) -> dict:
                         seed=seed, metrics_every=every, hook=_mi_hook(x, labels, m.bins))
         net = run.model()
         result[task] = {"final": layer_mi(net, x, labels, m.bins), "curves": _mi_curves(run, spe),
-                        "test_accuracy": _accuracy(net, x[te], labels[te])}
+                        "test_accuracy": _accuracy(net, x[te], labels[te]), "loss": _loss(run)}
         result[f"accuracy_{task}"] = result[task]["test_accuracy"]
     return result
 
@@ -432,7 +455,9 @@ def _run_transfer(c: Config, method: str, seed: int, run_dir: Path) -> dict:
     run = _finetune(folder, model, x, y, run_dir / "finetune", steps=ft_steps, batch=t.batch_size, lr=t.lr, seed=seed)
     stage_a = load_run(folder).model()
     final = run.model()
-    result = {"stage_a": {}, "final": {}}
+    result = {"stage_a": {}, "final": {}, "loss_finetune": _loss(run)}
+    if method != "pre":
+        result["loss_stage_a"] = _loss(folder)
     for style in STYLES:
         xs, ys = _shapes(c, style, "test", t.n_test)
         result["final"][style] = _accuracy(final, xs, ys)
@@ -564,12 +589,40 @@ def _mi_summary(results: dict) -> dict:
     return out
 
 
-def _mi_deep(c: Config, mi: dict) -> dict:
-    """The mean over the deep layers of each method's mean I(X; D) after stage A."""
+def _mi_deep(c: Config, mi: dict, results: dict | None = None) -> dict:
+    """The mean over the deep layers of each method's mean I(X; D) after stage A; with the runs'
+    ``results``, also ``curve``: that mean over stage A's MI measurements (:func:`_deep_curve`)."""
     deep = _deep_layers(c)
-    return {"layers": deep,
-            "ixt": {m: round(sum(v["A"]["layers"][l]["ixt"]["mean"] for l in deep) / len(deep), 4)
-                    for m, v in mi.items()}}
+    out = {"layers": deep,
+           "ixt": {m: round(sum(v["A"]["layers"][l]["ixt"]["mean"] for l in deep) / len(deep), 4)
+                   for m, v in mi.items()}}
+    curve = _deep_curve(c, results) if results else None
+    if curve:
+        out["curve"] = curve
+    return out
+
+
+def _deep_curve(c: Config, results: dict) -> dict | None:
+    """``{"epoch": [...], "ixt": {method: [...]}}``: the deep layers' mean I(X; D) at each MI
+    measurement of stage A, the mean over seeds, of every method whose runs all recorded the same
+    epochs for every deep layer (Pre records none); None when no method did."""
+    deep = _deep_layers(c)
+    epochs, ixt = None, {}
+    for (e, method), rows in results.items():
+        if e != "mi" or not rows:
+            continue
+        curves = [r["A"].get("curves") or {} for r in rows]
+        if not all(l in cur for cur in curves for l in deep):
+            continue
+        ep = curves[0][deep[0]]["epoch"]
+        if not ep or any(cur[l]["epoch"] != ep or len(cur[l]["ixt"]) != len(ep) for cur in curves for l in deep):
+            continue
+        if epochs is not None and ep != epochs:
+            continue
+        epochs = ep
+        ixt[method] = [round(sum(cur[l]["ixt"][i] for cur in curves for l in deep) / (len(curves) * len(deep)), 4)
+                       for i in range(len(ep))]
+    return {"epoch": epochs, "ixt": ixt} if ixt else None
 
 
 def _transfer_summary(results: dict) -> dict:
@@ -583,11 +636,12 @@ def _transfer_summary(results: dict) -> dict:
     return out
 
 
-def _lambda_sweep(c: Config, runs: dict) -> dict:
+def _lambda_sweep(c: Config, runs: dict, chances: dict) -> dict:
     """{experiment: [{"lambda": λ, <the experiment's sections>}, ...]} of each swept experiment
     (``rr_lambdas`` not empty), λ in :func:`lambdas_of`'s order: the sections (``mi`` and
-    ``mi_deep``, or ``transfer``) computed as the study's with RR's (and RR¹'s) runs at that λ,
-    Std's, Ort's and Pre's shared. The first entry is the study's own λ."""
+    ``mi_deep``, or ``transfer``, and ``trained`` with the experiment's check) computed as the
+    study's with RR's (and RR¹'s) runs at that λ, Std's, Ort's and Pre's shared. The first entry is
+    the study's own λ."""
     base = _by_method(runs["train"])
     extra = runs.get(LAMBDAS.name, [])
     out = {}
@@ -602,18 +656,133 @@ def _lambda_sweep(c: Config, runs: dict) -> dict:
                     if m[1] in SWEPT_METHODS:
                         results[m] = [r.measured for r in extra if r.row["experiment"] == e
                                       and r.row["method"] == m[1] and float(r.row["lambda"]) == lam]
+            checks = {e: _trained_section(c, results, e, chances[e])}
             if e == "mi":
                 mi = _mi_summary(results)
-                entries.append({"lambda": lam, "mi": mi, "mi_deep": _mi_deep(c, mi)})
+                entries.append({"lambda": lam, "mi": mi, "mi_deep": _mi_deep(c, mi, results), "trained": checks})
             else:
-                entries.append({"lambda": lam, "transfer": _transfer_summary(results)})
+                entries.append({"lambda": lam, "transfer": _transfer_summary(results), "trained": checks})
         out[e] = entries
     return out
 
 
+# ---------------------------------------------------------------------------------- did they train?
+#: Each trained check (a section of ``analysis["trained"]``): its experiment and the score it reads.
+CHECKS = {"peak": ("peak", "training accuracy"), "pair": ("digits", "training accuracy"),
+          "full": ("digits", "training accuracy"), "mi": ("mi", "stage-A test accuracy on task A"),
+          "transfer": ("transfer", "test accuracy on the textured style")}
+
+
+def _chance(labels: torch.Tensor) -> float:
+    """Chance accuracy on ``labels``: the share of the most frequent class."""
+    return float(torch.bincount(labels.long()).max()) / len(labels)
+
+
+def _chances(c: Config) -> dict:
+    """Chance accuracy on the rows each check scores (:data:`CHECKS`): the peak test's and the
+    digits' training images, the 12-bit task's test split (task B swaps the labels: the same
+    share), the textured style's test rows."""
+    out = {}
+    if "peak" in c.experiments:
+        p, tr, _ = _peak_data(c)
+        out["peak"] = _chance(p.labels[tr])
+    if "digits" in c.experiments:
+        for case in ("pair", "full"):
+            out[case] = _chance(_digits_data(case)[1])
+    if "mi" in c.experiments:
+        _, y, _, te = _twelve_bit(c)
+        out["mi"] = _chance(y[te])
+    if "transfer" in c.experiments:
+        out["transfer"] = _chance(_shapes(c, "textured", "test", c.transfer.n_test)[1])
+    return out
+
+
+def _records(c: Config, results: dict, check: str) -> tuple[dict, dict]:
+    """``(models, finetuned)`` of a check: per model (``<method>/seed=<s>``) its ``method``, the
+    check's ``accuracy`` and, where measured, the loss summary (``loss_first``, ``loss_last``,
+    ``finite``) of the run where it learns the task — stage A, or Pre's fine-tuning on the shapes;
+    per fine-tuning run (``<method>/<run>/seed=<s>``) its ``method`` and ``finite``. Pre's stage A
+    learns no task: it has models only on the shapes, where a finding rests on its fine-tuned model."""
+    experiment, _ = CHECKS[check]
+    models, finetuned = {}, {}
+    for (e, method), rows in results.items():
+        if e != experiment or (method == "pre" and experiment != "transfer"):
+            continue
+        for seed, r in zip(c.seeds, rows):
+            name = f"{method}/seed={seed}"
+            if experiment in ("peak", "digits"):
+                r = r[check] if experiment == "digits" else r
+                models[name] = {"method": method, "accuracy": r["train_accuracy"], **(r.get("loss") or {})}
+            elif experiment == "mi":
+                models[name] = {"method": method, "accuracy": r["A"]["test_accuracy"], **(r["A"].get("loss") or {})}
+                finetuned.update({f"{method}/{t}/seed={seed}": {"method": method, "finite": r[t]["loss"]["finite"]}
+                                  for t in ("AA", "AB") if "loss" in r[t]})
+            else:
+                loss = r.get("loss_finetune" if method == "pre" else "loss_stage_a") or {}
+                models[name] = {"method": method, "accuracy": r["final"]["textured"], **loss}
+                if "loss_finetune" in r:
+                    finetuned[f"{method}/finetune/seed={seed}"] = {"method": method,
+                                                                   "finite": r["loss_finetune"]["finite"]}
+    return models, finetuned
+
+
+def _trained_section(c: Config, results: dict, check: str, chance: float) -> dict:
+    """One check of ``analysis["trained"]``: ``chance``, Std's mean score (``reference``), the
+    ``rule`` (:class:`.trained.TrainedRule` fields: the score at least halfway from chance to Std's
+    mean; or ``{"error"}`` when Std's mean is not above chance — the reference did not train), and
+    the ``models`` and ``finetuned`` records (:func:`_records`)."""
+    _, what = CHECKS[check]
+    models, finetuned = _records(c, results, check)
+    std = [m["accuracy"] for m in models.values() if m["method"] == "std"]
+    out: dict = {"chance": round(chance, 4)}
+    if not std:
+        out["rule"] = {"error": "no Std model: no reference"}
+    else:
+        ref = sum(std) / len(std)
+        out["reference"] = round(ref, 4)
+        out["rule"] = ({"key": "accuracy", "minimum": round((chance + ref) / 2, 4), "what": what,
+                        "basis": f"halfway from chance {chance:.3g} to Std's mean {ref:.3g}"} if ref > chance else
+                       {"error": f"Std's mean {what} {ref:.3g} is not above chance {chance:.3g}: the reference "
+                                 "itself did not train"})
+    out.update(models=models, finetuned=finetuned)
+    return out
+
+
+def _failed(check: dict, methods, *, finetuned: bool = False) -> list[str]:
+    """The models of ``methods`` in a check (:func:`_trained_section`) that did not train: a loss
+    that diverged or did not fall by 1 % (where recorded: outputs measured before have none, and
+    only their scores are checked), a score below the rule's minimum, or every model when the
+    reference did not train; with ``finetuned`` also the fine-tuning runs that diverged."""
+    spec = check["rule"]
+    failed = [f"Std reference: {spec['error']}"] if "error" in spec else []
+    rule = None if "error" in spec else trained.TrainedRule(**spec)
+    for name, m in check["models"].items():
+        if m["method"] not in methods:
+            continue
+        if "loss_first" in m or "finite" in m:
+            failed += trained.failures({name: m}, rule)
+        elif rule is not None:
+            why = rule.fails(m.get(rule.key))
+            if why:
+                failed.append(f"{name}: {why}")
+    if finetuned:
+        failed += [f"{name}: diverged (non-finite training loss)" for name, m in check.get("finetuned", {}).items()
+                   if m["method"] in methods and m.get("finite") is False]
+    return failed
+
+
+def _untrained(a: dict, check: str, methods, *, finetuned: bool = False) -> str | None:
+    """Why a finding resting on the ``methods``' models of ``check`` cannot be decided (the
+    :func:`.trained.reason` of :func:`_failed`), or None — also when the analysis has no such check
+    (one written before the checks: not checked)."""
+    section = (a.get("trained") or {}).get(check)
+    return trained.reason(_failed(section, methods, finetuned=finetuned)) if section else None
+
+
 def _analyse(c: Config, runs: dict, ctx) -> dict:
     """Means ± se over seeds per experiment: ``svd`` (per case), ``mi`` (and ``mi_deep``), ``transfer``
-    (each empty when its experiment is not in the config); with a λ sweep also ``lambdas``
+    (each empty when its experiment is not in the config), ``trained`` (did the models train: a
+    :func:`_trained_section` per check of :data:`CHECKS`); with a λ sweep also ``lambdas``
     (:func:`_lambda_sweep`: the same sections per λ)."""
     results = _by_method(runs["train"])
     svd = {}
@@ -623,8 +792,11 @@ def _analyse(c: Config, runs: dict, ctx) -> dict:
         svd.update(_svd_summary(results, "digits", ("pair", "full")))
     mi = _mi_summary(results) if "mi" in c.experiments else {}
     transfer = _transfer_summary(results) if "transfer" in c.experiments else {}
-    out = {"svd": svd, "mi": mi, "mi_deep": _mi_deep(c, mi) if mi else {}, "transfer": transfer}
-    sweep = _lambda_sweep(c, runs)
+    chances = _chances(c)
+    out = {"svd": svd, "mi": mi, "mi_deep": _mi_deep(c, mi, results) if mi else {}, "transfer": transfer,
+           "trained": {check: _trained_section(c, results, check, chances[check]) for check in CHECKS
+                       if check in chances}}
+    sweep = _lambda_sweep(c, runs, chances)
     if sweep:  # only then: the analysis of a config without a sweep stays as it was
         out["lambdas"] = sweep
     return out
@@ -647,16 +819,23 @@ def _not_run(c: Config, experiment: str, *, se: bool) -> str | None:
     return None
 
 
+def _checked(verdict: Verdict, why: str | None) -> Verdict:
+    """The verdict, or undecided for ``why`` (a model did not train) with the same evidence."""
+    return Verdict(None, verdict.evidence, why) if why else verdict
+
+
 def _svd_vectors_finding(experiment: str, case: str):
     """RR's singular vectors look more like the data's patterns than Std's and Ort's: RR's mean
-    distance below each by more than both standard errors."""
+    distance below each by more than both standard errors; only on Std, Ort and RR models that
+    trained (the ``case``'s check)."""
     def decide(c: Config, a: dict) -> Verdict:
         why = _not_run(c, experiment, se=True)
         if why:
             return undecided(why)
         per = a["svd"][case]
         holds = all(_clearly_lower(per["rr"]["distance"], per[m]["distance"]) for m in ("std", "ort") if m in per)
-        return Verdict(holds, {"distance": {m: v["distance"] for m, v in per.items()}})
+        verdict = Verdict(holds, {"distance": {m: v["distance"] for m, v in per.items()}})
+        return _checked(verdict, _untrained(a, case, [m for m in ("std", "ort", "rr") if m in per]))
     return decide
 
 
@@ -666,7 +845,8 @@ def _keeps_input_information(c: Config, a: dict) -> Verdict:
         return undecided(why)
     keep = a["mi_deep"]["ixt"]
     holds = all(keep["rr"] > keep[m] for m in ("std", "ort") if m in keep)
-    return Verdict(holds, {"deep_layers": a["mi_deep"]["layers"], "mean_ixt": keep})
+    verdict = Verdict(holds, {"mean_ixt": keep, "deep_layers": a["mi_deep"]["layers"]})
+    return _checked(verdict, _untrained(a, "mi", [m for m in ("std", "ort", "rr") if m in keep]))
 
 
 def _finetunes_better(c: Config, a: dict) -> Verdict:
@@ -677,7 +857,8 @@ def _finetunes_better(c: Config, a: dict) -> Verdict:
     s_aa, r_aa = acc["std"]["AA"], acc["rr"]["AA"]
     aa = r_aa["mean"] >= s_aa["mean"] - ((r_aa["se"] or 0) + (s_aa["se"] or 0))
     ab = _clearly_lower(acc["std"]["AB"], acc["rr"]["AB"])
-    return Verdict(aa and ab, {"accuracy": acc, "A_at_least_as_well": aa, "B_better": ab})
+    verdict = Verdict(aa and ab, {"accuracy": acc, "A_at_least_as_well": aa, "B_better": ab})
+    return _checked(verdict, _untrained(a, "mi", ("std", "rr"), finetuned=True))
 
 
 def _transfers_best(c: Config, a: dict) -> Verdict:
@@ -686,69 +867,178 @@ def _transfers_best(c: Config, a: dict) -> Verdict:
         return undecided(why)
     transfer = a["transfer"]
     order = {s: sorted(transfer, key=lambda m: -transfer[m]["final"][s]["mean"]) for s in STYLES}
-    return Verdict(all(order[s][0] == "rr" for s in ("filled", "edges")),
-                   {"accuracy": {m: {s: v["final"][s]["mean"] for s in STYLES} for m, v in transfer.items()},
-                    "order": order})
+    verdict = Verdict(all(order[s][0] == "rr" for s in ("filled", "edges")),
+                      {"accuracy": {m: {s: v["final"][s]["mean"] for s in STYLES} for m, v in transfer.items()},
+                       "order": order})
+    return _checked(verdict, _untrained(a, "transfer", list(transfer), finetuned=True))
 
 
-def _per_lambda(experiment: str, decide):
-    """``decide`` at every λ of the experiment's sweep (``analysis["lambdas"]``; without one, as
-    it is): reproduced when it holds at one λ at least, not when it is decided at some and holds at
-    none, undecided (the first λ's reason) when no λ decides. The evidence names the λ where it
-    holds (``lambdas_reproduced``) and keeps every λ's verdict and evidence (``per_lambda``)."""
-    def per_lambda(c: Config, a: dict) -> Verdict:
-        sweep = a.get("lambdas", {}).get(experiment)
-        if not sweep:
-            return decide(c, a)
-        verdicts = [(entry["lambda"], decide(c, {**a, **{k: v for k, v in entry.items() if k != "lambda"}}))
-                    for entry in sweep]
-        if all(v.reproduced is None for _, v in verdicts):
-            return verdicts[0][1]
+def _did_not_train(reason: str | None) -> bool:
+    return bool(reason) and reason.startswith("did not train")
+
+
+def _at(a: dict, entry: dict, experiment: str) -> dict:
+    """The analysis as it reads at one λ of ``experiment``'s sweep: the entry's sections in place
+    of the study's, its ``trained`` checks over the study's (an entry without them: that
+    experiment's models not checked at that λ, never by the study's λ's)."""
+    sections = {k: v for k, v in entry.items() if k != "lambda"}
+    checks = {k: v for k, v in (a.get("trained") or {}).items()
+              if "trained" in entry or CHECKS.get(k, (None,))[0] != experiment}
+    return {**a, **sections, "trained": {**checks, **(entry.get("trained") or {})}}
+
+
+def _lambdas(lams) -> str:
+    return ", ".join(f"{lam:g}" for lam in lams)
+
+
+#: The share of RR's remaining deficit that the deficit must have shrunk by over the last half of
+#: stage A for the deep-layer finding's diagnosis to call it a matter of training length (at that
+#: rate it closes within another stage A as long).
+CLOSING = 0.5
+
+
+def _deficit_trend(a: dict) -> dict | None:
+    """RR's deficit to the higher of Std's and Ort's deep-layer I(X; D) over stage A
+    (``mi_deep["curve"]``: seed means at each MI measurement) at the measurement nearest half of
+    stage A and at its end, and whether it is still closing (``still_moving``: positive at the end,
+    and shrunk over the last half by at least :data:`CLOSING` of what remains); None without curves."""
+    curve = (a.get("mi_deep") or {}).get("curve")
+    if not curve or "rr" not in curve["ixt"]:
+        return None
+    others = [m for m in ("std", "ort") if m in curve["ixt"]]
+    epochs = curve["epoch"]
+    if not others or len(epochs) < 3:
+        return None
+    deficit = [max(curve["ixt"][m][i] for m in others) - curve["ixt"]["rr"][i] for i in range(len(epochs))]
+    half = min(range(len(epochs)), key=lambda i: abs(epochs[i] - epochs[-1] / 2))
+    start, end = deficit[half], deficit[-1]
+    return {"from_epoch": epochs[half], "to_epoch": epochs[-1], "deficit_from": round(start, 4),
+            "deficit_to": round(end, 4), "still_moving": end > 0 and start - end >= CLOSING * end}
+
+
+def _lambda_diagnosis(experiment: str, decide, trend=None):
+    """A finding's diagnosis from the λ sweep (``analysis["lambdas"][experiment]``; without one, the
+    study's λ alone): the rule ``decide`` at every λ — reproduced where it holds at the study's λ;
+    setting where it fails there (or a model did not train there) but holds at a swept λ, naming
+    them; with ``trend`` (an analysis at one λ → a dict with ``still_moving``, or None), scale where
+    it fails at a λ whose trend is still moving; otherwise open. None where the study's verdict is
+    undecided for another reason than training (the experiment not run, one seed)."""
+    def diagnose(c: Config, a: dict) -> Diagnosis | None:
+        own = decide(c, a)
+        if own.reproduced is None and not _did_not_train(own.reason):
+            return None
+        lam0 = getattr(c, experiment).rr_lambda
+        field = LAMBDA_FIELDS[experiment]
+        sweep = (a.get("lambdas") or {}).get(experiment, [])
+        views = [(lam0, a)] + [(e["lambda"], _at(a, e, experiment)) for e in sweep if e["lambda"] != lam0]
+        verdicts = [(lam, own if i == 0 else decide(c, view)) for i, (lam, view) in enumerate(views)]
+        per = [{"lambda": lam, "reproduced": v.reproduced, "reason": v.reason, **v.evidence} for lam, v in verdicts]
         holds = [lam for lam, v in verdicts if v.reproduced]
-        return Verdict(bool(holds), {"lambdas_reproduced": holds,
-                                     "per_lambda": [{"lambda": lam, "reproduced": v.reproduced, "reason": v.reason,
-                                                     **v.evidence} for lam, v in verdicts]})
-    return per_lambda
+        evidence = {"study_lambda": lam0, "lambdas_holding": holds,
+                    "verdicts": {f"{lam:g}": v.reproduced for lam, v in verdicts}, "per_lambda": per}
+        swept = [lam for lam, _ in verdicts[1:]]
+        if own.reproduced:
+            also = [lam for lam in holds if lam != lam0]
+            return Diagnosis("reproduced", f"Holds at the study's λ = {lam0:g} ({field})"
+                             + (f"; also at λ = {_lambdas(also)} of the sweep" if also else "") + ".", evidence)
+        there = "the rule fails there" if own.reproduced is False else own.reason
+        if holds:
+            return Diagnosis("setting", f"Holds at λ = {_lambdas(holds)}, not at the study's λ = {lam0:g} ({field}: "
+                                        f"{there}).", evidence)
+        untrained = [lam for lam, v in verdicts if v.reproduced is None]
+        if trend is not None:
+            trends = {lam: trend(view) for (lam, view), (_, v) in zip(views, verdicts) if v.reproduced is False}
+            moving = [lam for lam, t in trends.items() if t and t["still_moving"]]
+            if moving:
+                lam, t = moving[0], trends[moving[0]]
+                return Diagnosis("scale", f"Holds at no λ tried ({_lambdas([lam0] + swept)}), but at λ = {lam:g} "
+                                          f"RR's deficit shrank from {t['deficit_from']:.3g} to {t['deficit_to']:.3g} "
+                                          f"bits between epochs {t['from_epoch']:g} and {t['to_epoch']:g} of stage A: "
+                                          "still closing with training, not settled at this length.",
+                                 {**evidence, "trend": {f"{k:g}": t for k, t in trends.items() if t}})
+        if len(untrained) == len(verdicts):
+            return Diagnosis("open", f"Undecided at every λ tried ({_lambdas([lam0] + swept)}): a model the rule "
+                                     f"rests on did not train at each (at the study's λ = {lam0:g}: "
+                                     f"{own.reason.removeprefix('did not train — ')}).", evidence)
+        note = f"; undecided at λ = {_lambdas(untrained)}, where a model did not train" if untrained else ""
+        what = (f"the study's λ = {lam0:g} and the swept λ = {_lambdas(swept)}" if swept else
+                f"the study's λ = {lam0:g} (no λ swept: {field.replace('rr_lambda', 'rr_lambdas')} is empty)")
+        return Diagnosis("open", f"Holds at none of {what}{note}: not a matter of λ in this range, and the causes are "
+                                 "not yet separated.", evidence)
+    return diagnose
 
 
 _PAPER = "Reviving Autoencoder Pretraining"
-_PER_LAMBDA = (" With a λ sweep ({field}: RR{rr1} trained at each further λ, Std, Ort and Pre shared) the "
-               "rule is applied at every λ; reproduced when it holds at one of them at least (the evidence names "
-               "them).")
 _SVD_RULE = ("RR's mean distance (1 − best |correlation| of a first-layer right singular vector with each {what}) "
              "below Std's and below Ort's by more than the two standard errors together (mean + se < other mean − se).")
+_TRAINED = (" Only on models that trained, else undecided naming them: each {models} model's {score} at least "
+            "halfway from chance (the most frequent class's share of {rows}) to Std's mean {score} (Std's mean "
+            "itself above chance), and, where its loss history was recorded, the training loss of {run} finite "
+            "throughout and its mean over the last window (a tenth of the steps, 1 to 25) at least 1 % below its "
+            "mean over the first{extra}.")
+_LAMBDA_RULE = (" Decided at the study's λ ({field}) alone. The λ swept in {sweep} (RR{rr1} trained once more per "
+                "λ, Std, Ort and Pre shared) go into the diagnosis, the same rule and checks at each: reproduced "
+                "where it holds at the study's λ; setting, naming the λ, where it fails there (or a model did not "
+                "train there) and holds at a swept λ;{scale} otherwise open.")
+_SCALE = (" scale where it holds at no λ but, at a λ where it fails, RR's deficit to the higher of Std's and Ort's "
+          "deep-layer I(X; D) (the means over seeds at stage A's MI measurements) shrank between the measurement "
+          "nearest half of stage A and the last by at least half of what remains (at that rate it closes within "
+          "another stage A as long);")
 
 FINDINGS = (
     Finding("peak_vectors_show_peaks", "RR's first-layer right singular vectors look like the two peak patterns; "
             "Std's and Ort's do not.", f"{_PAPER}, App. A.4 (SVD insight, peak test)",
-            _SVD_RULE.format(what="peak pattern"), _svd_vectors_finding("peak", "peak")),
+            _SVD_RULE.format(what="peak pattern")
+            + _TRAINED.format(models="Std, Ort and RR", score="training accuracy", rows="the training images",
+                              run="its one training run", extra=""),
+            _svd_vectors_finding("peak", "peak"), figures=("peak_vectors.png", "svd_distances.png")),
     Finding("digit_vectors_show_digits_pair", "Trained on two digit images, RR's right singular vectors look like "
             "the two digits; Std's and Ort's do not.", f"{_PAPER}, App. A.4 (SVD insight, MNIST test)",
-            _SVD_RULE.format(what="of the two images (scikit-learn digits: a 0 and a 1)"),
-            _svd_vectors_finding("digits", "pair")),
+            _SVD_RULE.format(what="of the two images (scikit-learn digits: a 0 and a 1)")
+            + _TRAINED.format(models="Std, Ort and RR", score="training accuracy", rows="the two images",
+                              run="its one training run", extra=""),
+            _svd_vectors_finding("digits", "pair"), figures=("digits_pair_vectors.png", "svd_distances.png")),
     Finding("digit_vectors_show_digits_full", "Trained on all digits, RR's right singular vectors look like the ten "
             "digits' class means; Std's and Ort's do not.", f"{_PAPER}, App. A.4 (SVD insight, MNIST test)",
-            _SVD_RULE.format(what="class-mean image of the whole scikit-learn digits set"),
-            _svd_vectors_finding("digits", "full")),
+            _SVD_RULE.format(what="class-mean image of the whole scikit-learn digits set")
+            + _TRAINED.format(models="Std, Ort and RR", score="training accuracy", rows="all the digit images",
+                              run="its one training run", extra=""),
+            _svd_vectors_finding("digits", "full"), figures=("digits_full_vectors.png", "svd_distances.png")),
     Finding("rr_keeps_input_information_in_deep_layers", "RR keeps more information about the input, I(X; D_m), in "
             "the deep layers than Std and Ort.", f"{_PAPER}, §3, Fig. 4–5, App. B.1 (MI planes, 12-bit task)",
             "after stage A, RR's I(X; D) averaged over the deep layers (the second half of the hidden layers and "
             "the logits; per layer the mean over seeds) above Std's and above Ort's (means only)."
-            + _PER_LAMBDA.format(field="mi.rr_lambdas", rr1=" and RR¹"),
-            _per_lambda("mi", _keeps_input_information)),
+            + _TRAINED.format(models="stage-A Std, Ort and RR", score="test accuracy on task A after stage A",
+                              rows="the test patterns", run="stage A", extra="")
+            + _LAMBDA_RULE.format(field="mi.rr_lambda", sweep="mi.rr_lambdas", rr1=" and RR¹", scale=_SCALE),
+            _keeps_input_information, figures=("mi_planes.png", "mi_training.png"),
+            diagnose=_lambda_diagnosis("mi", _keeps_input_information, _deficit_trend)),
     Finding("rr_finetunes_as_well_on_A_better_on_B", "RR-pretrained models fine-tune at least as well as Std on the "
             "task they were trained on (A) and better on the task with swapped outputs (B).",
             f"{_PAPER}, §3, Fig. 5, App. B.1 (fine-tuning on tasks A and B, 12-bit task)",
             "test accuracy after fine-tuning on A: RR's mean ≥ Std's mean − (both standard errors); and after "
             "fine-tuning on B: Std's mean + se < RR's mean − se."
-            + _PER_LAMBDA.format(field="mi.rr_lambdas", rr1=" and RR¹"),
-            _per_lambda("mi", _finetunes_better)),
+            + _TRAINED.format(models="stage-A Std and RR", score="test accuracy on task A after stage A",
+                              rows="the test patterns", run="stage A",
+                              extra="; the fine-tuning runs on A and on B only not diverged (a finite loss): their "
+                                    "accuracies are what the rule compares, so a low one is an outcome, not a model "
+                                    "that failed to train")
+            + _LAMBDA_RULE.format(field="mi.rr_lambda", sweep="mi.rr_lambdas", rr1=" and RR¹", scale=""),
+            _finetunes_better, figures=("mi_planes.png",),
+            diagnose=_lambda_diagnosis("mi", _finetunes_better)),
     Finding("rr_transfers_best_to_shape_variants", "Trained on textured shapes, RR transfers best to the same shapes "
             "filled and as edges, without retraining.",
             f"{_PAPER}, §4, App. C.1 (texture–shape transfer; our procedural texture_shapes stand-in)",
             "RR has the highest mean test accuracy of all methods on the filled style and on the edges style "
-            "(after fine-tuning on the textured style)." + _PER_LAMBDA.format(field="transfer.rr_lambdas", rr1=""),
-            _per_lambda("transfer", _transfers_best)),
+            "(after fine-tuning on the textured style)."
+            + _TRAINED.format(models="method's final (fine-tuned)",
+                              score="test accuracy on the textured style it trained on",
+                              rows="the textured test rows", run="the run where it learns the task (stage A; Pre's "
+                                                                 "fine-tuning, its stage A learning no task)",
+                              extra="; every fine-tuning run not diverged (a finite loss)")
+            + _LAMBDA_RULE.format(field="transfer.rr_lambda", sweep="transfer.rr_lambdas", rr1="", scale=""),
+            _transfers_best, figures=("transfer.png",),
+            diagnose=_lambda_diagnosis("transfer", _transfers_best)),
 )
 
 
@@ -892,28 +1182,50 @@ def _report(r: dict) -> str:
         L += markdown_table(["method", "textured (trained)", "filled", "edges"],
                             [[m] + [v["final"][s] for s in STYLES] for m, v in a["transfer"].items()])
         L.append("")
+    checks = a.get("trained") or {}
+    if checks:
+        L += ["## Did the models train?", "", "Per check: chance (the most frequent class's share of the rows "
+              "scored), Std's mean score, the minimum a model needs (halfway between them), and every model "
+              "that did not train (its score, or a training loss that diverged or did not fall by 1 %).", ""]
+        L += markdown_table(["check", "score", "chance", "Std's mean", "minimum", "did not train"],
+                            [[name, CHECKS[name][1], ch["chance"], ch.get("reference"),
+                              ch["rule"].get("minimum", ch["rule"].get("error")),
+                              "; ".join(_failed(ch, {m["method"] for m in ch["models"].values()}, finetuned=True))
+                              or "none"] for name, ch in checks.items()])
+        L.append("")
     sweep = a.get("lambdas", {})
     if sweep:
         L += ["## λ sweep", "", "RR at each λ (the first: the study's own), against the shared Std.", ""]
     if "mi" in sweep:
         std = sweep["mi"][0]["mi"]["std"]
         rows = [["— (std)", std["A"]["test_accuracy"], std["AA"]["test_accuracy"], std["AB"]["test_accuracy"],
-                 sweep["mi"][0]["mi_deep"]["ixt"]["std"]]]
+                 sweep["mi"][0]["mi_deep"]["ixt"]["std"], _untrained_count(sweep["mi"][0], "mi", "std")]]
         rows += [[f"{e['lambda']:g}", e["mi"]["rr"]["A"]["test_accuracy"], e["mi"]["rr"]["AA"]["test_accuracy"],
-                  e["mi"]["rr"]["AB"]["test_accuracy"], e["mi_deep"]["ixt"]["rr"]]
+                  e["mi"]["rr"]["AB"]["test_accuracy"], e["mi_deep"]["ixt"]["rr"], _untrained_count(e, "mi", "rr")]
                  for e in sweep["mi"] if "rr" in e["mi"]]
         L += ["12-bit task:", ""]
-        L += markdown_table(["λ", "test accuracy A", "AA", "AB", "mean I(X; D) of the deep layers (A)"], rows)
+        L += markdown_table(["λ", "test accuracy A", "AA", "AB", "mean I(X; D) of the deep layers (A)",
+                             "did not train"], rows)
         L.append("")
     if "transfer" in sweep:
         std = sweep["transfer"][0]["transfer"]["std"]["final"]
-        rows = [["— (std)"] + [std[s] for s in STYLES]]
+        rows = [["— (std)"] + [std[s] for s in STYLES] + [_untrained_count(sweep["transfer"][0], "transfer", "std")]]
         rows += [[f"{e['lambda']:g}"] + [e["transfer"]["rr"]["final"][s] for s in STYLES]
-                 for e in sweep["transfer"] if "rr" in e["transfer"]]
+                 + [_untrained_count(e, "transfer", "rr")] for e in sweep["transfer"] if "rr" in e["transfer"]]
         L += ["Shape transfer:", ""]
-        L += markdown_table(["λ", "textured (trained)", "filled", "edges"], rows)
+        L += markdown_table(["λ", "textured (trained)", "filled", "edges", "did not train"], rows)
         L.append("")
     return "\n".join(L)
+
+
+def _untrained_count(entry: dict, check: str, method: str) -> str:
+    """"k of n" models of ``method`` at one λ of the sweep that did not train (:func:`_failed`)."""
+    section = (entry.get("trained") or {}).get(check)
+    if not section:
+        return "—"
+    n = sum(m["method"] == method for m in section["models"].values())
+    failed = {f.split(":")[0] for f in _failed(section, (method,)) if f.startswith(f"{method}/")}
+    return f"{len(failed)} of {n}"
 
 
 STUDY = Study(name="rr_pretraining", title="RR: pretraining with a reverse pass", config=Config, presets=PRESETS,
