@@ -44,10 +44,25 @@ def test_smoke_runs_every_variant_and_seed_and_reports_them(smoke):
             assert 0 <= row[f"probe_{attribute}"]["mean"] <= 1 and 0 < row[f"probe_{attribute}_chance"] <= 1
     findings = {f["name"]: f for f in r["findings"]}
     assert list(findings) == [f.name for f in study.FINDINGS]
-    for name in ("collapse_without_warmup", "two_phase_keeps_kl_and_units", "ppl_vs_mi_au_tradeoff"):
-        assert isinstance(findings[name]["reproduced"], bool), name
-    # MI far below its cap at smoke: it decides, and 2 seeds give it a standard error.
-    assert isinstance(findings["max_pooling_more_informative"]["reproduced"], bool)
+    # Did the models train? The LM baselines of the short corpus, the rule between them, every run's record.
+    t = a["trained"]
+    assert t["baselines"]["unigram"] > t["baselines"]["bigram"] > 0
+    assert t["rule"]["maximum"] == pytest.approx((t["baselines"]["unigram"] + t["baselines"]["bigram"]) / 2)
+    assert set(t["models"]) == {f"{v}/seed={s}" for v in c.variants for s in c.seeds}
+    for m in t["models"].values():
+        assert m["finite"] and m["loss_first"] is not None and math.isfinite(m["reconstruction"])
+    if t["t5"]:  # 40 smoke steps of pretraining need not beat the unigram baseline by 10 %: nothing decided
+        for f in findings.values():
+            assert f["reproduced"] is None and "pretrained T5: held-out span-corruption" in f["reason"], f
+    else:
+        for name in ("collapse_without_warmup", "two_phase_keeps_kl_and_units", "ppl_vs_mi_au_tradeoff",
+                     "max_pooling_more_informative"):  # MI far below its cap at smoke: it decides, on 2 seeds
+            assert isinstance(findings[name]["reproduced"], bool) or "did not train" in findings[name]["reason"], name
+    assert findings["collapse_without_warmup"]["evidence"]["collapsed_runs"]  # the numbers beside any reason
+    for name in ("collapse_without_warmup", "max_pooling_more_informative"):
+        assert findings[name]["diagnosis"]["kind"] in pipeline.DIAGNOSIS_KINDS
+    for f in findings.values():  # the figures each finding names: drawn, but the β-peak sweep's (none at smoke)
+        assert set(f["figures"]) - {"beta_peaks.png"} <= set(r["figures"]), f["name"]
     for path in r["figures"]:
         assert (out / path).stat().st_size > 1000
     assert set(a["examples"]) == set(c.variants) and a["examples_variant"] == "two-phase"
@@ -55,7 +70,8 @@ def test_smoke_runs_every_variant_and_seed_and_reports_them(smoke):
     assert {"reconstructions", "interpolation", "prior_samples"} <= set(ex)
     assert len(ex["interpolation"]["decoded"]) == c.interpolation_points
     text = (out / "index.md").read_text()
-    for heading in ("## Recipe and units", "## Results", "## Findings", "## Decoded", "## Figures"):
+    for heading in ("## Recipe and units", "## Results", "## Did the models train?", "## Findings", "## Decoded",
+                    "## Figures"):
         assert heading in text
 
 
@@ -351,3 +367,247 @@ def test_a_t5_folder_that_is_not_one_is_refused(tmp_path):
     with pytest.raises(ValueError, match="argument 't5_folder'.*tokenizer"):
         run("b")
     assert not (tmp_path / "b" / "sweeps").exists()
+
+
+# ---------------------------------------------------------------------------------- did the models train? diagnoses
+def _records(variants, peaks=("1",), seeds=(0, 1), reconstruction=35.0, **training):
+    """The ``trained`` section's model records: every run trained (reconstruction well below the
+    bigram baseline, training reconstruction 60 → 35) unless ``training`` says otherwise."""
+    out = {}
+    for p in peaks:
+        for v in variants:
+            for s in seeds:
+                label = f"{v}/seed={s}" if p == "1" else f"{v}/β={p}/seed={s}"
+                out[label] = {"variant": v, "seed": s, "beta_peak": p, "corpus": "short",
+                              "reconstruction": reconstruction, "loss_first": 60.0, "loss_last": 35.0,
+                              "finite": True, **training}
+    return out
+
+
+def _trained(models, t5=()):
+    return study._trained_section(models, {"unigram": 63.8, "bigram": 43.5, "tokens": 12.4}, list(t5))
+
+
+def _runs(kl, au, seeds=(0, 1), **late):
+    return [{"seed": s, "kl": kl, "active_units": au, "collapsed": kl < study.COLLAPSED_KL and au <= study.COLLAPSED_AU,
+             "valid_au_mid": None, "valid_au_end": None, "collapsed_from": None, **late} for s in seeds]
+
+
+def _study_analysis(no_warmup=(0.1, 0), mi_max=3.0, mi_mean=3.8, no_warmup_late=None, sweep=None, models=None,
+                    t5=()):
+    """A synthetic analysis of the variants the findings read, with its ``trained`` section."""
+    kl, au = no_warmup
+    summary = {"two-phase": _synthetic(8.0, 32, mi_max, 29.0), "no-warmup": _synthetic(kl, au, 0.05, 22.0),
+               "plain": _synthetic(0.2, 1, 0.08, 23.0), "mean-pool": _synthetic(10.0, 32, mi_mean, 33.0),
+               "klt-3": _synthetic(40.0, 32, 6.9, 270.0)}
+    per_run = {"two-phase": _runs(8.0, 32), "no-warmup": _runs(kl, au, **(no_warmup_late or {})),
+               "plain": _runs(0.2, 1), "mean-pool": _runs(10.0, 32), "klt-3": _runs(40.0, 32)}
+    a = {"summary": summary, "per_run": per_run,
+         "trained": _trained(_records(summary) if models is None else models, t5)}
+    if sweep:
+        a["beta_peaks"] = {"peaks": sorted(float(p) for p in {"1", *next(iter(sweep.values()))}), "summary": sweep}
+    return a
+
+
+def _peak_row(kl=8.0, au=32, mi=3.0, se=0.01, probe=0.5, collapsed=0, runs=2):
+    m = lambda v, e=0.01: {"mean": v, "se": e, "n": runs}  # noqa: E731
+    return {"ppl_iw": m(30.0), "kl": m(kl), "mi": m(mi, se), "active_units": m(au), "latent_use": m(1.0),
+            "collapsed": collapsed, "runs": runs, "probe_mean": probe}
+
+
+def test_lm_baselines_score_the_sentences_as_the_reconstruction_does():
+    """Nats per test sentence over the real tokens (eos included, padding not): the unigram with add-one
+    counts, the bigram with add-0.1 counts given the previous token (the sentence start first)."""
+    import torch
+
+    train = torch.tensor([[3, 4, 1, 0], [3, 5, 1, 0]])  # 3 4 eos / 3 5 eos (eos 1, pad 0)
+    test = torch.tensor([[3, 4, 1, 0, 0]])
+    b = study.lm_baselines(train, test, vocab_size=6, pad_id=0)
+    counts = [1, 3, 1, 3, 2, 2]  # 1 + count of each id in the training sentences' real tokens
+    uni = -sum(math.log(counts[t] / sum(counts)) for t in (3, 4, 1))
+    # start→3, 3→4, 4→eos; each row's counts + 0.1 for each of the 6 ids
+    big = -(math.log(2.1 / 2.6) + math.log(1.1 / 2.6) + math.log(1.1 / 1.6))
+    assert b["unigram"] == pytest.approx(uni, abs=1e-4) and b["bigram"] == pytest.approx(big, abs=1e-4)
+    assert b["tokens"] == 3
+
+
+def test_late_curve_reads_phase_two_of_the_validation_curves():
+    run = {"metrics": {"phase1_steps": 100, "steps": 500},
+           "curves": {"step": [100, 200, 300, 400, 500], "kl": [9.0, 3.0, 0.5, 0.4, 0.3], "au": [30, 8, 4, 1, 0]}}
+    late = study.late_curve(run)
+    assert late == {"valid_au_mid": 4, "valid_au_end": 0, "collapsed_from": 0.75}  # from step 400 of 100..500
+    run["curves"]["au"][-1] = 2  # not collapsed at the end
+    assert study.late_curve(run)["collapsed_from"] is None
+    assert study.late_curve({"metrics": {"phase1_steps": 0, "steps": 10}, "curves": {}})["valid_au_end"] is None
+
+
+def test_training_summary_reads_the_reconstruction_and_flags_a_non_finite_loss():
+    import torch
+
+    h = {"reconstruction": torch.linspace(60, 30, 100, dtype=torch.float64), "loss": torch.ones(100)}
+    s = study.training_summary(h)
+    assert s["finite"] and s["loss_first"] > 58 and s["loss_last"] < 32
+    h["loss"][50] = float("nan")  # the total loss diverged once: not finite, whatever the reconstruction
+    assert study.training_summary(h)["finite"] is False
+    assert study.training_summary({}) is None
+
+
+def test_a_model_that_did_not_train_makes_the_findings_resting_on_it_undecided():
+    c = study.Config(latent_dim=32)
+    a = _study_analysis()
+    rule = a["trained"]["rule"]
+    assert rule["maximum"] == pytest.approx((63.8 + 43.5) / 2) and "bigram" in rule["basis"]
+    f = {x.name: x.judge(c, a) for x in study.FINDINGS}
+    assert all(v["reproduced"] is not None for v in f.values())  # every model trained
+    # A no-warmup VAE no better than halfway from the unigram to the bigram LM: the collapse finding alone.
+    models = _records(a["summary"])
+    models["no-warmup/seed=1"]["reconstruction"] = 58.0
+    f = {x.name: x.judge(c, _study_analysis(models=models)) for x in study.FINDINGS}
+    bad = f["collapse_without_warmup"]
+    assert bad["reproduced"] is None
+    assert "no-warmup/seed=1" in bad["reason"] and "held-out reconstruction" in bad["reason"]
+    assert bad["evidence"]["collapsed_runs"].startswith("2/2")  # the numbers stay beside the reason
+    assert f["two_phase_keeps_kl_and_units"]["reproduced"] is True and f["max_pooling_more_informative"]["reproduced"] \
+        is False
+    assert f["ppl_vs_mi_au_tradeoff"]["reproduced"] is None  # it reads every short-corpus variant
+    # A collapsed VAE that is a good language model (reconstruction below the bigram's) trained.
+    models = _records(a["summary"])
+    for m in models.values():
+        m["reconstruction"] = 40.0
+    assert study.FINDINGS[0].judge(c, _study_analysis(models=models))["reproduced"] is True
+    # A diverged training reconstruction, one that did not fall: the findings on those variants.
+    models = _records(a["summary"])
+    models["two-phase/seed=0"].update(finite=False)
+    models["mean-pool/seed=1"].update(loss_first=40.0, loss_last=39.9)
+    f = {x.name: x.judge(c, _study_analysis(models=models)) for x in study.FINDINGS}
+    assert f["two_phase_keeps_kl_and_units"]["reproduced"] is None and "two-phase/seed=0: diverged" in \
+        f["two_phase_keeps_kl_and_units"]["reason"]
+    pooling = f["max_pooling_more_informative"]
+    assert pooling["reproduced"] is None and "mean-pool/seed=1: training loss did not fall" in pooling["reason"]
+    assert f["collapse_without_warmup"]["reproduced"] is True
+    # The pretrained T5 did not train: every finding.
+    f = {x.name: x.judge(c, _study_analysis(t5=["pretrained T5: held-out span-corruption cross-entropy 3.954 > "
+                                               "3.371"])) for x in study.FINDINGS}
+    assert all(v["reproduced"] is None and "pretrained T5" in v["reason"] for v in f.values())
+    # Results that predate a check: a record without a training summary is checked on its reconstruction only;
+    # an analysis without the section, not at all.
+    models = {k: {key: v for key, v in m.items() if key not in ("loss_first", "loss_last", "finite")}
+              for k, m in _records(a["summary"]).items()}
+    assert study.FINDINGS[0].judge(c, _study_analysis(models=models))["reproduced"] is True
+    models["no-warmup/seed=0"]["reconstruction"] = None
+    assert "not a finite number" in study.FINDINGS[0].judge(c, _study_analysis(models=models))["reason"]
+    old = _study_analysis()
+    del old["trained"]
+    assert study.FINDINGS[0].judge(c, old)["reproduced"] is True
+    # The β-peak runs are checked only where a rule reads them.
+    models = _records(a["summary"]) | _records(("no-warmup",), peaks=("0.06",), reconstruction=70.0)
+    assert study.FINDINGS[0].judge(c, _study_analysis(models=models))["reproduced"] is True
+    assert "no-warmup/β=0.06/seed=0" in study._untrained(_study_analysis(models=models), ("no-warmup",), ("0.06",))
+
+
+COLLAPSED = dict(collapsed=2)
+NOT = dict(collapsed=0)
+
+
+@pytest.mark.parametrize("case, kind, words", [
+    ("reproduced", "reproduced", ["2/2", "epoch 1.6–1.8 of phase 2 (of 2)", "plain"]),
+    ("at_a_lower_peak", "setting", ["β peak 0.25"]),
+    ("still_dying", "scale", ["still dying", "6.0 → 3.0", "phase2_epochs = 2"]),
+    ("au_threshold", "setting", ["threshold 0.01", "3.0 → 3.0"]),
+    ("no_curves", "open", ["no validation curve"]),
+    ("kept", "open", ["stays in use", "β peak 0.06"]),
+    ("untrained", "setting", ["Undecidable", "no-warmup/seed=0"]),
+    ("not_run", None, []),
+])
+def test_the_collapse_diagnosis_follows_its_rules(case, kind, words):
+    c = study.Config(latent_dim=32, phase2_epochs=2.0)
+    sweep = {"no-warmup": {"0.06": _peak_row(kl=6.0, au=20), "0.25": _peak_row(kl=0.3, au=2), "1": _peak_row()},
+             "plain": {"0.06": _peak_row(kl=9.0, au=30), "0.25": _peak_row(kl=1.0, au=3), "1": _peak_row()}}
+    kwargs = {"sweep": sweep}
+    if case == "reproduced":
+        a = _study_analysis(**kwargs)
+        a["per_run"]["no-warmup"] = [{**r, "collapsed_from": f} for r, f in zip(a["per_run"]["no-warmup"], (0.8, 0.9))]
+    elif case == "at_a_lower_peak":
+        sweep["no-warmup"]["0.25"] = _peak_row(kl=0.3, au=0, **COLLAPSED)
+        a = _study_analysis(no_warmup=(0.1, 3), **kwargs)
+    elif case == "still_dying":
+        a = _study_analysis(no_warmup=(0.1, 3), no_warmup_late={"valid_au_mid": 6, "valid_au_end": 3}, **kwargs)
+    elif case == "au_threshold":
+        a = _study_analysis(no_warmup=(0.1, 3), no_warmup_late={"valid_au_mid": 3, "valid_au_end": 3}, **kwargs)
+    elif case == "no_curves":  # results without validation curves: whether units were still dying is unknown
+        a = _study_analysis(no_warmup=(0.1, 3), **kwargs)
+    elif case == "kept":
+        a = _study_analysis(no_warmup=(5.0, 20), **kwargs)
+    elif case == "untrained":
+        models = _records(("two-phase", "no-warmup", "plain", "mean-pool", "klt-3"))
+        models["no-warmup/seed=0"]["finite"] = False
+        a = _study_analysis(models=models, **kwargs)
+    else:
+        a = _study_analysis(**kwargs)
+        del a["summary"]["no-warmup"]
+    d = study._diagnose_collapse(c, a)
+    if kind is None:
+        assert d is None
+        return
+    assert d.kind == kind, d.text
+    for w in words:
+        assert w in d.text, (w, d.text)
+    finding = next(f for f in study.FINDINGS if f.name == "collapse_without_warmup")
+    assert finding.judge(c, a)["diagnosis"]["kind"] == kind  # the finding carries it
+
+
+def test_the_collapse_diagnosis_skips_a_beta_peak_whose_runs_did_not_train():
+    c = study.Config(latent_dim=32)
+    sweep = {"no-warmup": {"0.25": _peak_row(kl=0.3, au=0, **COLLAPSED), "1": _peak_row()}}
+    models = _records(("two-phase", "no-warmup", "plain", "mean-pool", "klt-3")) | \
+        _records(("no-warmup",), peaks=("0.25",), reconstruction=70.0)
+    d = study._diagnose_collapse(c, _study_analysis(no_warmup=(5.0, 20), sweep=sweep, models=models))
+    assert d.kind == "open" and "0.25" in d.evidence["beta_peaks_not_read"]  # not "setting" on untrained runs
+
+
+@pytest.mark.parametrize("case, kind, words", [
+    ("reproduced", "reproduced", ["β peak 1: MI 4.500"]),
+    ("at_a_lower_peak", "setting", ["only at β peak 0.06"]),
+    ("reversed_everywhere", "open", ["at every β peak compared", "Not a defect", "the sweep rules out the β peak"]),
+    ("reversed_no_sweep", "open", ["no β-peak sweep in this preset"]),
+    ("untrained", "setting", ["Undecidable", "mean-pool/seed=1"]),
+    ("not_run", None, []),
+])
+def test_the_pooling_diagnosis_follows_its_rules(case, kind, words):
+    c = study.Config(latent_dim=32)
+    sweep = {"two-phase": {"0.06": _peak_row(mi=5.0, probe=0.6), "0.25": _peak_row(mi=3.5), "1": _peak_row()},
+             "mean-pool": {"0.06": _peak_row(mi=5.5, probe=0.7), "0.25": _peak_row(mi=4.0), "1": _peak_row()}}
+    if case == "reproduced":
+        a = _study_analysis(mi_max=4.5, mi_mean=3.8, sweep=sweep)
+    elif case == "at_a_lower_peak":
+        sweep["two-phase"]["0.06"] = _peak_row(mi=6.7, probe=0.8)  # saturated (cap log 1000 = 6.9): probes decide
+        sweep["mean-pool"]["0.06"] = _peak_row(mi=6.6, probe=0.7)
+        a = _study_analysis(sweep=sweep)
+    elif case == "reversed_everywhere":
+        a = _study_analysis(sweep=sweep)
+    elif case == "reversed_no_sweep":
+        a = _study_analysis()
+    elif case == "untrained":
+        models = _records(("two-phase", "no-warmup", "plain", "mean-pool", "klt-3"))
+        models["mean-pool/seed=1"]["reconstruction"] = 60.0
+        a = _study_analysis(models=models, sweep=sweep)
+    else:
+        a = _study_analysis(sweep=sweep)
+        del a["summary"]["mean-pool"]
+    d = study._diagnose_pooling(c, a)
+    if kind is None:
+        assert d is None
+        return
+    assert d.kind == kind, d.text
+    for w in words:
+        assert w in d.text, (w, d.text)
+    if case == "reversed_everywhere":
+        assert {p: v["more_informative"] for p, v in d.evidence["by_beta_peak"].items()} == \
+            {"1": "mean", "0.06": "mean", "0.25": "mean"}
+
+
+def test_each_finding_names_figures_the_study_draws():
+    drawn = {"curves.png", "tradeoff.png", "probes.png", "beta_peaks.png"}
+    for f in study.FINDINGS:
+        assert f.figures and set(f.figures) <= drawn, f.name
+    assert {f.name for f in study.FINDINGS if f.diagnose} == {"collapse_without_warmup", "max_pooling_more_informative"}
