@@ -527,3 +527,40 @@ def test_late_change_measures_the_last_half():
     change = late_change(curve)
     assert change["from_step"] == 4 and change["decoder_change"] == pytest.approx(-0.04)
     assert change["still_moving"] is False and late_change(curve[:1])["still_moving"] is None
+
+
+def _cross_domain_analysis(as_is_decoder=0.3, half_width=0.01):
+    a = _analysis()
+    for k, m in a["cross_domain"].items():
+        q = m["matrices"]["cka"]
+        q["encoder_mean_ci"] = [q["encoder_mean"] - half_width, q["encoder_mean"] + half_width]
+        q["decoder_mean_ci"] = [q["decoder_mean"] - half_width, q["decoder_mean"] + half_width]
+    a["cross_domain"]["as_is"]["matrices"]["cka"]["decoder_mean"] = as_is_decoder
+    a["diagnostics"] = {"decoder_to_input_target": {"target/beta1": {"decoder_mean": 0.9},
+                                                    "source/beta1": {"decoder_mean": 0.88}}}
+    return a
+
+
+def test_the_cross_domain_and_collapse_diagnoses_follow_their_rules():
+    from vaetransfer.studies import transfer_diagnostics as td
+
+    c = transfer.PRESETS["smoke"]
+    assert td.diagnose_cross_domain(c, _cross_domain_analysis(), None).kind == "reproduced"  # effect 0.4 ≫ 0.02
+    small_effect = td.diagnose_cross_domain(c, _cross_domain_analysis(as_is_decoder=0.69), None)
+    assert small_effect.kind == "open" and "inside the held-out examples' noise" in small_effect.text
+    a = _cross_domain_analysis(as_is_decoder=0.95)
+    for m in a["cross_domain"].values():
+        m["matrices"]["cka"]["decoder_mean"] = max(m["matrices"]["cka"]["decoder_mean"], 0.92)
+    assert td.diagnose_cross_domain(c, a, None).kind == "data"
+    a["diagnostics"]["decoder_to_input_target"]["target/beta1"]["decoder_mean"] = 0.2
+    assert td.diagnose_cross_domain(c, a, None).kind == "open"
+    assert td.diagnose_cross_domain(c, _cross_domain_analysis(), "did not train — x").kind == "setting"
+    # collapse: margin 0.2 reproduces; a margin below the tolerance is weak; equal active units are named
+    assert td.diagnose_collapse(c, _analysis(), None).kind == "reproduced"
+    a = _analysis()
+    a["regularisation"]["beta1_vs_beta16"].update(sampled_col_b=0.58, active_units={"beta1": 10, "beta16": 10})
+    d = td.diagnose_collapse(c, a, None)
+    assert d.kind == "open" and "+0.020" in d.text and "keeps as many active latent units" in d.text
+    finding = next(f for f in transfer.FINDINGS if f.name == "collapse_at_sampled")
+    _untrain(a, "source/beta16")
+    assert finding.diagnose(c, a).kind == "setting"

@@ -331,7 +331,11 @@ def _diagnostics(c: Config, runs: dict, crosscheck_runs: list, objectives: dict,
     steps = lambda label, seed: [t for t, _ in runs[(f"source/{label}", seed)].snapshots()]  # noqa: E731
     over = diagnostics.objectives_over_training(pairs, steps,
                                                 lambda label, seed, t: _acts(runs[(f"source/{label}", seed)], x, t))
-    return {"decoder_to_input": to_input, "objectives_over_training": over,
+    x_t = _held_out(c, c.target, c.similarity_n, "similarity_n")
+    to_input_target = {label: diagnostics.decoder_to_input(_acts(runs[(label, first)], x_t))
+                       for label in (f"target/{c.reference}", f"source/{c.reference}")}
+    return {"decoder_to_input": to_input, "decoder_to_input_target": to_input_target,
+            "objectives_over_training": over,
             "crosscheck": diagnostics.crosscheck_section(c, crosscheck_runs, objectives, x)}
 
 
@@ -782,7 +786,8 @@ def _analyse(c: Config, runs: dict, ctx) -> dict:
            "probes": section("probes", lambda: _probe_section(c, models)),
            "disentanglement": section("disentanglement", lambda: _disentanglement_section(c, models))}
     out["diagnostics"] = section("diagnostics", lambda: _diagnostics(c, models, runs.get("crosscheck", []),
-                                                                     out["objectives"], x_s), ci_key)
+                                                                     out["objectives"], x_s),
+                                 {**ci_key, "version": diagnostics.VERSION})
     return out
 
 
@@ -1035,10 +1040,22 @@ def _encoders_alike(c: Config, a: dict) -> Verdict:
                           lambda v: {"encoder_mean": cka(v)["encoder_mean"], "decoder_mean": cka(v)["decoder_mean"]})
 
 
+def _pair_labels(pairs: dict) -> set[str]:
+    return {f"source/{v[side]}" for v in pairs.values() for side in ("a", "b")}
+
+
 def _diagnose_objectives(c: Config, a: dict):
     pairs = a.get("objectives") or {}
-    why = _untrained(a, {f"source/{v[side]}" for v in pairs.values() for side in ("a", "b")}) if pairs else None
-    return diagnostics.diagnose_objectives(c, a, why)
+    return diagnostics.diagnose_objectives(c, a, _untrained(a, _pair_labels(pairs)) if pairs else None)
+
+
+def _diagnose_collapse(c: Config, a: dict):
+    pairs = a.get("regularisation") or {}
+    return diagnostics.diagnose_collapse(c, a, _untrained(a, _pair_labels(pairs)) if pairs else None)
+
+
+def _diagnose_cross_domain(c: Config, a: dict):
+    return diagnostics.diagnose_cross_domain(c, a, _untrained(a, {f"source/{c.reference}", f"target/{c.reference}"}))
 
 
 def _encoders_generic(c: Config, a: dict) -> Verdict:
@@ -1121,7 +1138,7 @@ FINDINGS = (
             "for every (weak, strong) pair of `regularisation`, the mean CKA of the strong model's `sampled` column "
             "(input row left out) is below that of the weak model's `sampled` row." + _TRAINED, _collapse_at_sampled,
             figures=("regularisation_beta1_vs_beta8.png", "regularisation_beta1_vs_beta16.png",
-                     "regularisation_dip1_vs_dip20.png")),
+                     "regularisation_dip1_vs_dip20.png"), diagnose=_diagnose_collapse),
     Finding("encoders_alike_decoders_less", "Encoders trained with different objectives are alike, their decoders "
             "less so.", f"{_PAPER}, §4, Fig. 4, 15",
             "for every pair of `objectives`, the mean encoder-quadrant CKA (input and `sampled` left out) is above "
@@ -1134,7 +1151,7 @@ FINDINGS = (
             "are) exceeds that of target-trained models of different seeds, and the decoder-quadrant CKA of source "
             "models with mean/logvar retrained on the target stays below the same-domain one." + _TRAINED,
             _encoders_generic, figures=("cross_domain_as_is.png", "cross_domain_latent_retrained.png",
-                                        "cross_domain_same_domain.png")),
+                                        "cross_domain_same_domain.png"), diagnose=_diagnose_cross_domain),
     Finding("more_layers_better", "Retraining more decoder layers on the target gives a better target reconstruction.",
             f"{_PAPER}, §4, Fig. 6, 9",
             "for every retraining curve of the first retrained seed (side × mean/logvar × init), the held-out target "

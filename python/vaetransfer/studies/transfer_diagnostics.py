@@ -33,6 +33,7 @@ from .. import torch_reference as ref
 from ..io import atomic_path, load_torch
 from .pipeline import Diagnosis
 
+VERSION = 2  #: part of the diagnostics step's key: a change of what it computes recomputes it on resume
 REFERENCE_WEIGHTS = "reference_vae.pt"  #: the cross-check model's final weights, in its run directory
 TREND_TOLERANCE = 0.05   #: |change| of a quadrant mean over the last half of training that counts as still moving
 PIXEL_LIKE = 0.8         #: mean decoder-to-input CKA at or above which decoders count as images of the pixels
@@ -291,3 +292,71 @@ def report_section(c: dict, a: dict) -> list[str]:
                             [[k, p["step"], p["encoder_mean"], p["decoder_mean"]]
                              for k, v in d["objectives_over_training"].items() for p in v["curve"]])
     return L
+
+
+def _half_width(matrix: dict, key: str) -> float | None:
+    ci = matrix.get(f"{key}_ci")
+    return None if not ci else (ci[1] - ci[0]) / 2
+
+
+def diagnose_cross_domain(c, a: dict, untrained: str | None) -> Diagnosis | None:
+    """"Encoders generic, decoders specific" across domains (rules fixed before the `medium` runs):
+    a model that did not train → setting; the effect (the as-is encoder-minus-decoder gap minus the
+    same-domain one) beyond twice the largest half-width of the quadrant intervals it is made of →
+    reproduced; holding by less → open (inside the held-out examples' noise); not holding, with
+    every decoder quadrant ≥ 0.9 and the target-data decoder layers pixel-like (mean CKA with the
+    pixels ≥ :data:`PIXEL_LIKE`) → data; otherwise open."""
+    cd = a.get("cross_domain")
+    d = a.get("diagnostics")
+    if not cd or d is None:
+        return None
+    if untrained:
+        return Diagnosis("setting", f"Undecidable at these settings: {untrained}.")
+    m = {k: v["matrices"]["cka"] for k, v in cd.items()}
+    gap = {k: v["encoder_mean"] - v["decoder_mean"] for k, v in m.items()}
+    effect = round(gap["as_is"] - gap["same_domain"], 4)
+    widths = [_half_width(m[k], q) for k in ("as_is", "same_domain") for q in ("encoder_mean", "decoder_mean")]
+    noise = None if None in widths else round(max(widths), 4)
+    holds = effect > 0 and m["latent_retrained"]["decoder_mean"] < m["same_domain"]["decoder_mean"]
+    evidence = {"effect": effect, "noise_half_width": noise,
+                "decoder_mean": {k: v["decoder_mean"] for k, v in m.items()}}
+    if holds and (noise is None or effect > 2 * noise):
+        return Diagnosis("reproduced", f"The as-is gap exceeds the same-domain one by {effect:.3f}"
+                         + (f" (intervals ±{noise:.3f})" if noise is not None else "") + ".", evidence)
+    if holds:
+        return Diagnosis("open", f"Holds by {effect:.3f} only, inside the held-out examples' noise (±{noise:.3f} on "
+                                 "each quadrant mean): the rule cannot tell the domains apart here.", evidence)
+    pix = (d.get("decoder_to_input_target") or {})
+    dec = [v["decoder_mean"] for v in pix.values()]
+    if dec and min(v["decoder_mean"] for v in m.values()) >= 0.9 and float(np.mean(dec)) >= PIXEL_LIKE:
+        return Diagnosis("data", f"Every decoder quadrant is ≥ 0.9 and the decoder layers on target images are close "
+                                 f"to the pixels (mean CKA {np.mean(dec):.2f}): decoders that reconstruct the same "
+                                 "images are alike whichever domain trained them.",
+                         {**evidence, "decoder_to_input_target": {k: v["decoder_mean"] for k, v in pix.items()}})
+    return Diagnosis("open", f"Not reproduced (effect {effect:+.3f}); the causes are not yet separated.", evidence)
+
+
+def diagnose_collapse(c, a: dict, untrained: str | None) -> Diagnosis | None:
+    """The dark `sampled` line of strongly regularised models (rules fixed before the `medium`
+    runs): a model that did not train → setting; reproduced with the margin (weak row minus strong
+    column) beyond :data:`TREND_TOLERANCE` → reproduced; reproduced by less → open (weak effect);
+    not reproduced → open, with each pair's active units and KL (a collapsed latent — fewer
+    active units in the strong model — is what darkens the line in the paper)."""
+    pairs = a.get("regularisation")
+    if not pairs:
+        return None
+    if untrained:
+        return Diagnosis("setting", f"Undecidable at these settings: {untrained}.")
+    margins = {k: round(v["sampled_row_a"] - v["sampled_col_b"], 4) for k, v in pairs.items()}
+    evidence = {"margin": margins, "active_units": {k: v["active_units"] for k, v in pairs.items()},
+                "kl": {k: v["kl"] for k, v in pairs.items()}}
+    if all(m > TREND_TOLERANCE for m in margins.values()):
+        return Diagnosis("reproduced", "The strong model's `sampled` column is below the weak model's row by "
+                         + ", ".join(f"{m:.3f} ({k})" for k, m in margins.items()) + ".", evidence)
+    same_units = [k for k, v in pairs.items()
+                  if None not in v["active_units"].values()
+                  and v["active_units"][v["b"]] >= v["active_units"][v["a"]]]
+    clause = (f" In {', '.join(same_units)} the strong model keeps as many active latent units as the weak one "
+              "(its latent has not collapsed), so its `sampled` layer is not mostly noise." if same_units else "")
+    return Diagnosis("open", "Weak or absent: margins " + ", ".join(f"{m:+.3f} ({k})" for k, m in margins.items())
+                     + "." + clause, evidence)
