@@ -16,6 +16,6 @@ def test_there_are_notebooks():
 def test_notebook_executes(path, tmp_path, monkeypatch):
     monkeypatch.setenv("VAETRANSFER_PRESET", "smoke")  # studies' and sweeps' notebooks run at smoke size
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
