@@ -447,3 +447,29 @@ def test_interval_settings_are_checked(sets, argument):
     assert argument in str(e.value)
     assert studies.make_config("finetune_similarity", "small", sets=["ci_resamples=0"]).ci_resamples == 0
     assert fs.Config().ci_resamples == 200 and fs.Config().ci_resampling == "jackknife"
+
+
+# ---------------------------------------------------------------------------------- the medium preset
+def test_medium_preset_is_valid_and_its_runs_are_as_designed():
+    """Issue 32: ``medium`` makes a valid config (small stays the default) whose stages have the
+    designed runs — 9 from-scratch groups (5 degrees d on pretrain_n rows, fully random labels at 4
+    more sizes) and 8 fine-tuning tasks, 5 seeds each — counted from the stages' own ``runs``
+    without training anything, and meets every finding's preconditions (none undecided by design)."""
+    c = studies.make_config("finetune_similarity", "medium")
+    assert c == fs.PRESETS["medium"] and fs.Config() == fs.PRESETS["small"] != c
+    assert (c.pretrain_epochs, c.finetune_epochs, c.pretrain_n, c.channels) == (70, 60, 5_000, 32)
+    scratch, finetune = (s.runs for s in fs.STUDY.stages)
+    rows = scratch(c, {})
+    groups = {(r["randomness"], r["n_train"]) for r in rows}
+    assert groups == {(0, 5_000), (1, 5_000), (2, 5_000), (4, 5_000), (9, 5_000),
+                      (9, 250), (9, 500), (9, 1_000), (9, 2_500)}
+    assert len(rows) == 45 and {r["seed"] for r in rows} == {0, 1, 2, 3, 4}
+    tuned = finetune(c, {"scratch": rows})
+    assert len(tuned) == 40 and {r["task"] for r in tuned} == {t.label for t in fs.Config().tasks}
+    # The training the estimate in the preset's comment rests on: from-scratch and fine-tuning steps.
+    steps = sum(fs.RunSetup(c, c.domain, r["n_train"], c.test_n, c.pretrain_epochs).steps_per_epoch for r in rows)
+    assert steps * c.pretrain_epochs == 5 * 70 * (5 * 157 + 8 + 16 + 32 + 79)
+    steps = sum(fs._finetune_setup(c, fs._task(c, r["task"]), r["seed"]).steps_per_epoch for r in tuned)
+    assert steps * c.finetune_epochs == 5 * 60 * (7 * 157 + 29)
+    for finding in fs.FINDINGS:
+        assert finding.decide(c, _analysis(c)).reproduced is True, finding.name

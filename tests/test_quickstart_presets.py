@@ -1,0 +1,24 @@
+"""The quickstart study's presets (issue 32): the medium preset is a valid config whose one stage
+has the designed runs, counted from the stage's own ``runs`` without training anything."""
+from vaetransfer import data, studies
+from vaetransfer.studies import quickstart
+
+
+def test_medium_preset_is_valid_and_its_runs_are_as_designed():
+    c = studies.make_config("quickstart", "medium")
+    assert c == quickstart.PRESETS["medium"] and quickstart.Config() != c
+    assert quickstart.PRESETS["small"] == quickstart.Config(steps=1500, n=16384, similarity_n=1000)
+    (stage,) = quickstart.STUDY.stages
+    rows = stage.runs(c, {})
+    # The compared pair (β = 1 from seed 0, β = 8 from seed 1) and the same-seed baseline (β = 8 from seed 0).
+    assert [(r["beta"], r["seed"], r["baseline"]) for r in rows] == [(1.0, 0, False), (8.0, 1, False), (8.0, 0, True)]
+    assert len({r["model"] for r in rows}) == 3
+    # The training the estimate in the preset's comment rests on: 3 × 25,000 steps of batch 64 on
+    # 131,072 distinct dSprites images; snapshots every quarter (resumable).
+    configs = [quickstart._train_config(c, quickstart._model_of(c, r)) for r in rows]
+    assert [(t.steps, t.batch_size, t.snapshot_every) for t in configs] == [(25_000, 64, 6_250)] * 3
+    assert all(t.dataset == "dsprites[131072]" for t in configs)
+    rows_trained = quickstart._train_rows(c)
+    assert len(rows_trained) == len(set(rows_trained.tolist())) == 131_072 < data.DSPRITES_COUNT
+    assert (c.similarity_n, c.disentanglement_n, c.disentanglement_points) == (1000, 2000, 500)
+    assert c.same_seed_baseline and c.betas[0] != c.betas[1]  # no finding undecided by design
