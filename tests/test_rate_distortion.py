@@ -2,6 +2,7 @@
 definitions, the split rows, the presets, the findings' rules, and the spots where the paper's
 public code differs."""
 import dataclasses
+import json
 import math
 
 import pytest
@@ -237,3 +238,32 @@ def test_ablation_rule():
     assert decide("ablations", analysis(1.0, 2.0)) is False
     assert decide("ablations", analysis(10.0, 2.0, diverged=1.0)) is None  # mi-vae collapsed
     assert decide("ablations", analysis(10.0, 2.0), dataclasses.replace(SMALL, ablations=("mi-vae",))) is None
+
+
+def test_medium_preset_is_valid_and_sized_as_designed():
+    """The medium preset (issue 32): constructs, is what make_config returns, and runs the counts it
+    was sized for (60 runs of 6,000 steps: ≈ 1 h 50 min on 2 workers × 1 thread)."""
+    m = rd.PRESETS["medium"]
+    assert studies.make_config("rate_distortion", "medium") == m
+    assert config_to_dict(studies.make_config("rate_distortion", "medium")) == config_to_dict(m)
+    assert rd.PRESETS["small"] == rd.Config()  # unchanged
+    # what the findings need: both depths, MLP-3 trained into its memorisation regime, ≥ 3 restarts on
+    # the sparse CV split (the shape rules' tolerance), the ablation βs in the grid
+    assert m.architectures == ("mlp1", "mlp3") and m.steps == 6000 and m.steps > rd.PRESETS["small"].steps
+    sparse = rd._sparse_split(m)
+    assert sparse == m.focus_split == rd.SplitSpec("cv", 0.01) and len(m.seeds_of(sparse)) == 3
+    assert m.betas == (0.001, 0.005, 0.01, 0.1, 0.3, 1.0, 4.0)
+    assert set(m.ablation_betas) <= set(m.betas) and min(m.betas) < 1 <= max(m.betas)
+    # run counts of the one stage, from its runs function (nothing runs)
+    stage = rd.STUDY.stage("train")
+    assert [s.name for s in rd.STUDY.stages] == ["train"]
+    rows = stage.runs(m, {})
+    assert rows == rd._train_runs(m, {})
+    count = {}
+    for r in rows:
+        key = (r["objective"], r["architecture"], rd._label(r["split"]))
+        count[key] = count.get(key, 0) + 1
+    assert count == {("beta-vae", "mlp1", "cv(0.01)"): 21, ("beta-vae", "mlp3", "cv(0.01)"): 21,  # 7 β × 3 seeds
+                     ("beta-vae", "mlp1", "cd(0.02)"): 7, ("beta-vae", "mlp3", "cd(0.02)"): 7,    # 7 β × 1 seed
+                     ("mi-vae", "mlp3", "cv(0.01)"): 2, ("marginal-kl-vae", "mlp3", "cv(0.01)"): 2}  # 2 β × 1 seed
+    assert len(rows) == 60 and len({json.dumps(r, sort_keys=True) for r in rows}) == 60  # distinct runs
