@@ -56,8 +56,23 @@ def test_smoke_writes_every_section_and_figure(smoke):
     for path in r["figures"]:
         assert (out / path).stat().st_size > 1000
     text = (out / "index.md").read_text()
-    for heading in ("## Findings", "## Cross-seed baselines", "## Accuracy"):
+    for heading in ("## Findings", "## Cross-seed baselines", "## Accuracy", "## Did the models train?"):
         assert heading in text
+    for f in r["findings"]:
+        assert f["figures"] and set(f["figures"]) <= set(r["figures"]), f["name"]
+    # Every run has its trained-model record: accuracies, chance on its rows, its loss summary.
+    assert set(a["trained"]["scratch"]) == set(a["random_labels"])
+    assert set(a["trained"]["finetune"]) == set(a["finetuning"])
+    for section in a["trained"].values():
+        for records in section.values():
+            assert set(records) == {str(s) for s in c.seeds}
+            for rec in records.values():
+                assert {"train_accuracy", "test_accuracy", "chance", "chance_test", "loss_first", "loss_last",
+                        "finite"} <= set(rec), rec
+    assert a["trained"]["scratch"][fs._group_key(0, c.pretrain_n)]["0"]["true_labels"] is True
+    assert a["trained"]["finetune"]["same d=9"]["0"]["true_labels"] is False
+    assert all(len(g["cka_to_init"][layer]["mean"]) == c.pretrain_epochs + 1
+               for g in a["random_labels"].values() for layer in fs.LAYERS)
     assert set(a["finetuning"]) == {t.label for t in c.tasks}
     findings = {f["name"]: f for f in r["findings"]}
     assert set(findings) == set(FINDINGS)
@@ -473,3 +488,275 @@ def test_medium_preset_is_valid_and_its_runs_are_as_designed():
     assert steps * c.finetune_epochs == 5 * 60 * (7 * 157 + 29)
     for finding in fs.FINDINGS:
         assert finding.decide(c, _analysis(c)).reproduced is True, finding.name
+
+
+# ---------------------------------------------------------------------------------- trained models
+def _trained(c: fs.Config, overrides: dict | None = None) -> dict:
+    """The ``trained`` section of an analysis of ``c`` in which every run trained; ``overrides``:
+    ``{(section, group, seed): {key: value}}`` changes one run's record (a None value drops the key)."""
+    def rec(seed, true_labels):
+        return {"seed": seed, "true_labels": true_labels, "chance": 0.1, "chance_test": 0.1, "train_accuracy": 0.98,
+                "test_accuracy": 0.6, "loss_first": 2.3, "loss_last": 0.1, "finite": True}
+
+    groups = [(d, c.pretrain_n) for d in c.randomness] + [(9, n) for n in c.memorisation_sizes]
+    section = {"scratch": {fs._group_key(d, n): {str(s): rec(s, d == 0) for s in c.seeds} for d, n in groups},
+               "finetune": {t.label: {str(s): rec(s, t.kind(c.domain) in fs.STRUCTURED) for s in c.seeds}
+                            for t in c.tasks}}
+    for (kind, group, seed), values in (overrides or {}).items():
+        r = section[kind][group][str(seed)]
+        r.update(values)
+        for k in [k for k, v in values.items() if v is None]:
+            del r[k]
+    return section
+
+
+def _checked(c: fs.Config, overrides: dict | None = None, flip: tuple[str, ...] = ()) -> dict:
+    return {**_analysis(c, flip=flip), "trained": _trained(c, overrides)}
+
+
+def _finding(name: str):
+    return next(f for f in fs.FINDINGS if f.name == name)
+
+
+PRE = fs._group_key(0, SMALL.pretrain_n)
+
+
+@pytest.mark.parametrize("name, run, values, named, why", [
+    ("early_layers_change_less", ("scratch", PRE, 1), {"train_accuracy": 0.3},
+     "pretraining (d=0,n=5000), seed 1", "final training accuracy 0.3 < 0.55 (halfway from chance 0.1 to 1)"),
+    ("early_layers_change_less", ("scratch", PRE, 2), {"test_accuracy": 0.12},
+     "pretraining (d=0,n=5000), seed 2", "final test accuracy 0.12 < 0.15 (chance 0.1 + 0.05)"),
+    ("less_structure_less_early_change", ("scratch", "d=4,n=5000", 0), {"loss_last": 2.29},
+     "from scratch d=4,n=5000, seed 0", "training loss did not fall by 1%"),
+    ("more_random_labels_train_slower", ("scratch", "d=9,n=5000", 2), {"finite": False},
+     "from scratch d=9,n=5000, seed 2", "diverged"),
+    ("memorisation_uses_early_layers_with_more_data", ("scratch", "d=9,n=500", 1), {"train_accuracy": 0.4},
+     "from scratch d=9,n=500, seed 1", "< 0.55"),
+    ("random_labels_change_early_layers", ("finetune", "same d=4", 0), {"train_accuracy": 0.5},
+     "fine-tuning same d=4, seed 0", "< 0.55"),
+    ("structured_closer_to_pretrained", ("finetune", "street_digits", 1), {"test_accuracy": 0.1},
+     "fine-tuning street_digits, seed 1", "final test accuracy 0.1 < 0.15"),
+    ("random_closer_to_init", ("finetune", "same d=9", 0), {"train_accuracy": 0.25},
+     "fine-tuning same d=9, seed 0", "final training accuracy 0.25 < 0.55"),
+    ("random_closer_to_init", ("scratch", PRE, 0), {"loss_first": None, "loss_last": None, "finite": False},
+     "pretraining (d=0,n=5000), seed 0", "diverged"),
+    ("random_closer_to_init", ("finetune", "street_digits d=9", 2), {"chance": 0.3, "train_accuracy": 0.6},
+     "fine-tuning street_digits d=9, seed 2", "0.6 < 0.65 (halfway from chance 0.3 to 1)"),
+    ("cross_domain_changes_penultimate", ("finetune", "same s=1", 1), {"train_accuracy": 0.2},
+     "fine-tuning same s=1, seed 1", "< 0.55"),
+])
+def test_a_run_that_did_not_train_makes_its_findings_undecided_naming_it(name, run, values, named, why):
+    finding = _finding(name)
+    assert finding.decide(SMALL, _checked(SMALL)).reproduced is True
+    verdict = finding.decide(SMALL, _checked(SMALL, {run: values}))
+    assert verdict.reproduced is None and verdict.reason.startswith("did not train — "), verdict
+    assert named in verdict.reason and why in verdict.reason, verdict.reason
+    # Another finding that does not rest on that run is decided as before.
+    untouched = "early_layers_change_less" if run[0] == "finetune" else (
+        "structured_closer_to_pretrained" if run[1] != PRE else "memorisation_uses_early_layers_with_more_data")
+    assert _finding(untouched).decide(SMALL, _checked(SMALL, {run: values})).reproduced is True
+
+
+def test_trained_checks_read_what_each_run_recorded():
+    # Random labels: the test accuracy (on the true labels) is no check; true labels: it is.
+    low_test = {("finetune", "same d=9", 0): {"test_accuracy": 0.09},
+                ("scratch", "d=9,n=500", 0): {"test_accuracy": 0.1}}
+    assert _finding("random_closer_to_init").decide(SMALL, _checked(SMALL, low_test)).reproduced is True
+    assert _finding("memorisation_uses_early_layers_with_more_data").decide(SMALL, _checked(SMALL, low_test)).reproduced
+    # A record of a run measured before the checks (no loss, no chance): what it has is checked, chance 1/10.
+    old = {("finetune", "same d=9", s): {k: None for k in ("loss_first", "loss_last", "finite", "chance",
+                                                            "chance_test")} for s in SMALL.seeds}
+    assert _finding("random_closer_to_init").decide(SMALL, _checked(SMALL, old)).reproduced is True
+    old[("finetune", "same d=9", 1)]["train_accuracy"] = 0.5
+    reason = _finding("random_closer_to_init").decide(SMALL, _checked(SMALL, old)).reason
+    assert "same d=9, seed 1: final training accuracy 0.5 < 0.55 (halfway from chance 0.1 to 1)" in reason
+    bare = {("finetune", "same d=9", 1): {k: None for k in ("loss_first", "loss_last", "finite", "train_accuracy",
+                                                             "test_accuracy")}}
+    assert _finding("random_closer_to_init").decide(SMALL, _checked(SMALL, bare)).reproduced is True
+    # The first failing check only, per run: a diverged run is not also reported for its accuracy.
+    both = {("scratch", PRE, 0): {"finite": False, "train_accuracy": 0.1}}
+    assert _finding("early_layers_change_less").decide(SMALL, _checked(SMALL, both)).reason.count("seed 0") == 1
+
+
+def test_run_records_of_old_and_new_measurements(tmp_path):
+    from types import SimpleNamespace
+
+    old = SimpleNamespace(row={"seed": 3}, dir=tmp_path, measured={"final_train_accuracy": 0.7,
+                                                                   "final_test_accuracy": 0.4})
+    assert fs._run_record(old, True) == {"seed": 3, "true_labels": True, "chance": 0.1, "chance_test": 0.1,
+                                         "train_accuracy": 0.7, "test_accuracy": 0.4}
+    new = SimpleNamespace(row={"seed": 1}, dir=tmp_path, measured={
+        "final_train_accuracy": 0.7, "chance_train": 0.12, "chance_test": 0.1,
+        "loss": {"loss_first": 2.3, "loss_last": 1.0, "finite": True}})
+    rec = fs._run_record(new, False)
+    assert rec["chance"] == 0.12 and rec["loss_last"] == 1.0 and "test_accuracy" not in rec
+    assert fs._chance(torch.tensor([0, 1, 1, 2, 1])) == 0.6
+
+
+def test_the_loss_summary_of_a_run_is_its_historys(smoke):
+    out, r = smoke
+    run_dir = next((out / "sweeps" / "scratch" / "runs").iterdir())
+    measured = json.loads((run_dir / "measured.json").read_text())
+    assert measured["loss"] == fs._history_loss(run_dir) == fs.trained.loss_summary(
+        load_run(run_dir / "train").history["loss"].tolist())
+    assert 0 < measured["chance_train"] <= 1 and 0 < measured["chance_test"] <= 1
+
+
+# ---------------------------------------------------------------------------------- diagnoses
+def _curve(values: list, se: float = 0.005) -> dict:
+    """A per-epoch curve at epochs 0, E/2, E (E = the values' count − 1, times 10)."""
+    return {"epoch": [10 * i for i in range(len(values))], "mean": values, "se": [se] * len(values), "n": 3}
+
+
+def _scratch_curves(a: dict, rise: dict[str, float]) -> dict:
+    """Per-epoch CKA-to-init curves of every from-scratch group ending at its final value; the
+    group ``key`` of ``rise`` was ``rise[key]`` lower at the middle epoch (it rose by that since)."""
+    for key, g in a["random_labels"].items():
+        g["cka_to_init"] = {layer: _curve([1.0, v["mean"] - rise.get(key, 0.0), v["mean"]])
+                            for layer, v in g["final_cka_to_init"].items()}
+    return a
+
+
+def _diagnose(name: str, c: fs.Config, a: dict):
+    finding = _finding(name)
+    return finding.decide(c, a), finding.diagnose(c, a)
+
+
+def test_less_structure_diagnosis_branches():
+    name = "less_structure_less_early_change"
+    verdict, d = _diagnose(name, SMALL, _scratch_curves(_checked(SMALL), {}))
+    assert verdict.reproduced is True and d.kind == "reproduced" and "d = 9 minus d = 0" in d.text
+    assert d.evidence["per_layer"]["block1"]["effect"] == pytest.approx(0.09)
+    # Reversed (CKA to init falls with d by 0.09 at the extremes, beyond the noise 2·√2·0.01 ≈ 0.028) ...
+    flipped = _checked(SMALL, flip=("structure",))
+    verdict, d = _diagnose(name, SMALL, _scratch_curves(flipped, {}))
+    assert verdict.reproduced is False and d.kind == "open" and "the other way beyond the noise" in d.text
+    assert d.evidence["per_layer"]["block2"]["noise"] == pytest.approx(0.0283, abs=1e-4)
+    # ... but d = 9's CKA rose by 0.1 over the last half, towards the claim: scale.
+    verdict, d = _diagnose(name, SMALL, _scratch_curves(_checked(SMALL, flip=("structure",)), {"d=9,n=5000": 0.1}))
+    assert verdict.reproduced is False and d.kind == "scale", d
+    v = d.evidence["per_layer"]["block1"]
+    assert v["towards_claim"] and v["trend"]["change"] == pytest.approx(0.1) and v["trend"]["from_epoch"] == 10
+    assert v["epochs_to_claim"] == pytest.approx(9.0)  # 0.09 to go at 0.1 per 10 epochs
+    assert "still moving towards the claim" in d.text
+    # The same reversal inside the seeds' spread (se 0.05: noise 0.14): open, noise.
+    noisy = _checked(SMALL, flip=("structure",))
+    for g in noisy["random_labels"].values():
+        for v in g["final_cka_to_init"].values():
+            v["se"] = 0.05
+    verdict, d = _diagnose(name, SMALL, _scratch_curves(noisy, {}))
+    assert verdict.reproduced is False and d.kind == "open" and "inside the noise" in d.text
+    assert {v["class"] for v in d.evidence["per_layer"].values()} == {"noise"}
+    # Intervals widen the noise where they are wider than twice the standard error.
+    wide = _checked(SMALL, flip=("structure",))
+    for g in wide["random_labels"].values():
+        for v in g["final_cka_to_init"].values():
+            v.update(ci_low=v["mean"] - 0.06, ci_high=v["mean"] + 0.06)
+    assert _diagnose(name, SMALL, wide)[1].evidence["per_layer"]["block1"]["noise"] == pytest.approx(0.12)
+    # Without the per-epoch curves (an older analysis): no trend, the rest as before.
+    _, d = _diagnose(name, SMALL, _checked(SMALL, flip=("structure",)))
+    assert d.kind == "open" and d.evidence["per_layer"]["block1"]["trend"] is None
+    # Too few degrees: no diagnosis.
+    assert _finding(name).diagnose(fs.PRESETS["smoke"], _analysis(fs.PRESETS["smoke"])) is None
+
+
+def test_memorisation_diagnosis_branches():
+    name = "memorisation_uses_early_layers_with_more_data"
+    _, d = _diagnose(name, SMALL, _scratch_curves(_checked(SMALL), {}))
+    assert d.kind == "reproduced" and "N = 500 minus N = 5,000" in d.text
+    # Reversed, tiny (CKA rises with N by 0.0045 from 500 to 5,000): inside the noise.
+    _, d = _diagnose(name, SMALL, _scratch_curves(_checked(SMALL, flip=("memorisation",)), {}))
+    assert d.kind == "open" and {v["class"] for v in d.evidence["per_layer"].values()} == {"noise"}
+    # The largest set still moving away from its initialisation (its CKA fell by 0.05 since the middle): scale.
+    _, d = _diagnose(name, SMALL, _scratch_curves(_checked(SMALL, flip=("memorisation",)), {"d=9,n=5000": -0.05}))
+    assert d.kind == "scale" and d.evidence["per_layer"]["block2"]["trend"]["change"] == pytest.approx(0.05)
+
+
+def _finetune_curves(a: dict, drift: dict[str, float]) -> dict:
+    """Per-epoch CKA curves of every fine-tuning task ending at its final values; the reference
+    ``ref`` of ``drift`` was ``drift[ref]`` higher at the middle epoch (it fell by that since)."""
+    for ft in a["finetuning"].values():
+        ft["cka_curves"] = {ref: {layer: _curve([1.0 if ref == "pretrained" else 0.9, v["mean"] + drift.get(ref, 0.0),
+                                                 v["mean"]]) for layer, v in ft["final"][ref].items()}
+                            for ref in ("pretrained", "init")}
+    return a
+
+
+def _cross_seed(a: dict, to_init: float, to_pretrained: float) -> dict:
+    a["cross_seed"] = {label: {ref: {layer: {"same_seed": v, "other_seeds": {"mean": value, "se": 0.01, "n": 6}}
+                                     for layer, v in ft["final"][ref].items()}
+                               for ref, value in (("init", to_init), ("pretrained", to_pretrained))}
+                       for label, ft in a["finetuning"].items()}
+    return a
+
+
+def test_random_closer_to_init_diagnosis_branches():
+    name = "random_closer_to_init"
+    verdict, d = _diagnose(name, SMALL, _finetune_curves(_checked(SMALL), {}))
+    assert verdict.reproduced is True and d.kind == "reproduced"
+    # Ends closer to the pre-trained side (layer means 0.688 vs 0.1), the gap widening over the last half.
+    verdict, d = _diagnose(name, SMALL, _finetune_curves(_checked(SMALL, flip=("random",)), {"init": 0.1}))
+    assert verdict.reproduced is False and d.kind == "open", d
+    v = d.evidence["per_task"]["same d=9"]
+    assert v["class"] == "widening" and v["away_from_claim"] and v["trend"]["change"] == pytest.approx(-0.1)
+    assert v["cka_to_pretrained"] == pytest.approx(0.688) and v["cka_to_init"] == pytest.approx(0.1)
+    assert "gap widened over the last half of fine-tuning" in d.text
+    assert "-0.488 at epoch 10 → -0.588 at epoch 20" in d.text
+    assert "Not a matter of training length" in d.text
+    # The gap closing towards init instead: scale, with the epochs to cross at that rate.
+    _, d = _diagnose(name, SMALL, _finetune_curves(_checked(SMALL, flip=("random",)), {"init": -0.1}))
+    assert d.kind == "scale" and d.evidence["per_task"]["same d=9"]["epochs_to_claim"] == pytest.approx(58.8)
+    # Settled, no cross-seed baselines: open.
+    _, d = _diagnose(name, SMALL, _finetune_curves(_checked(SMALL, flip=("random",)), {}))
+    assert d.kind == "open" and {v["class"] for v in d.evidence["per_task"].values()} == {"settled"}
+    # Against other seeds' networks the claim holds (fresh random nets 0.6, other pre-trained ones 0.3): setting.
+    a = _cross_seed(_finetune_curves(_checked(SMALL, flip=("random",)), {"init": 0.1}), 0.6, 0.3)
+    _, d = _diagnose(name, SMALL, a)
+    assert d.kind == "setting" and "fresh random network" in d.text
+    assert d.evidence["per_task"]["street_digits d=9"]["cross_seed"]["effect"] == pytest.approx(0.3)
+    _, d = _diagnose(name, SMALL, _cross_seed(_finetune_curves(_checked(SMALL, flip=("random",)), {"init": 0.1}),
+                                              0.3, 0.6))
+    assert d.kind == "open" and d.evidence["per_task"]["same d=9"]["class"] == "widening"
+    # Inside the noise: the two sides within twice their combined standard error.
+    close = _finetune_curves(_checked(SMALL, flip=("random",)), {})
+    for ft in close["finetuning"].values():
+        if ft["kind"] == "random":
+            for layer, v in ft["final"]["init"].items():
+                v.update(mean=ft["final"]["pretrained"][layer]["mean"] - 0.01, se=0.02)
+    _, d = _diagnose(name, SMALL, close)
+    assert d.kind == "open" and {v["class"] for v in d.evidence["per_task"].values()} == {"noise"}
+    # No fully random task: no diagnosis.
+    assert _finding(name).diagnose(ONLY_SAME, _analysis(ONLY_SAME)) is None
+
+
+def test_untrained_diagnoses_tell_still_fitting_from_stalled():
+    name = "random_closer_to_init"
+    short = {("finetune", "same d=9", s): {"train_accuracy": 0.25} for s in SMALL.seeds}
+    a = _checked(SMALL, short)
+    a["finetuning"]["same d=9"].update(epoch=[0, 4, 8], train_accuracy={"mean": [None, 0.15, 0.25]})
+    verdict, d = _diagnose(name, SMALL, a)
+    assert verdict.reproduced is None and d.kind == "scale", d
+    assert "fine-tuning same d=9, seed 0" in d.text and "0.150 → 0.250 over epochs 4–8" in d.text
+    assert d.evidence["train_accuracy_last_half"]["fine-tuning same d=9"]["change"] == pytest.approx(0.1)
+    a["finetuning"]["same d=9"]["train_accuracy"] = {"mean": [None, 0.245, 0.25]}  # stalled
+    assert _diagnose(name, SMALL, a)[1].kind == "open"
+    # A diverged run is never a matter of length.
+    a = _checked(SMALL, {("scratch", "d=9,n=1500", 0): {"finite": False}})
+    a["random_labels"]["d=9,n=1500"].update(epoch=[0, 12, 25], train_accuracy={"mean": [None, 0.3, 0.9]})
+    verdict, d = _diagnose("memorisation_uses_early_layers_with_more_data", SMALL, a)
+    assert verdict.reproduced is None and d.kind == "open" and "diverged" in d.text
+    # Legacy analyses (no per-run records): a group whose mean loss stayed flat; no accuracy trend → open.
+    _, d = _diagnose("less_structure_less_early_change", SMALL, _analysis(SMALL, stalled=("d=9,n=5000",)))
+    assert d.kind == "open" and "did not train" in d.text
+
+
+def test_diagnoses_are_json_and_only_on_the_three_findings():
+    diagnosed = {f.name for f in fs.FINDINGS if f.diagnose}
+    assert diagnosed == {"less_structure_less_early_change", "memorisation_uses_early_layers_with_more_data",
+                         "random_closer_to_init"}
+    a = _cross_seed(_scratch_curves(_finetune_curves(_checked(SMALL, flip=("random", "structure")), {"init": 0.1}), {}),
+                    0.6, 0.3)
+    for f in fs.FINDINGS:
+        record = f.judge(SMALL, a)
+        json.dumps(record)
+        assert (record["diagnosis"] is not None) == (f.name in diagnosed)
