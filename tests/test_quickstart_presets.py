@@ -1,5 +1,7 @@
 """The quickstart study's presets (issue 32): the medium preset is a valid config whose one stage
 has the designed runs, counted from the stage's own ``runs`` without training anything."""
+import torch
+
 from vaetransfer import data, studies
 from vaetransfer.studies import quickstart
 
@@ -22,3 +24,21 @@ def test_medium_preset_is_valid_and_its_runs_are_as_designed():
     assert len(rows_trained) == len(set(rows_trained.tolist())) == 131_072 < data.DSPRITES_COUNT
     assert (c.similarity_n, c.disentanglement_n, c.disentanglement_points) == (1000, 2000, 500)
     assert c.same_seed_baseline and c.betas[0] != c.betas[1]  # no finding undecided by design
+
+
+def test_trained_check_rows_and_reference_per_preset():
+    """The trained-model check (issue 32): its rows are held out wherever some images are not
+    trained on, and its reference is the β = 1 model in every preset."""
+    for name, c in quickstart.PRESETS.items():
+        ref = quickstart.reference_model(c)
+        assert (ref.beta, ref.seed, ref.baseline) == (1.0, c.seed, False), name
+        rows, held_out = quickstart._held_out_rows(c)
+        assert len(rows) == quickstart.TRAINED_N and rows.tolist() == sorted(set(rows.tolist())), name
+        if c.n:
+            assert held_out and not set(rows.tolist()) & set(quickstart._train_rows(c).tolist()), name
+        else:  # paper: every image is trained on, the check reads training rows and says so
+            assert not held_out, name
+    smoke = quickstart.PRESETS["smoke"]
+    train_rows = quickstart._train_rows(smoke)
+    expected = data.dsprites(train_rows).float_images().double().mean(0)
+    assert torch.allclose(quickstart._mean_image(train_rows), expected, rtol=0, atol=1e-12)

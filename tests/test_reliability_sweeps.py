@@ -57,7 +57,7 @@ class Config:
     go: str = ""
 
 
-PRESETS = {"smoke": Config(), "small": Config(), "paper": Config()}
+PRESETS = {"smoke": Config(), "small": Config(), "medium": Config(), "paper": Config()}
 
 
 def _measure(c, row, job):

@@ -172,7 +172,7 @@ def test_run_list(capsys):
     text = capsys.readouterr().out
     for name in studies.available():
         assert name in text
-    assert "smoke, small, paper" in text
+    assert "smoke, small, medium, paper" in text
     assert quickstart.__doc__.strip().splitlines()[0] in text
 
 
@@ -222,7 +222,7 @@ class Config:
     value: float = 2.0
 
 
-PRESETS = {"smoke": Config(seeds=(0,)), "small": Config(), "paper": Config(seeds=(0, 1, 2))}
+PRESETS = {"smoke": Config(seeds=(0,)), "small": Config(), "medium": Config(seeds=(0, 1)), "paper": Config(seeds=(0, 1, 2))}
 
 
 def _first_runs(c, earlier):
@@ -325,7 +325,7 @@ def test_findings_command_over_two_outputs(fake_study, smoke, tmp_path, capsys):
     for f in quickstart.FINDINGS:
         assert f.name in text
     assert "z_doubles_y" in text and "one seed cannot decide" in text
-    assert "4 findings:" in text and "1 undecided" in text
+    assert "4 findings:" in text and "4 undecided" in text  # smoke quickstart models do not train: undecided
     assert cli.main(["findings", "--json", str(out), str(tmp_path / "fake" / "results.json")]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["study"] for r in rows] == ["quickstart"] * 3 + ["fake"]
@@ -334,7 +334,7 @@ def test_findings_command_over_two_outputs(fake_study, smoke, tmp_path, capsys):
 
 def test_a_study_declaration_is_checked():
     base = dict(name="x", title="X", config=quickstart.Config, stages=(), analyse=lambda c, r, x: {})
-    with pytest.raises(vaetransfer.ArgumentError, match="paper"):
+    with pytest.raises(vaetransfer.ArgumentError, match="medium"):
         studies.Study(presets={"smoke": quickstart.Config(), "small": quickstart.Config()}, **base)
     with pytest.raises(vaetransfer.ArgumentError, match="small"):
         studies.Study(presets={**quickstart.PRESETS, "small": quickstart.PRESETS["smoke"]}, **base)
@@ -355,7 +355,7 @@ def test_available_studies_follow_the_protocol():
     for name in names:
         study = studies.get_study(name)
         assert study.name == name
-        assert {"smoke", "small", "paper"} <= set(study.presets)
+        assert set(pipeline.REQUIRED_PRESETS) <= set(study.presets)
         assert vconfig.config_to_dict(study.config()) == vconfig.config_to_dict(study.presets["small"])
         fields = {f.name for f in dataclasses.fields(study.config)}
         assert not fields & {"executor", "workers", "threads", "address"}, name  # execution stays apart
@@ -393,7 +393,8 @@ class FakeConfig:
 
 def _fake_declaration():
     return studies.Study(name="fake", title="Fake", config=FakeConfig,
-                         presets={"smoke": FakeConfig(seed=1), "small": FakeConfig(), "paper": FakeConfig(seed=3)},
+                         presets={"smoke": FakeConfig(seed=1), "small": FakeConfig(), "medium": FakeConfig(seed=2),
+                                  "paper": FakeConfig(seed=3)},
                          stages=(), analyse=lambda c, runs, ctx: {})
 
 
@@ -443,7 +444,7 @@ def test_make_config_file_and_preset_errors(tmp_path):
         assert info.value.argument == argument
     with pytest.raises(vaetransfer.ArgumentError) as info:
         studies.make_config(fake, "huge")
-    assert info.value.argument == "preset" and "smoke, small, paper" in str(info.value)
+    assert info.value.argument == "preset" and "smoke, small, medium, paper" in str(info.value)
 
 
 def test_config_dict_round_trip():

@@ -2,6 +2,7 @@
 quickstart on dSprites by exact factor sampling), at the smoke preset shared with the other study
 tests (tests/conftest.py `study_smoke`): their structure in results.json and index.md, and their
 values against direct calls of the metrics on the same codes."""
+import dataclasses
 import math
 
 import numpy as np
@@ -10,7 +11,7 @@ import torch
 
 import vaetransfer
 from vaetransfer import data, metrics, studies
-from vaetransfer.studies import pipeline, quickstart
+from vaetransfer.studies import pipeline, quickstart, trained
 from vaetransfer.studies import rate_distortion as rd
 from vaetransfer.train import load_run
 
@@ -207,3 +208,175 @@ def test_quickstart_disentanglement_config_is_checked(sets, argument):
     with pytest.raises(vaetransfer.ArgumentError) as err:
         quickstart.Config(**sets)
     assert err.value.argument == argument
+
+
+# ---------------------------------------------------------------------------------- quickstart: did the models train?
+def test_quickstart_checks_that_its_models_trained(qs_smoke):
+    """The trained-model check of the smoke run against direct computations: the held-out rows, the
+    input-ignoring baseline, one model's distortion (z = posterior mean), the rule and the findings."""
+    out, r = qs_smoke
+    c = quickstart.PRESETS["smoke"]
+    t = r["analysis"]["trained"]
+    dirs = [m.dir for m in quickstart._models(c)]
+    assert set(t["distortion"]) == set(dirs) and t["reference"] == dirs[0]  # β = 1
+    assert t["held_out"] is True and t["n"] == quickstart.TRAINED_N
+    rows, _ = quickstart._held_out_rows(c)
+    train_rows = quickstart._train_rows(c)
+    assert not set(rows.tolist()) & set(train_rows.tolist())
+    x = data.dsprites(rows).float_images()
+    assert t["baseline"] == pytest.approx(trained.input_ignoring_distortion(data.dsprites(train_rows).float_images(), x),
+                                          abs=1e-3)
+    m = quickstart._models(c)[1]
+    run_dir = next(p for p in (out / pipeline.SWEEPS_DIR / "train" / "runs").iterdir()
+                   if load_run(p).config.seed == m.seed and load_run(p).config.objective.beta == m.beta)
+    model = load_run(run_dir).model()
+    with torch.no_grad():
+        logits = model.decode(model.encode(x)[0])
+    direct = torch.nn.functional.binary_cross_entropy_with_logits(logits.double(), x.double(), reduction="none")
+    assert t["distortion"][m.dir] == pytest.approx(float(direct.flatten(1).sum(1).mean()), rel=1e-4)
+    if t["distortion"][dirs[0]] < t["baseline"]:
+        assert t["rule"]["maximum"] == pytest.approx((t["baseline"] + t["distortion"][dirs[0]]) / 2, abs=1e-3)
+    else:  # 20 steps may not beat the input-ignoring baseline: then no model can be judged
+        assert "reference" in t["rule"]["error"]
+    assert all(row["finite"] is True and row["window"] == trained.loss_window(c.steps)
+               for row in r["analysis"]["models"].values())
+    for f in r["findings"]:
+        assert "halfway from the input-ignoring baseline" in f["rule"], f["name"]
+        assert f["figures"] and set(f["figures"]) <= set(r["figures"]), f["name"]
+        assert f["diagnosis"]["kind"] in pipeline.DIAGNOSIS_KINDS, f["name"]
+        if f["reproduced"] is None:
+            assert f["reason"] and f["diagnosis"]["kind"] == "setting", f["name"]
+    assert "**Did the models train?**" in (out / "index.md").read_text()
+
+
+def _history(first: float, last: float, bad: bool = False) -> dict:
+    loss = np.linspace(first, last, 100)
+    if bad:
+        loss[50] = float("nan")
+    return trained.loss_summary(loss)
+
+
+def _qs_analysis(*, distortion=(100.0, 200.0, 210.0), losses=((3000.0, 100.0),) * 3, diverged=(), kl=(5.0, 1.0, 1.5),
+                 enc=(0.9, 0.5), base=(0.95, 0.5), baseline=500.0, config=None) -> dict:
+    """A synthetic quickstart analysis (the β = 1 model, the β = 8 model of the other seed and the
+    same-seed baseline): losses, held-out distortions, the rule built by the study's own code."""
+    c = config or quickstart.Config()
+    ms = quickstart._models(dataclasses.replace(c, same_seed_baseline=True))
+    models = {m.dir: {"label": m.label, "beta": m.beta, "seed": m.seed, "baseline": m.baseline, "steps": c.steps,
+                      **_history(*loss, bad=m.dir in diverged), "kl_last": k}
+              for m, loss, k in zip(ms, losses, kl)}
+    d = dict(zip(models, distortion))
+    check = {"n": quickstart.TRAINED_N, "held_out": True, "baseline": baseline, "distortion": d,
+             **quickstart.trained_rule(c, baseline, d)}
+    pairs = {ms[1].dir: {"cka": {"encoder_mean": enc[0], "decoder_mean": enc[1], "encoder_diagonal_mean": enc[0]}},
+             ms[2].dir: {"cka": {"encoder_mean": base[0], "decoder_mean": base[1], "encoder_diagonal_mean": base[0]}}}
+    return {"models": models, "trained": check, "similarity": {"pairs": pairs}}
+
+
+def _qs_judge(analysis: dict, config=None) -> dict:
+    c = config or quickstart.Config()
+    return {f.name: f.judge(c, analysis) for f in quickstart.FINDINGS}
+
+
+def test_quickstart_findings_on_trained_models_are_decided():
+    a = _qs_analysis()
+    assert a["trained"]["rule"]["maximum"] == 300.0 and a["trained"]["reference"] == "beta_1_seed_0"
+    records = _qs_judge(a)
+    assert all(f["reproduced"] is True and f["reason"] is None for f in records.values())
+    assert {k: f["diagnosis"]["kind"] for k, f in records.items()} == dict.fromkeys(records, "reproduced")
+    assert "by 0.400" in records["encoder_alike_decoder_less"]["diagnosis"]["text"]
+    assert records["same_seed_inflates_similarity"]["diagnosis"]["evidence"]["margin"] == 0.05
+    assert "by 4 nats, 5 times" in records["higher_beta_lower_kl"]["diagnosis"]["text"]
+    for f in quickstart.FINDINGS:
+        assert "did not train" in f.rule and "halfway from the input-ignoring baseline" in f.rule, f.name
+        assert "1 % below" in f.rule and f.figures and f.diagnose is not None, f.name
+
+
+@pytest.mark.parametrize("change, undecided, why", [
+    # the β = 8 model of the other seed recovers less than half of the β = 1 model's gain on the baseline
+    ({"distortion": (100.0, 350.0, 210.0)}, {"encoder_alike_decoder_less", "same_seed_inflates_similarity",
+                                             "higher_beta_lower_kl"},
+     "beta_8_seed_1: held-out distortion 350 > 300 (halfway from the input-ignoring baseline 500 to the β = 1 model's "
+     "(beta_1_seed_0) 100)"),
+    # the same-seed baseline did not train: only the finding resting on it is undecided
+    ({"distortion": (100.0, 200.0, 320.0)}, {"same_seed_inflates_similarity"}, "beta_8_seed_0: held-out distortion 320"),
+    # the β = 1 model's loss did not fall by 1 % (100 → 99.5)
+    ({"losses": ((100.0, 99.5), (3000.0, 100.0), (3000.0, 100.0))},
+     {"encoder_alike_decoder_less", "same_seed_inflates_similarity", "higher_beta_lower_kl"},
+     "beta_1_seed_0: training loss did not fall by 1%"),
+    # a NaN loss on the way: diverged, even though the loss fell
+    ({"diverged": ("beta_8_seed_1",)}, {"encoder_alike_decoder_less", "same_seed_inflates_similarity",
+                                        "higher_beta_lower_kl"}, "beta_8_seed_1: diverged (non-finite training loss)"),
+    # the reference itself no better than the input-ignoring baseline: no model can be judged
+    ({"distortion": (600.0, 200.0, 210.0)}, {"encoder_alike_decoder_less", "same_seed_inflates_similarity",
+                                             "higher_beta_lower_kl"},
+     "no model can be judged: the reference beta_1_seed_0: argument 'reference'"),
+])
+def test_quickstart_findings_on_an_untrained_model_are_undecided(change, undecided, why):
+    records = _qs_judge(_qs_analysis(**change))
+    assert {k for k, f in records.items() if f["reproduced"] is None} == undecided
+    for name in undecided:
+        f = records[name]
+        assert f["reason"].startswith("did not train — ") and why in f["reason"], (name, f["reason"])
+        assert f["evidence"], name  # the numbers stay beside the reason they decide nothing
+        assert f["diagnosis"]["kind"] == "setting" and why in f["diagnosis"]["text"]
+        assert "steps=1500" in f["diagnosis"]["text"]
+    for name in set(records) - undecided:
+        assert records[name]["reproduced"] is True
+
+
+def test_quickstart_results_without_the_check_are_decided_on_their_losses():
+    """Results written before the check: no ``trained`` section, no ``finite`` in the measurements."""
+    a = _qs_analysis(distortion=(100.0, 400.0, 400.0))
+    del a["trained"]
+    for m in a["models"].values():
+        del m["finite"]
+    assert all(f["reproduced"] is True for f in _qs_judge(a).values())
+    a["models"]["beta_8_seed_1"]["loss_last"] = a["models"]["beta_8_seed_1"]["loss_first"]
+    records = _qs_judge(a)
+    assert records["encoder_alike_decoder_less"]["reproduced"] is None
+    assert quickstart._trained_report(a) == []
+
+
+def test_quickstart_report_shows_the_check():
+    text = "\n".join(quickstart._trained_report(_qs_analysis(distortion=(100.0, 350.0, 210.0))))
+    assert "at most 300.0 (halfway from the input-ignoring baseline 500" in text
+    assert "| `beta_1_seed_0` | 100.000 | yes |" in text
+    assert "| `beta_8_seed_1` | 350.000 | beta_8_seed_1: held-out distortion 350 > 300" in text
+
+
+@pytest.mark.parametrize("change, config, kind, text", [
+    # the cross-seed pair does not order the quadrants, the same-seed baseline does: shared initial weights
+    ({"enc": (0.4, 0.5)}, {}, "setting", "the encoders' likeness here comes with shared initial weights"),
+    # neither pair orders them
+    ({"enc": (0.4, 0.5), "base": (0.45, 0.5)}, {}, "open", "does not order them either (encoder 0.45, decoder 0.5"),
+    # the baseline orders them but did not train: no explanation from it
+    ({"enc": (0.4, 0.5), "distortion": (100.0, 200.0, 320.0)}, {}, "open",
+     "the same-seed baseline did not train (did not train — beta_8_seed_0: held-out distortion 320"),
+    # no baseline at all
+    ({"enc": (0.4, 0.5)}, {"same_seed_baseline": False}, "open", "no same-seed baseline"),
+])
+def test_quickstart_encoder_alike_diagnoses(change, config, kind, text):
+    c = dataclasses.replace(quickstart.Config(), **config)
+    f = next(f for f in quickstart.FINDINGS if f.name == "encoder_alike_decoder_less")
+    record = f.judge(c, _qs_analysis(config=c, **change))
+    assert record["reproduced"] is False
+    assert record["diagnosis"]["kind"] == kind and text in record["diagnosis"]["text"], record["diagnosis"]["text"]
+    assert record["diagnosis"]["evidence"]["different_seeds"] == {"encoder_mean": 0.4, "decoder_mean": 0.5,
+                                                                  "margin": -0.1}
+
+
+@pytest.mark.parametrize("finding, change, config, expected, kind, text", [
+    ("same_seed_inflates_similarity", {"base": (0.8, 0.5)}, {}, False, "open", "margin -0.100"),
+    ("same_seed_inflates_similarity", {}, {"same_seed_baseline": False}, None, "setting", "same_seed_baseline=false"),
+    # the larger-β model's KL is higher; the other β = 8 model's is below the β = 1 model's: the exception
+    ("higher_beta_lower_kl", {"kl": (1.0, 5.0, 0.5)}, {}, False, "open", "the compared model is the exception"),
+    ("higher_beta_lower_kl", {"kl": (1.0, 5.0, 6.0)}, {}, False, "open", "has KL 6.0, not below either"),
+    ("higher_beta_lower_kl", {}, {"betas": (4.0, 4.0)}, None, "setting", "both models have β = 4"),
+])
+def test_quickstart_other_diagnoses(finding, change, config, expected, kind, text):
+    c = dataclasses.replace(quickstart.Config(), **config)
+    f = next(f for f in quickstart.FINDINGS if f.name == finding)
+    record = f.judge(c, _qs_analysis(config=c, **change))
+    assert record["reproduced"] is expected
+    assert record["diagnosis"]["kind"] == kind and text in record["diagnosis"]["text"], record["diagnosis"]["text"]

@@ -3,7 +3,8 @@
 A study (:class:`Study`) declares
 
 * ``config``: its science ``Config`` dataclass (``Config()`` is the ``small`` preset) and
-  ``presets`` (``smoke``, ``small``, ``paper``, …; differing only in science fields);
+  ``presets`` (at least :data:`REQUIRED_PRESETS`: ``smoke``, ``small``, ``medium``, ``paper``;
+  differing only in science fields);
 * ``stages``: the sweeps it needs, in order (:class:`Stage`): which runs (one JSON row each) and what
   one run measures (``measure(config, row, job) -> dict``, executed as a sweep ``function`` job in a
   worker process or a Ray task);
@@ -47,7 +48,8 @@ from ..interrupts import stop_on_signals
 from ..io import DirectoryLock, output_dir, read_json, set_aside, write_json, write_text
 from ..sweep.executors import DEVICE_ENV
 
-__all__ = ["Study", "Stage", "Finding", "Verdict", "undecided", "Diagnosis", "DIAGNOSIS_KINDS", "Execution",
+__all__ = ["Study", "Stage", "Finding", "Verdict", "undecided", "Diagnosis", "DIAGNOSIS_KINDS", "REQUIRED_PRESETS",
+           "Execution",
            "RunResult", "Job", "Context", "run",
            "run_beside", "run_sweep", "execute_job", "scalars", "STUDY_FILE", "RESULTS_FILE", "INDEX_FILE", "STEPS_DIR", "SWEEPS_DIR", "MEASURED_FILE",
            "RESULTS_SCHEMA"]
@@ -58,6 +60,9 @@ INDEX_FILE = "index.md"
 STEPS_DIR = "steps"            #: finished analysis steps (:meth:`Context.step`), one JSON file each
 SWEEPS_DIR = "sweeps"          #: one sweep directory per stage
 MEASURED_FILE = "measured.json"  #: what one run measured (the sweep's result.json holds only its scalars)
+#: Every study's presets: ``smoke`` (seconds, the tests), ``small`` (this machine, under an hour),
+#: ``medium`` (this machine, about two hours, resumable) and ``paper`` (the paper's sizes).
+REQUIRED_PRESETS = ("smoke", "small", "medium", "paper")
 RESULTS_SCHEMA = 2             #: version of the results.json layout (see :func:`run`)
 _NAME = re.compile(r"^[A-Za-z0-9_.=-]+$")
 _RESERVED_ARGS = ("study", "stage", "config")
@@ -311,7 +316,7 @@ class Study:
     def __post_init__(self):
         if not (isinstance(self.config, type) and dataclasses.is_dataclass(self.config)):
             raise type_error("config", f"expected the study's Config dataclass, got {self.config!r}")
-        for preset in ("smoke", "small", "paper"):
+        for preset in REQUIRED_PRESETS:
             if preset not in self.presets:
                 raise value_error("presets", f"study {self.name!r} has no {preset!r} preset")
         if config_to_dict(self.config()) != config_to_dict(self.presets["small"]):
