@@ -597,7 +597,7 @@ def test_the_loss_summary_of_a_run_is_its_historys(smoke):
     out, r = smoke
     run_dir = next((out / "sweeps" / "scratch" / "runs").iterdir())
     measured = json.loads((run_dir / "measured.json").read_text())
-    assert measured["loss"] == fs._history_loss(run_dir) == fs.trained.loss_summary(
+    assert measured["loss"] == fs.trained.history_loss_summary(run_dir / "train") == fs.trained.loss_summary(
         load_run(run_dir / "train").history["loss"].tolist())
     assert 0 < measured["chance_train"] <= 1 and 0 < measured["chance_test"] <= 1
 

@@ -694,15 +694,6 @@ def _interval_text(iv: dict) -> str:
             "mean; it covers the sampling of the inputs, not the spread over seeds")
 
 
-def _history_loss(run_dir: Path) -> dict:
-    """:func:`.trained.loss_summary` of the training loss a run's history recorded (runs measured
-    before the study kept it), or ``{}`` when it has none (not checked)."""
-    path = Path(run_dir) / "train"
-    history = load_run(path).history if (path / "history.csv").exists() else {}
-    loss = history.get("loss")
-    return trained.loss_summary(loss.tolist()) if loss is not None and len(loss) else {}
-
-
 def _run_record(r, true_labels: bool) -> dict:
     """One run's entry of the ``trained`` section: its final training accuracy (on the labels it
     fitted) and test accuracy, chance on its training and test rows (the most frequent class's
@@ -717,7 +708,7 @@ def _run_record(r, true_labels: bool) -> dict:
     for key, name in (("train_accuracy", "final_train_accuracy"), ("test_accuracy", "final_test_accuracy")):
         if name in m:
             rec[key] = m[name]
-    rec.update(m.get("loss") or _history_loss(r.dir))
+    rec.update(m.get("loss") or trained.history_loss_summary(Path(r.dir) / "train"))
     return rec
 
 

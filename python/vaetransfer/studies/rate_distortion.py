@@ -698,15 +698,6 @@ def _run_name(row: dict) -> str:
     return f"{row['objective']} {row['architecture']} {split} β={float(row['beta']):g} seed {row['seed']}"
 
 
-def _history_loss(run_dir: Path) -> dict:
-    """:func:`.trained.loss_summary` of the training loss a run's history recorded (runs measured
-    before the study kept it), or ``{}`` when it has none (not checked)."""
-    path = Path(run_dir) / "train"
-    history = load_run(path).history if (path / "history.csv").exists() else {}
-    loss = history.get("loss")
-    return trained.loss_summary(loss.tolist()) if loss is not None and len(loss) else {}
-
-
 def _run_record(r: RunResult) -> dict:
     """One run's entry of the ``trained`` section: its row, its train distortions (final and
     early-stopped weights, nats on the ``eval_n`` training rows), early-stopping step and the loss
@@ -719,7 +710,7 @@ def _run_record(r: RunResult) -> dict:
            "beta": float(r.row["beta"]), "seed": r.row["seed"]}
     rec.update({k: m[k] for k in ("train_distortion", "es_train_distortion", "early_stopping_step", "steps")
                 if m.get(k) is not None})
-    loss = m.get("loss") or _history_loss(r.dir)
+    loss = m.get("loss") or trained.history_loss_summary(Path(r.dir) / "train")
     rec.update(loss)
     if m.get("diverged"):
         rec["finite"] = False

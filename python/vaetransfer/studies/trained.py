@@ -24,7 +24,7 @@ from typing import Mapping, Sequence
 
 from .._checks import type_error, value_error
 
-__all__ = ["TrainedRule", "failures", "input_ignoring_distortion", "loss_summary", "loss_window", "reason", "untrained"]
+__all__ = ["TrainedRule", "failures", "history_loss_summary", "input_ignoring_distortion", "loss_summary", "loss_window", "reason", "untrained"]
 
 
 #: The least relative fall of the training loss (last window against first) that counts as
@@ -142,6 +142,20 @@ def untrained(models: Mapping[str, Mapping], rule: TrainedRule | None = None) ->
 def reason(failed: Sequence[str]) -> str | None:
     """The undecided reason for a list of :func:`failures` (None when empty)."""
     return ("did not train — " + "; ".join(failed)) if failed else None
+
+
+def history_loss_summary(train_dir) -> dict:
+    """:func:`loss_summary` of the training loss a run's ``history.csv`` in ``train_dir`` recorded
+    (for runs measured before a study kept the summary), or ``{}`` when there is none (then the
+    losses are not checked)."""
+    from pathlib import Path
+
+    from ..train import load_run
+
+    path = Path(train_dir)
+    history = load_run(path).history if (path / "history.csv").exists() else {}
+    loss = history.get("loss")
+    return loss_summary(loss.tolist()) if loss is not None and len(loss) else {}
 
 
 def input_ignoring_distortion(train_images, test_images) -> float:
