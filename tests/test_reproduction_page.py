@@ -260,3 +260,129 @@ def test_judge_records_figures_and_diagnosis():
         with pytest.raises(error) as info:
             studies.Finding("f", "c", "s", "r", _decide, **kw)
         assert info.value.argument == argument
+
+
+# ---------------------------------------------------------------------------------- what a notebook shows
+def _committed(root):
+    """Committed transfer outputs at small and medium, rate_distortion at small only."""
+    _output(root / "transfer-small", "transfer", "T", "small", [_record("a", False, {})], 10.0, files=("f.png",))
+    _output(root / "transfer-medium", "transfer", "T", "medium", [_record("a", True, {})], 7200.0, files=("f.png",))
+    _output(root / "rate_distortion-small", "rate_distortion", "R", "small", [_record("b", None, {}, reason="r")], 5.0)
+    return root
+
+
+def test_a_notebook_shows_the_largest_committed_preset_above_its_own(tmp_path, monkeypatch):
+    monkeypatch.delenv(report.SHOW_ENV, raising=False)
+    root = _committed(tmp_path / "reproduction")
+    own = _output(tmp_path / "runs" / "transfer-small", "transfer", "T", "small", [_record("a", False, {})], 9.0)
+    shown = studies.shown_outputs("transfer", own, "small", committed=root)
+    assert (shown.dir, shown.preset, shown.committed) == (root / "transfer-medium", "medium", True)
+    assert shown.findings[0]["reproduced"] is True and shown.analysis == {} and shown.figures == ["f.png"]
+    assert (shown / "f.png").is_file()
+    assert "committed **`medium`** outputs" in shown.note() and "2.0" not in shown.note()[:20]
+    # From smoke, medium still comes first; small is taken where there is no medium.
+    assert studies.shown_outputs("transfer", own, "smoke", committed=root).preset == "medium"
+    rd_own = _output(tmp_path / "runs" / "rd", "rate_distortion", "R", "smoke", [_record("b", False, {})], 1.0)
+    rd = studies.shown_outputs("rate_distortion", rd_own, "smoke", committed=root)
+    assert (rd.preset, rd.committed, rd.dir.name) == ("small", True, "rate_distortion-small")
+    # Nothing committed above the notebook's preset: its own run, and the note says so.
+    for preset in ("medium",):
+        mine = studies.shown_outputs("transfer", own, preset, committed=root)
+        assert (mine.dir, mine.committed, mine.preset) == (own, False, preset)
+        assert "this notebook's own" in mine.note()
+    assert studies.shown_outputs("rate_distortion", rd_own, "small", committed=root).dir == rd_own
+    assert studies.shown_outputs("quickstart", own, "small", committed=root).dir == own     # no committed output
+    assert studies.shown_outputs("transfer", own, "small", committed=tmp_path / "nowhere").dir == own
+
+
+def test_show_run_and_the_environment_choose_the_notebooks_own_run(tmp_path, monkeypatch):
+    root = _committed(tmp_path / "reproduction")
+    own = _output(tmp_path / "own", "transfer", "T", "small", [_record("a", False, {})], 9.0)
+    assert studies.shown_outputs("transfer", own, "small", committed=root, show="run").dir == own
+    monkeypatch.setenv(report.SHOW_ENV, "run")
+    assert studies.shown_outputs("transfer", own, "small", committed=root).dir == own
+    monkeypatch.setenv(report.SHOW_ENV, "auto")
+    monkeypatch.setenv(report.COMMITTED_ENV, str(root))   # found without being given
+    assert studies.shown_outputs("transfer", own, "small").dir == root / "transfer-medium"
+
+
+def test_committed_outputs_are_found_above_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv(report.COMMITTED_ENV, raising=False)
+    (tmp_path / "repo" / report.COMMITTED_DIR).mkdir(parents=True)
+    (tmp_path / "repo" / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "repo" / "notebooks")
+    assert report.committed_root() == tmp_path / "repo" / report.COMMITTED_DIR
+
+
+def test_shown_outputs_names_bad_arguments_and_mislabelled_outputs(tmp_path):
+    root = _committed(tmp_path / "reproduction")
+    own = _output(tmp_path / "own", "transfer", "T", "small", [_record("a", False, {})], 9.0)
+    with pytest.raises(vaetransfer.ArgumentError, match="show"):
+        studies.shown_outputs("transfer", own, "small", committed=root, show="newest")
+    with pytest.raises(vaetransfer.ArgumentError, match="preset"):
+        studies.shown_outputs("transfer", own, "large", committed=root)
+    # A committed folder whose results are another study's, or torn, is named — never shown.
+    _output(root / "quickstart-medium", "transfer", "T", "medium", [_record("a", True, {})], 1.0)
+    with pytest.raises(vaetransfer.ArgumentError, match="quickstart-medium"):
+        studies.shown_outputs("quickstart", own, "small", committed=root)
+    (root / "transfer-medium" / "results.json").write_text('{"study": "transfer", "findings": [')
+    with pytest.raises(vaetransfer.ArgumentError, match="transfer-medium"):
+        studies.shown_outputs("transfer", own, "small", committed=root)
+    with pytest.raises(vaetransfer.ArgumentError, match="run_dir"):   # no own run to fall back on
+        studies.shown_outputs("transfer", tmp_path / "missing", "medium", committed=root)
+
+
+# ---------------------------------------------------------------------------------- committing outputs
+def test_publish_copies_results_index_and_listed_figures_only(tmp_path):
+    out = _output(tmp_path / "run", "transfer", "T", "medium",
+                  [_record("a", True, {}, figures=["fig_a.png", "sub/fig_c.png"])], 99.0, files=("fig_a.png", "fig_b.png"))
+    (out / "sub").mkdir()
+    (out / "sub" / "fig_c.png").write_bytes(PNG)
+    (out / "index.md").write_text("# T\n")
+    for junk in ("sweeps/models/run-1/snapshot.pt", "steps/x.json", "unlisted.png"):
+        (out / junk).parent.mkdir(parents=True, exist_ok=True)
+        (out / junk).write_bytes(b"x")
+    root = tmp_path / "docs" / "reproduction"
+    target = report.publish(out, root)
+    assert target == root / "transfer-medium"
+    assert sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()) == [
+        "fig_a.png", "fig_b.png", "index.md", "results.json", "sub/fig_c.png"]
+    assert json.loads((target / "results.json").read_text())["seconds"] == 99.0
+    # Publishing again replaces the folder whole: a figure dropped from the results goes too.
+    results = json.loads((out / "results.json").read_text())
+    results["figures"] = ["fig_a.png"]
+    results["findings"][0]["figures"] = []
+    (out / "results.json").write_text(json.dumps(results))
+    report.publish(out / "results.json", root)
+    assert sorted(p.name for p in target.iterdir()) == ["fig_a.png", "index.md", "results.json"]
+    assert [p.name for p in root.iterdir()] == ["transfer-medium"]     # no staging folder left behind
+
+
+def test_publish_refuses_an_output_missing_a_listed_figure_and_keeps_the_old_copy(tmp_path):
+    root = tmp_path / "reproduction"
+    good = _output(tmp_path / "good", "transfer", "T", "small", [_record("a", True, {})], 1.0, files=("f.png",))
+    report.publish(good, root)
+    bad = _output(tmp_path / "bad", "transfer", "T", "small", [_record("a", False, {}, figures=["gone.png"])], 2.0)
+    with pytest.raises(vaetransfer.ArgumentError, match="gone.png"):
+        report.publish(bad, root)
+    assert json.loads((root / "transfer-small" / "results.json").read_text())["seconds"] == 1.0
+    nameless = _output(tmp_path / "nameless", "", "T", "small", [_record("a", True, {})], 1.0)
+    with pytest.raises(vaetransfer.ArgumentError, match="no study and preset"):
+        report.publish(nameless, root)
+    escape = _output(tmp_path / "escape", "transfer", "T", "small", [_record("a", True, {}, figures=["../x.png"])], 1.0)
+    with pytest.raises(vaetransfer.ArgumentError, match="outside the folder"):
+        report.publish(escape, root)
+
+
+def test_cli_publishes_then_writes_the_page_from_the_copies(outputs, tmp_path, capsys):
+    root, page = tmp_path / "docs" / "reproduction", tmp_path / "docs" / "reproduction.md"
+    small, medium = outputs[3], outputs[1]
+    (small / "missing.png").write_bytes(PNG)   # listed by a finding of the small output
+    assert cli.main(["findings", str(medium), "--publish", str(root)]) == 2   # lacks fig_b.png: named, nothing copied
+    assert "fig_b.png" in capsys.readouterr().err and not root.exists()
+    (medium / "fig_b.png").write_bytes(PNG)
+    assert cli.main(["findings", str(small), str(medium), "--publish", str(root), "--markdown", "--out", str(page)]) == 0
+    assert sorted(p.name for p in root.iterdir()) == ["transfer-medium", "transfer-small"]
+    text = page.read_text()
+    assert "](reproduction/transfer-medium/fig_b.png)" in text and "](reproduction/transfer-small/missing.png)" in text
+    assert str(tmp_path / "runs") not in text

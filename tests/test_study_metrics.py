@@ -53,7 +53,7 @@ def test_rate_distortion_reports_disentanglement_per_beta(rd_smoke):
         ("test", "mean", list(c.disentanglement_metrics), c.disentanglement_sap)
     scores = [s for m in c.disentanglement_metrics for _, s in rd.SCORES[m]]
     assert d["scores"] == scores
-    betavaes = [x for x in rd._train_runs(c, {}) if x["objective"] == "beta-vae"]
+    betavaes = [x for x in rd.core._train_runs(c, {}) if x["objective"] == "beta-vae"]
     assert len(d["runs"]) == len(betavaes)  # every β-VAE, no ablation
     for x in d["runs"]:
         assert x["errors"] == {} and set(x["scores"]) == set(scores), x
@@ -92,7 +92,7 @@ def test_rate_distortion_scores_equal_direct_metric_calls(rd_smoke):
     x = next(x for x in d["runs"] if x["architecture"] == "mlp1" and x["split"] == c.focus_split.label
              and x["beta"] == 1.0)
     run = next(run for run in rd.STUDY.stage("train").runs(c, {}) if run["architecture"] == "mlp1"
-               and run["objective"] == "beta-vae" and rd._label(run["split"]) == x["split"] and run["beta"] == 1.0)
+               and run["objective"] == "beta-vae" and rd.core._label(run["split"]) == x["split"] and run["beta"] == 1.0)
     # The rows: held-out test rows of the split (none trained on, none of the validation rows),
     # the test-row draw of D and R, in a random order.
     train_rows, val_rows, test_rows = rd.split_rows(run["split"], c.data_seed, c.validation_fraction)
@@ -100,7 +100,7 @@ def test_rate_distortion_scores_equal_direct_metric_calls(rd_smoke):
     assert len(rows) == c.disentanglement_n == len(set(rows.tolist()))
     assert set(rows.tolist()) <= set(test_rows.tolist())
     assert not set(rows.tolist()) & (set(train_rows.tolist()) | set(val_rows.tolist()))
-    assert rows.sort().values.tolist() == rd._subset(test_rows, c.disentanglement_n, c.data_seed + 1).tolist()
+    assert rows.sort().values.tolist() == rd.core._subset(test_rows, c.disentanglement_n, c.data_seed + 1).tolist()
     assert rows.tolist() != sorted(rows.tolist())  # shuffled: the metrics' 80/20 split is a random one
     # The codes: the model's posterior means of those rows; the factors: their strata.
     ds = data.tetrominoes(rows, seed=c.data_seed)

@@ -234,7 +234,7 @@ def test_the_study_reports_each_metric_in_both_conventions():
     # A run measured before the public code's convention existed: its cells are empty, not wrong.
     results["plain"] = [{"seed": 0, "settings": study.settings("plain"), "metrics": _run_metrics(0, new=False),
                          "examples": {}}]
-    a = study._analysis(results)
+    a = study.core._analysis(results)
     row = a["summary"]["two-phase"]
     assert row["ppl_elbo_no_eos"] == {"mean": 60.5, "se": 0.5, "n": 2}
     assert row["ppl_iw_no_eos"]["mean"] == 44.5 and row["active_units_public"]["mean"] == 6.5
@@ -253,7 +253,7 @@ def test_the_study_reports_each_metric_in_both_conventions():
     # The report: the conventions table and every variant's values, each column labelled.
     r = {"config": {**study.config_to_dict(study.Config()), "variants": list(results), "seeds": [0, 1]},
          "analysis": {**a, "t5_folder": "t5", "pretrain": None}, "figures": []}
-    text = study._report(r)
+    text = study.report._report(r)
     assert "## Conventions" in text and "| metric | ours | the paper's public code |" in text
     table = text[text.index("| metric | ours"):].split("\n\n")[0].splitlines()
     assert len(table) == 2 + len(conv) and all(line.count("|") == 4 for line in table)  # 3 cells a row

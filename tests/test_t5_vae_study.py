@@ -143,8 +143,8 @@ def test_the_beta_peak_stage_scales_phase_two_and_is_analysed(smoke, tmp_path):
     cite them, the report and a figure show them."""
     out, r = smoke
     c = dataclasses.replace(study.PRESETS["smoke"], beta_peaks=(0.1,), beta_peak_variants=("no-warmup", "two-phase"))
-    assert study._beta_peak_runs(study.PRESETS["smoke"], {}) == [] and "beta_peaks" not in r["analysis"]
-    rows = study._beta_peak_runs(c, {})
+    assert study.core._beta_peak_runs(study.PRESETS["smoke"], {}) == [] and "beta_peaks" not in r["analysis"]
+    rows = study.core._beta_peak_runs(c, {})
     assert rows == [{"variant": v, "seed": s, "beta_peak": 0.1} for v in ("no-warmup", "two-phase") for s in c.seeds]
     runs = pipeline.run_beside(out, study.STUDY, "beta_peaks_test", study.STUDY.stage(study.BETA_PEAKS), c, rows,
                                execution=studies.Execution(workers=2, threads=1), progress=False)
@@ -157,7 +157,7 @@ def test_the_beta_peak_stage_scales_phase_two_and_is_analysed(smoke, tmp_path):
         assert cfg.schedules["beta"].params["end"] == pytest.approx(0.1)
         assert float(peak.max()) == pytest.approx(0.1) and float(full.max()) == pytest.approx(1.0)
         assert peak.numpy() == pytest.approx(0.1 * full.numpy(), abs=1e-6)  # the same ramp, scaled
-    a = study._beta_peak_analysis(c, main, runs)
+    a = study.core._beta_peak_analysis(c, main, runs)
     assert a["peaks"] == [0.1, 1.0] and list(a["summary"]) == ["no-warmup", "two-phase"]
     for v, by_peak in a["summary"].items():
         assert list(by_peak) == ["0.1", "1"]
@@ -168,9 +168,9 @@ def test_the_beta_peak_stage_scales_phase_two_and_is_analysed(smoke, tmp_path):
     f = {x.name: x.judge(c, analysis) for x in study.FINDINGS}
     assert set(f["collapse_without_warmup"]["evidence"]["collapsed_by_beta_peak"]) == {"no-warmup"}
     assert f["collapse_without_warmup"]["reproduced"] == r["findings"][0]["reproduced"]  # the verdict reads finetune
-    text = study._report({**r, "config": studies.config_to_dict(c), "analysis": analysis})
+    text = study.report._report({**r, "config": studies.config_to_dict(c), "analysis": analysis})
     assert "## β peak" in text and "| no-warmup | 0.1 |" in text
-    assert (tmp_path / study._figure_beta_peaks(tmp_path, a)).stat().st_size > 1000
+    assert (tmp_path / study.figures._figure_beta_peaks(tmp_path, a)).stat().st_size > 1000
 
 
 def test_phase_two_annealing_follows_eq6_and_cyclical_reaches_one():
@@ -319,13 +319,13 @@ def test_the_medium_preset_chains_to_t5_pretrains_and_sweeps_the_beta_peak():
     assert set(c.beta_peak_variants) <= set(c.variants)  # each peak beside the finetune stage's peak-1 runs
     counts = {s.name: len(s.runs(c, {})) for s in study.STUDY.stages}
     assert counts == {study.PRETRAIN: 1, study.FINETUNE: 8 * 2, study.BETA_PEAKS: 2 * 4 * 2}
-    assert study._pretrain_runs(c, {}) == [{"preset": "medium"}]
+    assert study.core._pretrain_runs(c, {}) == [{"preset": "medium"}]
     # The other presets have no beta_peaks runs: their runs are what they were.
     for name in ("smoke", "small", "paper"):
         p = study.PRESETS[name]
         assert {s.name: len(s.runs(p, {})) for s in study.STUDY.stages} == \
             {study.PRETRAIN: 1, study.FINETUNE: len(p.variants) * len(p.seeds), study.BETA_PEAKS: 0}
-    assert study._finetune_runs(small, {})[0] == {"variant": "two-phase", "seed": 0}
+    assert study.core._finetune_runs(small, {})[0] == {"variant": "two-phase", "seed": 0}
 
 
 def test_variants_change_only_what_they_name():
@@ -385,7 +385,7 @@ def _records(variants, peaks=("1",), seeds=(0, 1), reconstruction=35.0, **traini
 
 
 def _trained(models, t5=()):
-    return study._trained_section(models, {"unigram": 63.8, "bigram": 43.5, "tokens": 12.4}, list(t5))
+    return study.core._trained_section(models, {"unigram": 63.8, "bigram": 43.5, "tokens": 12.4}, list(t5))
 
 
 def _runs(kl, au, seeds=(0, 1), **late):
@@ -502,7 +502,7 @@ def test_a_model_that_did_not_train_makes_the_findings_resting_on_it_undecided()
     # The β-peak runs are checked only where a rule reads them.
     models = _records(a["summary"]) | _records(("no-warmup",), peaks=("0.06",), reconstruction=70.0)
     assert study.FINDINGS[0].judge(c, _study_analysis(models=models))["reproduced"] is True
-    assert "no-warmup/β=0.06/seed=0" in study._untrained(_study_analysis(models=models), ("no-warmup",), ("0.06",))
+    assert "no-warmup/β=0.06/seed=0" in study.core._untrained(_study_analysis(models=models), ("no-warmup",), ("0.06",))
 
 
 COLLAPSED = dict(collapsed=2)
@@ -545,7 +545,7 @@ def test_the_collapse_diagnosis_follows_its_rules(case, kind, words):
     else:
         a = _study_analysis(**kwargs)
         del a["summary"]["no-warmup"]
-    d = study._diagnose_collapse(c, a)
+    d = study.findings._diagnose_collapse(c, a)
     if kind is None:
         assert d is None
         return
@@ -561,7 +561,7 @@ def test_the_collapse_diagnosis_skips_a_beta_peak_whose_runs_did_not_train():
     sweep = {"no-warmup": {"0.25": _peak_row(kl=0.3, au=0, **COLLAPSED), "1": _peak_row()}}
     models = _records(("two-phase", "no-warmup", "plain", "mean-pool", "klt-3")) | \
         _records(("no-warmup",), peaks=("0.25",), reconstruction=70.0)
-    d = study._diagnose_collapse(c, _study_analysis(no_warmup=(5.0, 20), sweep=sweep, models=models))
+    d = study.findings._diagnose_collapse(c, _study_analysis(no_warmup=(5.0, 20), sweep=sweep, models=models))
     assert d.kind == "open" and "0.25" in d.evidence["beta_peaks_not_read"]  # not "setting" on untrained runs
 
 
@@ -594,7 +594,7 @@ def test_the_pooling_diagnosis_follows_its_rules(case, kind, words):
     else:
         a = _study_analysis(sweep=sweep)
         del a["summary"]["mean-pool"]
-    d = study._diagnose_pooling(c, a)
+    d = study.findings._diagnose_pooling(c, a)
     if kind is None:
         assert d is None
         return

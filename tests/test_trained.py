@@ -112,17 +112,17 @@ def _transfer_analysis(annealed_distortion: float) -> dict:
 
 def test_a_transfer_finding_on_a_model_that_did_not_train_is_undecided():
     c = make_config("transfer", "smoke")
-    untrained_verdict = transfer._encoders_alike(c, _transfer_analysis(annealed_distortion=390.0))
+    untrained_verdict = transfer.findings._encoders_alike(c, _transfer_analysis(annealed_distortion=390.0))
     assert untrained_verdict.reproduced is None
     assert "source/annealed/seed=0: held-out distortion 390 > 223" in untrained_verdict.reason
-    decided = transfer._encoders_alike(c, _transfer_analysis(annealed_distortion=150.0))
+    decided = transfer.findings._encoders_alike(c, _transfer_analysis(annealed_distortion=150.0))
     assert decided.reproduced is True and decided.reason is None
     # the reference itself no better than the baseline: no VAE of the domain can be judged
     a = _transfer_analysis(annealed_distortion=150.0)
     a["trained"]["rules"]["source"] = {"error": "argument 'reference': expected a reference loss below the baseline"}
-    verdict = transfer._encoders_alike(c, a)
+    verdict = transfer.findings._encoders_alike(c, a)
     assert verdict.reproduced is None and "source VAEs: argument 'reference'" in verdict.reason
     # results written before the check existed: the losses alone decide
     old = _transfer_analysis(annealed_distortion=390.0)
     del old["trained"]
-    assert transfer._encoders_alike(c, old).reproduced is True
+    assert transfer.findings._encoders_alike(c, old).reproduced is True

@@ -116,10 +116,10 @@ def test_cka_heatmaps_and_curves_carry_intervals_of_the_seed_pair_mean(smoke):
     assert "ci_low" not in next(iter(a["objectives"].values()))["matrices"]["procrustes"]  # generic path: none
     label, dyn = next(iter(a["dynamics"]["variants"].items()))
     point = dyn["curve"][0]
-    x = transfer._held_out(c, c.source, c.similarity_n, "similarity_n")
+    x = transfer.core._held_out(c, c.source, c.similarity_n, "similarity_n")
     srun = _model_runs(out)
-    snap = [transfer._acts(srun[(f"source/{label}", s)], x, point["step"]) for s in c.seeds]
-    final = [transfer._acts(srun[(f"source/{label}", s)], x) for s in c.seeds]
+    snap = [transfer.core._acts(srun[(f"source/{label}", s)], x, point["step"]) for s in c.seeds]
+    final = [transfer.core._acts(srun[(f"source/{label}", s)], x) for s in c.seeds]
     m = similarity.cka_avg(snap, final, seeds_a=list(c.seeds), seeds_b=list(c.seeds), ci=c.ci,
                            resamples=c.ci_resamples, resampling=c.ci_resampling, seed=c.ci_seed)
     enc = [m.rows.index(n) for n in similarity.encoder_layers(m.rows)]
@@ -182,14 +182,14 @@ def test_held_out_rows_are_distinct_unseen_and_can_include_the_last_row():
     """The public code's sampler never put the last example in the test split, and its similarity
     inputs were 10,000 draws with repeats, deduplicated."""
     c = transfer.PRESETS["smoke"]
-    spec = transfer._spec(c, "dsprites")
+    spec = transfer.core._spec(c, "dsprites")
     train_rows, held = spec.rows()
     assert len(held) == round(c.test_fraction * c.n) and len(train_rows) + len(held) == c.n
     assert torch.unique(held).numel() == len(held)
     assert not set(held.tolist()) & set(train_rows.tolist())
     held_set = spec.held_out(32, argument="similarity_n")
     assert len(held_set) == 32 and torch.equal(held_set.factors, data.dsprites(held[:32]).factors)
-    assert torch.equal(transfer._held_out(c, "dsprites", 32, "similarity_n"), held_set.float_images())
+    assert torch.equal(transfer.core._held_out(c, "dsprites", 32, "similarity_n"), held_set.float_images())
     # Over split seeds, the last row of a 10-row set is held out as often as any other row.
     hits = [int(9 in data.split_indices(10, 0.3, seed=s)[1].tolist()) for s in range(200)]
     assert 0.2 < sum(hits) / len(hits) < 0.4
@@ -214,7 +214,7 @@ def source_run(tmp_path_factory):
 
 
 def _stage_run(source_run, tmp_path, stage, lr=1e-3):
-    decoder = transfer._decoder_layers()
+    decoder = transfer.core._decoder_layers()
     cfg = TrainConfig(steps=2, batch_size=8, seed=1, init_from=str(source_run.out_dir),
                       freeze=tuple(stage.freeze(decoder)), reinit=tuple(stage.reinit(decoder)))
     cfg.optimizer.lr = lr
@@ -253,12 +253,12 @@ def test_reinit_starts_unfrozen_layers_afresh_and_finetune_keeps_them(source_run
 
 
 def test_stage_zero_with_everything_frozen_trains_nothing_and_duplicates_are_one_run():
-    decoder = transfer._decoder_layers()
-    assert transfer._stage_key(transfer.RetrainStage("latent", "frozen", "finetune", 0, 0), decoder) is None
-    full = [transfer._stage_key(transfer.RetrainStage(side, "frozen", "finetune", len(decoder), 0), decoder)
+    decoder = transfer.core._decoder_layers()
+    assert transfer.core._stage_key(transfer.RetrainStage("latent", "frozen", "finetune", 0, 0), decoder) is None
+    full = [transfer.core._stage_key(transfer.RetrainStage(side, "frozen", "finetune", len(decoder), 0), decoder)
             for side in transfer.SIDES]
     assert full[0] == full[1]
-    zero = {transfer._stage_key(transfer.RetrainStage(side, "retrained", init, 0, 0), decoder)
+    zero = {transfer.core._stage_key(transfer.RetrainStage(side, "retrained", init, 0, 0), decoder)
             for side in transfer.SIDES for init in transfer.INITS}
     assert len(zero) == 1
 
@@ -441,7 +441,7 @@ def test_config_is_the_small_preset_and_execution_is_not_science():
 
 # ---------------------------------------------------------------------------------- diagnostics
 def test_numpy_cka_is_independent_and_equals_the_engine():
-    from vaetransfer.studies.transfer_diagnostics import numpy_cka
+    from vaetransfer.studies.transfer.diagnostics import numpy_cka
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(50, 8, generator=g, dtype=torch.float64)
@@ -455,7 +455,7 @@ def test_numpy_cka_is_independent_and_equals_the_engine():
 
 
 def test_smoke_runs_the_diagnostics(smoke):
-    from vaetransfer.studies import transfer_diagnostics as td
+    from vaetransfer.studies.transfer import diagnostics as td
 
     out, r = smoke
     c = transfer.PRESETS["smoke"]
@@ -468,7 +468,7 @@ def test_smoke_runs_the_diagnostics(smoke):
     assert cross["core"] == {"encoder_mean": core["encoder_mean"], "decoder_mean": core["decoder_mean"]}
     assert isinstance(cross["same_ordering"], bool)
     # the reference numbers are the NumPy CKA of the saved twins on the same held-out rows
-    x = transfer._held_out(c, c.source, c.similarity_n, "similarity_n")
+    x = transfer.core._held_out(c, c.source, c.similarity_n, "similarity_n")
     s_ = sweep.open_sweep(out / "sweeps" / "crosscheck")
     run_dirs = {(r_.params["variant"], r_.params["seed"]): s_.run_dir(r_.id) for r_ in s_.runs}
     s0, s1 = c.seeds[:2]
@@ -511,7 +511,7 @@ def _diagnostics_analysis(**changes):
     ({"diagnostics.decoder_to_input.beta1.decoder_mean": 0.3}, None, "open"),
 ])
 def test_the_objectives_diagnosis_follows_its_rules(changes, untrained, kind):
-    from vaetransfer.studies import transfer_diagnostics as td
+    from vaetransfer.studies.transfer import diagnostics as td
 
     d = td.diagnose_objectives(transfer.PRESETS["smoke"], _diagnostics_analysis(**changes), untrained)
     assert d.kind == kind
@@ -521,7 +521,7 @@ def test_the_objectives_diagnosis_follows_its_rules(changes, untrained, kind):
 
 
 def test_late_change_measures_the_last_half():
-    from vaetransfer.studies.transfer_diagnostics import late_change
+    from vaetransfer.studies.transfer.diagnostics import late_change
 
     curve = [{"step": s, "encoder_mean": 0.5, "decoder_mean": 0.9 - 0.01 * s} for s in (1, 2, 4, 6, 8)]
     change = late_change(curve)
@@ -542,7 +542,7 @@ def _cross_domain_analysis(as_is_decoder=0.3, half_width=0.01):
 
 
 def test_the_cross_domain_and_collapse_diagnoses_follow_their_rules():
-    from vaetransfer.studies import transfer_diagnostics as td
+    from vaetransfer.studies.transfer import diagnostics as td
 
     c = transfer.PRESETS["smoke"]
     assert td.diagnose_cross_domain(c, _cross_domain_analysis(), None).kind == "reproduced"  # effect 0.4 ≫ 0.02

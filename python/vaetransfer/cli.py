@@ -61,6 +61,10 @@ def _findings(args) -> int:
 
     if not args.markdown and (args.out is not None or args.link_base is not None or args.title is not None):
         args.parser.error("--out, --link-base and --title go with --markdown")
+    if args.publish is not None:  # the page and the table read the committed copies
+        args.dirs = [studies.report.publish(d, args.publish, argument="dirs") for d in args.dirs]
+        for d in args.dirs:
+            print(f"published {d}", file=sys.stderr)
     if args.markdown:
         link_base = args.link_base
         if link_base is None and args.out is not None:  # the page's links work where it is written
@@ -159,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--link-base", metavar="DIR", help="--markdown: figure links relative to DIR (default: FILE's "
                                                       "directory with --out, else the paths as given)")
     p.add_argument("--title", help="--markdown: the page's title")
+    p.add_argument("--publish", metavar="ROOT", help="first copy each DIR's results.json, index.md and figures (no "
+                                                     "runs or snapshots) to ROOT/<study>-<preset>/ and read those "
+                                                     "(the repository's: docs/reproduction)")
     p.set_defaults(func=_findings, parser=p)
 
     # Options are parsed by vaetransfer.train.train_main (`vaetransfer train --help`).

@@ -25,12 +25,12 @@ from ..config import apply_sets, config_from_dict, config_to_dict, merge, overri
 from ..io import read_json
 from .pipeline import (DIAGNOSIS_KINDS, STUDY_FILE, Context, Diagnosis, Execution, Finding, Job, RunResult, Stage,
                        Study, Verdict, run as _run, step, undecided)
-from .report import findings_rows, findings_table, key_numbers, reproduction_page
+from .report import findings_rows, findings_table, key_numbers, reproduction_page, shown_outputs
 
 __all__ = ["REGISTRY", "available", "get", "get_study", "describe", "make_config", "run_study", "Study", "Stage",
            "Finding", "Verdict", "undecided", "Diagnosis", "DIAGNOSIS_KINDS", "Execution", "RunResult", "Job",
-           "Context", "step", "findings_rows", "findings_table", "reproduction_page", "key_numbers", "config_to_dict",
-           "config_from_dict", "override", "STUDY_FILE"]
+           "Context", "step", "findings_rows", "findings_table", "reproduction_page", "shown_outputs", "key_numbers",
+           "config_to_dict", "config_from_dict", "override", "STUDY_FILE"]
 
 #: Registered studies: name → module (imported when first asked for).
 REGISTRY: dict[str, str] = {

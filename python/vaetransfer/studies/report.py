@@ -1,12 +1,15 @@
 """Rendering study results: ``index.md`` from ``results.json``, one number format, the findings
-table over any number of study outputs (``vaetransfer findings``) and the reproduction page
+table over any number of study outputs (``vaetransfer findings``), the reproduction page
 (``vaetransfer findings --markdown``: every finding of every study, per preset, with its numbers,
-figures and diagnosis)."""
+figures and diagnosis) and which outputs a study's notebook shows (the committed ones of a
+larger preset, else its own run)."""
 from __future__ import annotations
 
 import json
 import math
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -14,7 +17,8 @@ from .._checks import value_error
 from ..io import inside, read_json
 
 __all__ = ["fmt", "verdict_text", "render_index", "findings_rows", "findings_table", "markdown_table",
-           "key_numbers", "reproduction_page", "STUDY_ORDER", "PRESET_ORDER"]
+           "key_numbers", "reproduction_page", "STUDY_ORDER", "PRESET_ORDER", "committed_root", "shown_outputs",
+           "Shown", "COMMITTED_DIR", "publish"]
 
 VERDICTS = {True: "reproduced", False: "not reproduced", None: "undecided"}
 
@@ -94,22 +98,23 @@ def _load(path: str | os.PathLike) -> dict:
     return _load_output(path)[1]
 
 
-def _load_output(path: str | os.PathLike) -> tuple[Path, dict]:
+def _load_output(path: str | os.PathLike, argument: str = "dirs") -> tuple[Path, dict]:
     """A study output's directory (as given) and its results; each finding record is checked and
-    gets the keys that older results lack (``figures``: [], ``diagnosis``: None)."""
+    gets the keys that older results lack (``figures``: [], ``diagnosis``: None). Errors name
+    ``argument``."""
     p = Path(path)
     folder = p
     if p.is_dir():
         p = p / "results.json"
     else:
         folder = p.parent
-    results = read_json(p, "dirs", expect=dict)
+    results = read_json(p, argument, expect=dict)
     if not isinstance(results.get("findings"), list):
-        raise value_error("dirs", f"{str(p)!r} holds no study results with findings")
+        raise value_error(argument, f"{str(p)!r} holds no study results with findings")
     for i, f in enumerate(results["findings"]):
         problem = _record_problem(f)
         if problem:
-            raise value_error("dirs", f"{str(p)!r} is corrupt: finding {i} {problem}")
+            raise value_error(argument, f"{str(p)!r} is corrupt: finding {i} {problem}")
         f.setdefault("reproduced", None)
         f.setdefault("claim", "")
         f.setdefault("source", "")
@@ -396,3 +401,131 @@ def reproduction_page(dirs: Iterable[str | os.PathLike], *, title: str = DEFAULT
                 p, reason = undecided[-1]
                 lines += [f"**Undecided at `{_label(p)}`:** {reason}", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# ---------------------------------------------------------------------------------- committing outputs
+#: What :func:`publish` copies of a study output besides its figures.
+PUBLISHED_FILES = ("results.json", "index.md")
+
+
+def publish(path: str | os.PathLike, root: str | os.PathLike, *, argument: str = "path") -> Path:
+    """Copies the parts of a finished study output ``path`` (a directory or its results.json) that
+    the reproduction page and the notebooks read — :data:`PUBLISHED_FILES` and every figure its
+    results list (the study's and each finding's) — into ``root/<study>-<preset>/``, and nothing
+    else (no runs, snapshots, steps or activations). The folder is replaced whole: written beside it
+    and renamed into place, so a reader never sees half of it. A figure the results list but the
+    output lacks is an ArgumentError naming it (and ``argument``). Returns the folder."""
+    folder, results = _load_output(path, argument)
+    study, preset = results.get("study"), results.get("preset")
+    if not (isinstance(study, str) and study and isinstance(preset, str) and preset):
+        raise value_error(argument, f"{str(folder)!r} names no study and preset in its results.json")
+    figures = list(dict.fromkeys([*results.get("figures", []), *(x for f in results["findings"] for x in f["figures"])]))
+    names = [n for n in PUBLISHED_FILES if (Path(folder) / n).is_file()] + figures
+    sources = [Path(inside(folder, n, argument, Path(folder) / "results.json")) for n in names]
+    missing = [n for n, src in zip(names, sources) if not src.is_file()]
+    if missing:
+        raise value_error(argument, f"{str(folder)!r} lacks figures its results list: {', '.join(missing)}")
+    target = Path(root) / f"{study}-{preset}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        for name, src in zip(names, sources):
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, staging / name)
+        old = None
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+            os.replace(target, old / target.name)
+        os.replace(staging, target)
+        if old is not None:
+            shutil.rmtree(old)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return target
+
+
+# ---------------------------------------------------------------------------------- what a notebook shows
+#: Where the repository keeps the committed study outputs the reproduction page reads
+#: (``<study>-<preset>/``: results.json, index.md, figures), relative to its root.
+COMMITTED_DIR = Path("docs") / "reproduction"
+#: Environment: where the committed outputs are (overrides the search), and what a notebook shows
+#: (``auto``: the largest committed preset above the notebook's, else its own run; ``run``: its own run).
+COMMITTED_ENV, SHOW_ENV = "VAETRANSFER_REPRODUCTION", "VAETRANSFER_SHOW"
+
+
+def committed_root() -> Path | None:
+    """The folder of committed study outputs: ``$VAETRANSFER_REPRODUCTION`` when set, else the
+    first :data:`COMMITTED_DIR` above the working directory or above this package's source (an
+    editable install or a checkout); None when there is none (an installed wheel ships none)."""
+    env = os.environ.get(COMMITTED_ENV)
+    if env:
+        return Path(env)
+    for start in (Path.cwd(), Path(__file__).resolve().parent):
+        for folder in (start, *start.parents):
+            if (folder / COMMITTED_DIR).is_dir():
+                return folder / COMMITTED_DIR
+    return None
+
+
+class Shown:
+    """The outputs a study's notebook shows (:func:`shown_outputs`): ``dir`` (figures are files in
+    it), ``preset``, ``committed`` (True: the repository's committed run, False: the notebook's
+    own) and ``results`` (its results.json; ``analysis``, ``findings`` and ``figures`` its parts).
+    ``shown / "name.png"`` is a figure's path."""
+
+    def __init__(self, folder: Path, preset: str, committed: bool, results: dict):
+        self.dir, self.preset, self.committed, self.results = folder, preset, committed, results
+
+    def __truediv__(self, name: str) -> Path:
+        return self.dir / name
+
+    @property
+    def analysis(self) -> dict:
+        return self.results["analysis"]
+
+    @property
+    def findings(self) -> list[dict]:
+        return self.results["findings"]
+
+    @property
+    def figures(self) -> list[str]:
+        return self.results.get("figures", [])
+
+    def note(self) -> str:
+        """One Markdown sentence: which outputs the figures and numbers below come from."""
+        if self.committed:
+            return (f"The figures and numbers below are the committed **`{self.preset}`** outputs "
+                    f"(`{self.dir.as_posix()}`, {_seconds(self.results.get('seconds'))} of runs), not this notebook's "
+                    f"run; set `{SHOW_ENV}=run` to show this notebook's own.")
+        return f"The figures and numbers below are this notebook's own **`{self.preset}`** run (`{self.dir.as_posix()}`)."
+
+    def __repr__(self) -> str:
+        return f"Shown({str(self.dir)!r}, preset={self.preset!r}, committed={self.committed})"
+
+
+def shown_outputs(study: str, run_dir: str | os.PathLike, preset: str, *, committed: str | os.PathLike | None = None,
+                  show: str | None = None) -> Shown:
+    """What a study's notebook shows after running ``study`` at ``preset`` into ``run_dir``: the
+    committed outputs (``committed``, default :func:`committed_root`; ``<study>-<p>/results.json``)
+    of the largest preset in :data:`PRESET_ORDER` above ``preset`` — ``medium`` before ``small`` —
+    when there are any, else the notebook's own run. ``show`` (default ``$VAETRANSFER_SHOW``, else
+    ``auto``): ``auto`` as above, ``run`` always the own run. Committed results that cannot be read
+    are an ArgumentError naming the path."""
+    show = show if show is not None else os.environ.get(SHOW_ENV, "auto")
+    if show not in ("auto", "run"):
+        raise value_error("show", f"expected 'auto' or 'run' (also through ${SHOW_ENV}), got {show!r}")
+    if preset not in PRESET_ORDER:
+        raise value_error("preset", f"expected one of {', '.join(PRESET_ORDER)}, got {preset!r}")
+    root = Path(committed) if committed is not None else committed_root()
+    if show == "auto" and root is not None:
+        for p in reversed(PRESET_ORDER[PRESET_ORDER.index(preset) + 1:]):
+            folder = root / f"{study}-{p}"
+            if (folder / "results.json").is_file():
+                _, results = _load_output(folder, "committed")
+                if results.get("study") != study or results.get("preset") != p:
+                    raise value_error("committed", f"{str(folder)!r} holds study {results.get('study')!r} at preset "
+                                                   f"{results.get('preset')!r}, not {study!r} at {p!r}")
+                return Shown(folder, p, True, results)
+    folder, results = _load_output(run_dir, "run_dir")
+    return Shown(Path(folder), preset, False, results)

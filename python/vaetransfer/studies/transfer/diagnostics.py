@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import similarity
-from .. import torch_reference as ref
-from ..io import atomic_path, load_torch
-from .pipeline import Diagnosis
+from ... import similarity
+from ... import torch_reference as ref
+from ...io import atomic_path, load_torch
+from ..pipeline import Diagnosis
 
 VERSION = 2  #: part of the diagnostics step's key: a change of what it computes recomputes it on resume
 REFERENCE_WEIGHTS = "reference_vae.pt"  #: the cross-check model's final weights, in its run directory
@@ -102,7 +102,7 @@ def train_reference(c, row: dict, job, training_rows) -> dict:
     beta = float(v.params.get("beta", 1.0))
     losses = ref.train_python(model, training_rows, c.steps, c.batch_size, beta=beta, lr=c.lr, seed=row["seed"],
                               objective=REFERENCE_OBJECTIVES[v.objective])
-    from .trained import loss_summary
+    from ..trained import loss_summary
     summary = loss_summary(losses)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(weights) as tmp:
@@ -258,7 +258,7 @@ def _crosscheck_clause(cross: dict) -> str:
 # ---------------------------------------------------------------------------------- report
 def report_section(c: dict, a: dict) -> list[str]:
     """``index.md``: which models trained (the ``trained`` section) and the diagnostics."""
-    from .report import markdown_table
+    from ..report import markdown_table
 
     L = []
     t = a.get("trained")

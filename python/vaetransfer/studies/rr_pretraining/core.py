@@ -1,61 +1,4 @@
-"""RR reverse-pass pretraining: SVD insight on peaks and digits, MI planes on the 12-bit task, and shape transfer, against Std, Ort and Pre.
-
-The study of *Reviving Autoencoder Pretraining* (RR; §2–3, App. A–B) with the core's
-reverse pass (``vaetransfer.rr``). Methods: ``std`` (the task alone), ``ort`` (SRIP,
-β·σ(WᵀW − I)), ``pre`` (greedy layer-wise autoencoder pretraining with tied weights, no task),
-``rr`` (the task plus the reverse-pass loss of every layer) and ``rr1`` (RR¹: the input term
-only). Experiments (sections of the analysis and of ``index.md``):
-
-1. ``peak`` (App. A.4): 110 images of 28×28, a Gaussian peak top-left (class 0) or bottom-right
-   (class 1) plus random scribbles, 100 train / 10 test; one fully connected layer of 2 units with
-   BatchNorm and ReLU, then the 2-way linear head; Adam, lr 1e-4, 5,000 epochs (full batches).
-   The right singular vectors of the first weight matrix, shown as images, and how much they
-   look like the two peak patterns: the best absolute correlation per pattern
-   (``vaetransfer.rr.pattern_match``), our documented stand-in for LPIPS, whose AlexNet weights
-   cannot be downloaded here. ``distance`` = 1 − that (lower is better, as LPIPS).
-2. ``digits`` (App. A.4, "MNIST test"): the same on scikit-learn's real handwritten digits
-   (8×8): two images (a 0 and a 1, two units), then the whole set (10 classes, 10 units); the
-   patterns are the class-mean images.
-3. ``mi`` (§3, Fig. 4–5, App. B.1): the 12-bit task of Shwartz-Ziv & Tishby
-   (``vaetransfer.data.twelve_bit_task``; 3,277 train / 819 test), 5 tanh layers
-   (12-10-7-5-4-3) and a 2-way head. Stage A trains each method; I(X; D_m) and I(D_m; Y) of every
-   layer over training by binning (30 bins per unit over its observed range; a binned layer is
-   one symbol; I(X; T) = H(T) as inputs are unique), on all 4,096 patterns. Then every model is
-   fine-tuned without a regulariser on task A (AA) and on task B (AB: the outputs swapped).
-4. ``transfer`` (in the spirit of the texture-shape test): ``vaetransfer.data.texture_shapes``
-   — 10 shape classes — trained on the ``textured`` style with each method (``rr`` local: conv4
-   max-pools) and fine-tuned without a regulariser, then evaluated without retraining on the
-   ``filled`` and ``edges`` styles of the same shapes (training rows from the registry's train
-   part, 0–49,999, evaluation rows from its test part, 50,000 on).
-
-**λ.** The public code adds λ·Σ ½‖d' − d‖² summed over the batch on 0–255 pixels; our terms are
-averaged over the batch with inputs in [0, 1]. The paper's λ (1e-6 peaks, 1e-5 digits) is
-converted with ``vaetransfer.rr.public_lambda_to_ours`` (input term × batch/2 × 255², hidden
-terms × batch/2). The paper gives no λ for the 12-bit task and none we can use for our shape
-net: those are our choices, fixed before any run (``mi.rr_lambda`` with sums over units,
-``transfer.rr_lambda`` with means over units). Ort's β = 0.01 throughout (SRIP's usual start).
-``mi.rr_lambdas`` and ``transfer.rr_lambdas`` (empty but in ``medium``) sweep further λ as part of
-the study: RR (and RR¹ on the 12-bit task) train once more per λ in the stage ``lambdas``, Std,
-Ort and Pre are shared (``analysis["lambdas"]``: the sections per λ). Each finding is decided at
-the study's own λ alone — the sweep gives the verdict no further chances — and the sweep goes into
-its diagnosis: reproduced (holds at the study's λ), setting (holds at a swept λ only, named), scale
-(the deep-layer I(X; D) deficit still closing at the end of stage A) or open, with every λ's
-verdict and numbers. ``lambda_sensitivity`` re-runs one experiment per λ beside the study (its
-findings unchanged).
-
-**Did the models train?** Every finding rests only on models that trained (``analysis["trained"]``,
-:mod:`.trained`): a classifier's accuracy at least halfway from chance (the most frequent class's
-share of the rows scored) to Std's mean on the same rows, and the training loss of the run where
-it learns the task finite with its last-window mean at least 1 % below its first; else the finding
-is undecided, naming the models. The 12-bit task's fine-tuning runs, whose accuracies are a
-finding's outcome, are checked for divergence only.
-
-**Seeds.** Every number is a mean ± standard error over ``seeds``; each seed draws its own
-initial weights and data order (the data sets themselves are fixed by ``data_seed``). Every
-(experiment, method, seed) is one run of the ``train`` stage (and every further λ's RR and RR¹
-runs of the ``lambdas`` stage); the ``paper`` preset (5 seeds, the paper's sizes) is meant for a
-Ray cluster: ``vaetransfer run rr_pretraining --preset paper --executor ray``.
-"""
+"""The RR study's configuration, data, methods, experiments, stages, analysis and trained-model records."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -63,19 +6,16 @@ from pathlib import Path
 
 import torch
 
-from .. import data, estimators
-from .. import rr as core
-from .._checks import value_error
-from ..config import override
-from ..nn import ModelConfig
-from ..objectives import TaskConfig
-from ..train import OptimizerConfig, TrainConfig, load_run, train
-from . import trained
-from .figures import pyplot, save
-from .pipeline import (Diagnosis, Execution, Finding, Stage, Study, Verdict, execution_device, run_beside,
-                       undecided)
-from .report import markdown_table
-from .stats import mean_se
+from ... import data, estimators, rr
+from ..._checks import value_error
+from ...config import override
+from ...nn import ModelConfig
+from ...objectives import TaskConfig
+from ...train import OptimizerConfig, TrainConfig, load_run, train
+from .. import trained
+from ..pipeline import Stage, execution_device
+from ..stats import mean_se
+
 
 EXPERIMENTS = ("peak", "digits", "mi", "transfer")
 METHODS = ("std", "ort", "pre", "rr", "rr1")
@@ -263,20 +203,20 @@ def _regularizers(method: str, lambdas: list[float], *, reduction: str, output_a
     """The stage-A regularisers of a method: ``lambdas`` are λ_m per RR term (RR¹ weighs its input
     term with the first); Pre has none (its stage is the greedy pretraining), nor has Std."""
     if method == "ort":
-        return (core.srip_regularizer(beta),)
+        return (rr.srip_regularizer(beta),)
     if method == "rr":
-        return (core.rr_regularizer(1.0, variant=variant, layer_weights=lambdas, reduction=reduction,
+        return (rr.rr_regularizer(1.0, variant=variant, layer_weights=lambdas, reduction=reduction,
                                     output_activation=output_activation),)
     if method == "rr1":
-        return (core.rr_regularizer(lambdas[0], variant=variant, input_only=True, reduction=reduction,
+        return (rr.rr_regularizer(lambdas[0], variant=variant, input_only=True, reduction=reduction,
                                     output_activation=output_activation),)
     return ()
 
 
 def _layer_lambdas(model: ModelConfig, public: float, batch: int) -> list[float]:
     """The paper's λ on the public code's scale, per term: input × batch/2 × 255², hidden × batch/2."""
-    n = len(core.term_names(model))
-    return [core.public_lambda_to_ours(public, batch, input_term=m == 0) for m in range(n)]
+    n = len(rr.term_names(model))
+    return [rr.public_lambda_to_ours(public, batch, input_term=m == 0) for m in range(n)]
 
 
 def _stage_a(method: str, model: ModelConfig, x, y, out: Path, *, steps: int, batch: int, lr: float, seed: int,
@@ -284,8 +224,8 @@ def _stage_a(method: str, model: ModelConfig, x, y, out: Path, *, steps: int, ba
     """Trains stage A of a method; returns the run folder holding its final weights."""
     opt = OptimizerConfig("adam", lr=lr)
     if method == "pre":  # the same number of steps, shared by the layers before the head
-        per_layer = max(1, steps // (len(core.term_names(model)) - 1))
-        return core.greedy_pretraining(model, x, out / "pre", steps_per_layer=per_layer, batch_size=batch,
+        per_layer = max(1, steps // (len(rr.term_names(model)) - 1))
+        return rr.greedy_pretraining(model, x, out / "pre", steps_per_layer=per_layer, batch_size=batch,
                                        optimizer=opt, seed=seed, output_activation=output_activation)
     cfg = TrainConfig(device=execution_device(), model=model, objective=TaskConfig("classification"), optimizer=opt, steps=steps,
                       batch_size=batch, seed=seed, regularizers=regs, metrics_every=metrics_every, keep_snapshots=1)
@@ -337,8 +277,8 @@ def _svd_case(c: Config, method: str, seed: int, run_dir: Path, x, y, patterns, 
     folder = _stage_a(method, model, x, y, run_dir, steps=steps, batch=batch, lr=lr, seed=seed, regs=regs,
                       output_activation="relu")
     net = load_run(folder).model()
-    vectors, singular = core.right_singular_vectors(net)
-    match = core.pattern_match(vectors, patterns)
+    vectors, singular = rr.right_singular_vectors(net)
+    match = rr.pattern_match(vectors, patterns)
     out = {"distance": match.distance, "score": match.score, "best": match.best.tolist(),
            "correlation": match.correlation.tolist(), "singular_values": singular.tolist(),
            "vectors": vectors.tolist(), "train_accuracy": _accuracy(net, x, y)}
@@ -418,7 +358,7 @@ def _run_mi(c: Config, method: str, seed: int, run_dir: Path) -> dict:
                         activation="tanh", num_classes=2)
     spe, steps = _epochs_steps(len(tr), m.batch_size, m.epochs)
     every = spe * m.mi_every
-    regs = _regularizers(method, [m.rr_lambda] * len(core.term_names(model)), reduction="sum",
+    regs = _regularizers(method, [m.rr_lambda] * len(rr.term_names(model)), reduction="sum",
                          output_activation="none", variant="full", beta=c.srip_beta)
     folder = _stage_a(method, model, x[tr], y[tr], run_dir, steps=steps, batch=m.batch_size, lr=m.lr, seed=seed,
                       regs=regs, metrics_every=every, hook=_mi_hook(x, y, m.bins))
@@ -447,7 +387,7 @@ def _run_transfer(c: Config, method: str, seed: int, run_dir: Path) -> dict:
     x, y = _shapes(c, "textured", "train", t.n_train)
     model = ModelConfig("conv4", input_shape=[3, 32, 32], num_classes=10, channels=t.channels)
     _, steps = _epochs_steps(t.n_train, t.batch_size, t.epochs)
-    regs = _regularizers(method, [t.rr_lambda] * len(core.term_names(model)), reduction="mean",
+    regs = _regularizers(method, [t.rr_lambda] * len(rr.term_names(model)), reduction="mean",
                          output_activation="relu", variant="local", beta=c.srip_beta)
     folder = _stage_a(method, model, x, y, run_dir, steps=steps, batch=t.batch_size, lr=t.lr, seed=seed, regs=regs,
                       output_activation="relu")
@@ -518,32 +458,6 @@ def _lambda_runs(c: Config, earlier) -> list[dict]:
 
 
 LAMBDAS = Stage("lambdas", _lambda_runs, _train_one)
-
-
-def lambda_sensitivity(c: Config, out_dir: str | Path, experiment: str, lambdas, *, methods=("rr",),
-                       execution: Execution = Execution(), progress: bool = False) -> dict:
-    """A diagnostic beside the study (its findings unchanged): ``experiment`` re-run for every λ
-    of ``lambdas`` (the field :data:`LAMBDA_FIELDS` names) with each of ``methods`` and every seed,
-    as the sweep ``sweeps/lambda_<experiment>`` beside the study in ``out_dir`` (run the study
-    there first) under ``execution`` (resumable). Returns
-    {λ: {method: {metric: mean ± se}}} of the runs' headline accuracies, distances and deep I(X; D)."""
-    if experiment not in LAMBDA_FIELDS:
-        raise value_error("experiment", f"expected one of {list(LAMBDA_FIELDS)}, got {experiment!r}")
-    if not methods or any(m not in METHODS for m in methods):
-        raise value_error("methods", f"expected names of {list(METHODS)}, got {list(methods)}")
-    lambdas = [float(v) for v in lambdas]
-    if not lambdas or min(lambdas) <= 0:
-        raise value_error("lambdas", f"expected positive values, got {lambdas}")
-    rows = [{"experiment": experiment, "lambda": lam, "method": m, "seed": s}
-            for lam in lambdas for m in methods for s in c.seeds]
-    runs = run_beside(out_dir, STUDY, f"lambda_{experiment}", TRAIN, c, rows, execution, progress)
-    out: dict = {}
-    for lam in lambdas:
-        for m in methods:
-            got = [r.measured for r in runs if r.row["lambda"] == lam and r.row["method"] == m]
-            keys = [k for k in got[0] if k.startswith(("accuracy", "distance", "deep_ixt"))]
-            out.setdefault(lam, {})[m] = {k: mean_se([r[k] for r in got]) for k in keys}
-    return out
 
 
 # ---------------------------------------------------------------------------------- analysis
@@ -800,434 +714,3 @@ def _analyse(c: Config, runs: dict, ctx) -> dict:
     if sweep:  # only then: the analysis of a config without a sweep stays as it was
         out["lambdas"] = sweep
     return out
-
-
-# ---------------------------------------------------------------------------------- findings
-def _clearly_lower(a: dict, b: dict) -> bool:
-    """a's mean lies below b's by more than their standard errors together."""
-    return a["mean"] + (a["se"] or 0) < b["mean"] - (b["se"] or 0)
-
-
-def _not_run(c: Config, experiment: str, *, se: bool) -> str | None:
-    """Why a finding on ``experiment`` cannot be decided by this config, or None."""
-    if experiment not in c.experiments:
-        return f"experiment {experiment!r} not in the config"
-    if "rr" not in c.methods:
-        return "method 'rr' not in the config"
-    if se and len(c.seeds) < 2:
-        return f"{len(c.seeds)} seed: a mean ± se comparison needs at least 2"
-    return None
-
-
-def _checked(verdict: Verdict, why: str | None) -> Verdict:
-    """The verdict, or undecided for ``why`` (a model did not train) with the same evidence."""
-    return Verdict(None, verdict.evidence, why) if why else verdict
-
-
-def _svd_vectors_finding(experiment: str, case: str):
-    """RR's singular vectors look more like the data's patterns than Std's and Ort's: RR's mean
-    distance below each by more than both standard errors; only on Std, Ort and RR models that
-    trained (the ``case``'s check)."""
-    def decide(c: Config, a: dict) -> Verdict:
-        why = _not_run(c, experiment, se=True)
-        if why:
-            return undecided(why)
-        per = a["svd"][case]
-        holds = all(_clearly_lower(per["rr"]["distance"], per[m]["distance"]) for m in ("std", "ort") if m in per)
-        verdict = Verdict(holds, {"distance": {m: v["distance"] for m, v in per.items()}})
-        return _checked(verdict, _untrained(a, case, [m for m in ("std", "ort", "rr") if m in per]))
-    return decide
-
-
-def _keeps_input_information(c: Config, a: dict) -> Verdict:
-    why = _not_run(c, "mi", se=False)
-    if why:
-        return undecided(why)
-    keep = a["mi_deep"]["ixt"]
-    holds = all(keep["rr"] > keep[m] for m in ("std", "ort") if m in keep)
-    verdict = Verdict(holds, {"mean_ixt": keep, "deep_layers": a["mi_deep"]["layers"]})
-    return _checked(verdict, _untrained(a, "mi", [m for m in ("std", "ort", "rr") if m in keep]))
-
-
-def _finetunes_better(c: Config, a: dict) -> Verdict:
-    why = _not_run(c, "mi", se=True)
-    if why:
-        return undecided(why)
-    acc = {m: {t: a["mi"][m][t]["test_accuracy"] for t in ("AA", "AB")} for m in ("std", "rr")}
-    s_aa, r_aa = acc["std"]["AA"], acc["rr"]["AA"]
-    aa = r_aa["mean"] >= s_aa["mean"] - ((r_aa["se"] or 0) + (s_aa["se"] or 0))
-    ab = _clearly_lower(acc["std"]["AB"], acc["rr"]["AB"])
-    verdict = Verdict(aa and ab, {"accuracy": acc, "A_at_least_as_well": aa, "B_better": ab})
-    return _checked(verdict, _untrained(a, "mi", ("std", "rr"), finetuned=True))
-
-
-def _transfers_best(c: Config, a: dict) -> Verdict:
-    why = _not_run(c, "transfer", se=False)
-    if why:
-        return undecided(why)
-    transfer = a["transfer"]
-    order = {s: sorted(transfer, key=lambda m: -transfer[m]["final"][s]["mean"]) for s in STYLES}
-    verdict = Verdict(all(order[s][0] == "rr" for s in ("filled", "edges")),
-                      {"accuracy": {m: {s: v["final"][s]["mean"] for s in STYLES} for m, v in transfer.items()},
-                       "order": order})
-    return _checked(verdict, _untrained(a, "transfer", list(transfer), finetuned=True))
-
-
-def _did_not_train(reason: str | None) -> bool:
-    return bool(reason) and reason.startswith("did not train")
-
-
-def _at(a: dict, entry: dict, experiment: str) -> dict:
-    """The analysis as it reads at one λ of ``experiment``'s sweep: the entry's sections in place
-    of the study's, its ``trained`` checks over the study's (an entry without them: that
-    experiment's models not checked at that λ, never by the study's λ's)."""
-    sections = {k: v for k, v in entry.items() if k != "lambda"}
-    checks = {k: v for k, v in (a.get("trained") or {}).items()
-              if "trained" in entry or CHECKS.get(k, (None,))[0] != experiment}
-    return {**a, **sections, "trained": {**checks, **(entry.get("trained") or {})}}
-
-
-def _lambdas(lams) -> str:
-    return ", ".join(f"{lam:g}" for lam in lams)
-
-
-#: The share of RR's remaining deficit that the deficit must have shrunk by over the last half of
-#: stage A for the deep-layer finding's diagnosis to call it a matter of training length (at that
-#: rate it closes within another stage A as long).
-CLOSING = 0.5
-
-
-def _deficit_trend(a: dict) -> dict | None:
-    """RR's deficit to the higher of Std's and Ort's deep-layer I(X; D) over stage A
-    (``mi_deep["curve"]``: seed means at each MI measurement) at the measurement nearest half of
-    stage A and at its end, and whether it is still closing (``still_moving``: positive at the end,
-    and shrunk over the last half by at least :data:`CLOSING` of what remains); None without curves."""
-    curve = (a.get("mi_deep") or {}).get("curve")
-    if not curve or "rr" not in curve["ixt"]:
-        return None
-    others = [m for m in ("std", "ort") if m in curve["ixt"]]
-    epochs = curve["epoch"]
-    if not others or len(epochs) < 3:
-        return None
-    deficit = [max(curve["ixt"][m][i] for m in others) - curve["ixt"]["rr"][i] for i in range(len(epochs))]
-    half = min(range(len(epochs)), key=lambda i: abs(epochs[i] - epochs[-1] / 2))
-    start, end = deficit[half], deficit[-1]
-    return {"from_epoch": epochs[half], "to_epoch": epochs[-1], "deficit_from": round(start, 4),
-            "deficit_to": round(end, 4), "still_moving": end > 0 and start - end >= CLOSING * end}
-
-
-def _lambda_diagnosis(experiment: str, decide, trend=None):
-    """A finding's diagnosis from the λ sweep (``analysis["lambdas"][experiment]``; without one, the
-    study's λ alone): the rule ``decide`` at every λ — reproduced where it holds at the study's λ;
-    setting where it fails there (or a model did not train there) but holds at a swept λ, naming
-    them; with ``trend`` (an analysis at one λ → a dict with ``still_moving``, or None), scale where
-    it fails at a λ whose trend is still moving; otherwise open. None where the study's verdict is
-    undecided for another reason than training (the experiment not run, one seed)."""
-    def diagnose(c: Config, a: dict) -> Diagnosis | None:
-        own = decide(c, a)
-        if own.reproduced is None and not _did_not_train(own.reason):
-            return None
-        lam0 = getattr(c, experiment).rr_lambda
-        field = LAMBDA_FIELDS[experiment]
-        sweep = (a.get("lambdas") or {}).get(experiment, [])
-        views = [(lam0, a)] + [(e["lambda"], _at(a, e, experiment)) for e in sweep if e["lambda"] != lam0]
-        verdicts = [(lam, own if i == 0 else decide(c, view)) for i, (lam, view) in enumerate(views)]
-        per = [{"lambda": lam, "reproduced": v.reproduced, "reason": v.reason, **v.evidence} for lam, v in verdicts]
-        holds = [lam for lam, v in verdicts if v.reproduced]
-        evidence = {"study_lambda": lam0, "lambdas_holding": holds,
-                    "verdicts": {f"{lam:g}": v.reproduced for lam, v in verdicts}, "per_lambda": per}
-        swept = [lam for lam, _ in verdicts[1:]]
-        if own.reproduced:
-            also = [lam for lam in holds if lam != lam0]
-            return Diagnosis("reproduced", f"Holds at the study's λ = {lam0:g} ({field})"
-                             + (f"; also at λ = {_lambdas(also)} of the sweep" if also else "") + ".", evidence)
-        there = "the rule fails there" if own.reproduced is False else own.reason
-        if holds:
-            return Diagnosis("setting", f"Holds at λ = {_lambdas(holds)}, not at the study's λ = {lam0:g} ({field}: "
-                                        f"{there}).", evidence)
-        untrained = [lam for lam, v in verdicts if v.reproduced is None]
-        if trend is not None:
-            trends = {lam: trend(view) for (lam, view), (_, v) in zip(views, verdicts) if v.reproduced is False}
-            moving = [lam for lam, t in trends.items() if t and t["still_moving"]]
-            if moving:
-                lam, t = moving[0], trends[moving[0]]
-                return Diagnosis("scale", f"Holds at no λ tried ({_lambdas([lam0] + swept)}), but at λ = {lam:g} "
-                                          f"RR's deficit shrank from {t['deficit_from']:.3g} to {t['deficit_to']:.3g} "
-                                          f"bits between epochs {t['from_epoch']:g} and {t['to_epoch']:g} of stage A: "
-                                          "still closing with training, not settled at this length.",
-                                 {**evidence, "trend": {f"{k:g}": t for k, t in trends.items() if t}})
-        if len(untrained) == len(verdicts):
-            return Diagnosis("open", f"Undecided at every λ tried ({_lambdas([lam0] + swept)}): a model the rule "
-                                     f"rests on did not train at each (at the study's λ = {lam0:g}: "
-                                     f"{own.reason.removeprefix('did not train — ')}).", evidence)
-        note = f"; undecided at λ = {_lambdas(untrained)}, where a model did not train" if untrained else ""
-        what = (f"the study's λ = {lam0:g} and the swept λ = {_lambdas(swept)}" if swept else
-                f"the study's λ = {lam0:g} (no λ swept: {field.replace('rr_lambda', 'rr_lambdas')} is empty)")
-        return Diagnosis("open", f"Holds at none of {what}{note}: not a matter of λ in this range, and the causes are "
-                                 "not yet separated.", evidence)
-    return diagnose
-
-
-_PAPER = "Reviving Autoencoder Pretraining"
-_SVD_RULE = ("RR's mean distance (1 − best |correlation| of a first-layer right singular vector with each {what}) "
-             "below Std's and below Ort's by more than the two standard errors together (mean + se < other mean − se).")
-_TRAINED = (" Only on models that trained, else undecided naming them: each {models} model's {score} at least "
-            "halfway from chance (the most frequent class's share of {rows}) to Std's mean {score} (Std's mean "
-            "itself above chance), and, where its loss history was recorded, the training loss of {run} finite "
-            "throughout and its mean over the last window (a tenth of the steps, 1 to 25) at least 1 % below its "
-            "mean over the first{extra}.")
-_LAMBDA_RULE = (" Decided at the study's λ ({field}) alone. The λ swept in {sweep} (RR{rr1} trained once more per "
-                "λ, Std, Ort and Pre shared) go into the diagnosis, the same rule and checks at each: reproduced "
-                "where it holds at the study's λ; setting, naming the λ, where it fails there (or a model did not "
-                "train there) and holds at a swept λ;{scale} otherwise open.")
-_SCALE = (" scale where it holds at no λ but, at a λ where it fails, RR's deficit to the higher of Std's and Ort's "
-          "deep-layer I(X; D) (the means over seeds at stage A's MI measurements) shrank between the measurement "
-          "nearest half of stage A and the last by at least half of what remains (at that rate it closes within "
-          "another stage A as long);")
-
-FINDINGS = (
-    Finding("peak_vectors_show_peaks", "RR's first-layer right singular vectors look like the two peak patterns; "
-            "Std's and Ort's do not.", f"{_PAPER}, App. A.4 (SVD insight, peak test)",
-            _SVD_RULE.format(what="peak pattern")
-            + _TRAINED.format(models="Std, Ort and RR", score="training accuracy", rows="the training images",
-                              run="its one training run", extra=""),
-            _svd_vectors_finding("peak", "peak"), figures=("peak_vectors.png", "svd_distances.png")),
-    Finding("digit_vectors_show_digits_pair", "Trained on two digit images, RR's right singular vectors look like "
-            "the two digits; Std's and Ort's do not.", f"{_PAPER}, App. A.4 (SVD insight, MNIST test)",
-            _SVD_RULE.format(what="of the two images (scikit-learn digits: a 0 and a 1)")
-            + _TRAINED.format(models="Std, Ort and RR", score="training accuracy", rows="the two images",
-                              run="its one training run", extra=""),
-            _svd_vectors_finding("digits", "pair"), figures=("digits_pair_vectors.png", "svd_distances.png")),
-    Finding("digit_vectors_show_digits_full", "Trained on all digits, RR's right singular vectors look like the ten "
-            "digits' class means; Std's and Ort's do not.", f"{_PAPER}, App. A.4 (SVD insight, MNIST test)",
-            _SVD_RULE.format(what="class-mean image of the whole scikit-learn digits set")
-            + _TRAINED.format(models="Std, Ort and RR", score="training accuracy", rows="all the digit images",
-                              run="its one training run", extra=""),
-            _svd_vectors_finding("digits", "full"), figures=("digits_full_vectors.png", "svd_distances.png")),
-    Finding("rr_keeps_input_information_in_deep_layers", "RR keeps more information about the input, I(X; D_m), in "
-            "the deep layers than Std and Ort.", f"{_PAPER}, §3, Fig. 4–5, App. B.1 (MI planes, 12-bit task)",
-            "after stage A, RR's I(X; D) averaged over the deep layers (the second half of the hidden layers and "
-            "the logits; per layer the mean over seeds) above Std's and above Ort's (means only)."
-            + _TRAINED.format(models="stage-A Std, Ort and RR", score="test accuracy on task A after stage A",
-                              rows="the test patterns", run="stage A", extra="")
-            + _LAMBDA_RULE.format(field="mi.rr_lambda", sweep="mi.rr_lambdas", rr1=" and RR¹", scale=_SCALE),
-            _keeps_input_information, figures=("mi_planes.png", "mi_training.png"),
-            diagnose=_lambda_diagnosis("mi", _keeps_input_information, _deficit_trend)),
-    Finding("rr_finetunes_as_well_on_A_better_on_B", "RR-pretrained models fine-tune at least as well as Std on the "
-            "task they were trained on (A) and better on the task with swapped outputs (B).",
-            f"{_PAPER}, §3, Fig. 5, App. B.1 (fine-tuning on tasks A and B, 12-bit task)",
-            "test accuracy after fine-tuning on A: RR's mean ≥ Std's mean − (both standard errors); and after "
-            "fine-tuning on B: Std's mean + se < RR's mean − se."
-            + _TRAINED.format(models="stage-A Std and RR", score="test accuracy on task A after stage A",
-                              rows="the test patterns", run="stage A",
-                              extra="; the fine-tuning runs on A and on B only not diverged (a finite loss): their "
-                                    "accuracies are what the rule compares, so a low one is an outcome, not a model "
-                                    "that failed to train")
-            + _LAMBDA_RULE.format(field="mi.rr_lambda", sweep="mi.rr_lambdas", rr1=" and RR¹", scale=""),
-            _finetunes_better, figures=("mi_planes.png",),
-            diagnose=_lambda_diagnosis("mi", _finetunes_better)),
-    Finding("rr_transfers_best_to_shape_variants", "Trained on textured shapes, RR transfers best to the same shapes "
-            "filled and as edges, without retraining.",
-            f"{_PAPER}, §4, App. C.1 (texture–shape transfer; our procedural texture_shapes stand-in)",
-            "RR has the highest mean test accuracy of all methods on the filled style and on the edges style "
-            "(after fine-tuning on the textured style)."
-            + _TRAINED.format(models="method's final (fine-tuned)",
-                              score="test accuracy on the textured style it trained on",
-                              rows="the textured test rows", run="the run where it learns the task (stage A; Pre's "
-                                                                 "fine-tuning, its stage A learning no task)",
-                              extra="; every fine-tuning run not diverged (a finite loss)")
-            + _LAMBDA_RULE.format(field="transfer.rr_lambda", sweep="transfer.rr_lambdas", rr1="", scale=""),
-            _transfers_best, figures=("transfer.png",),
-            diagnose=_lambda_diagnosis("transfer", _transfers_best)),
-)
-
-
-# ---------------------------------------------------------------------------------- figures
-def _figure_vectors(out: Path, name: str, title: str, methods: list[str], results: dict, experiment: str,
-                    case: str | None, patterns: torch.Tensor) -> str:
-    """The first seed's right singular vectors per method (each rescaled to its own range)."""
-    plt = pyplot()
-    k = len(patterns)
-    show = min(k, 10)
-    fig, axes = plt.subplots(len(methods) + 1, show, figsize=(1.3 * show + 0.6, 1.35 * (len(methods) + 1)),
-                             squeeze=False)
-    rows = [("patterns", patterns)] + [(m, torch.tensor((results[(experiment, m)][0][case] if case else
-                                                          results[(experiment, m)][0])["vectors"]))
-                                       for m in methods]
-    for i, (label, images) in enumerate(rows):
-        for j in range(show):
-            ax = axes[i, j]
-            img = images[j].reshape(images.shape[-2], images.shape[-1])
-            ax.imshow(img.numpy(), cmap="gray")
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if j == 0:
-                ax.set_ylabel(label)
-    fig.suptitle(title)
-    return save(fig, out, name)
-
-
-def _figure_mi_planes(out: Path, c: Config, mi: dict) -> str:
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
-    for ax, stage, title in zip(axes, ("A", "AA", "AB"), ("stage A (with the regulariser)", "fine-tuned on A",
-                                                          "fine-tuned on B (outputs swapped)")):
-        for method, v in mi.items():
-            layers = list(v[stage]["layers"])
-            xs = [v[stage]["layers"][l]["ixt"]["mean"] for l in layers]
-            ys = [v[stage]["layers"][l]["ity"]["mean"] for l in layers]
-            line, = ax.plot(xs, ys, "-o", label=method, alpha=0.8)
-            ax.annotate(layers[-1], (xs[-1], ys[-1]), fontsize=7, color=line.get_color())
-        ax.set_xlabel("I(X; D_m) [bits]")
-        ax.set_ylabel("I(D_m; Y) [bits]")
-        ax.set_title(title)
-        ax.legend(fontsize=8)
-    fig.suptitle(f"MI planes, 12-bit task (means over {len(c.seeds)} seeds; points: fc1 … logits)")
-    return save(fig, out, "mi_planes.png")
-
-
-def _figure_mi_training(out: Path, c: Config, results: dict) -> str:
-    """I(X; D) of each deep layer over stage A (first seed), per method."""
-    plt = pyplot()
-    deep = _deep_layers(c)
-    fig, axes = plt.subplots(1, len(deep), figsize=(4 * len(deep), 3.4), squeeze=False)
-    for (e, method), rows in sorted(results.items()):
-        if e != "mi" or "curves" not in rows[0]["A"]:
-            continue
-        for ax, layer in zip(axes[0], deep):
-            cur = rows[0]["A"]["curves"].get(layer)
-            if cur:
-                ax.plot(cur["epoch"], cur["ixt"], label=method)
-                ax.set_title(f"{layer}: I(X; D) during stage A")
-                ax.set_xlabel("epoch")
-    axes[0][0].set_ylabel("bits")
-    axes[0][0].legend(fontsize=8)
-    return save(fig, out, "mi_training.png")
-
-
-def _figure_transfer(out: Path, transfer: dict) -> str:
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    methods = list(transfer)
-    width = 0.8 / len(methods)
-    for i, m in enumerate(methods):
-        ys = [transfer[m]["final"][s]["mean"] for s in STYLES]
-        es = [transfer[m]["final"][s]["se"] or 0 for s in STYLES]
-        ax.bar([j + i * width for j in range(len(STYLES))], ys, width, yerr=es, capsize=3, label=m)
-    ax.set_xticks([j + width * (len(methods) - 1) / 2 for j in range(len(STYLES))],
-                  ["textured (trained)", "filled", "edges"])
-    ax.set_ylabel("test accuracy")
-    ax.axhline(0.1, color="grey", lw=0.8, ls=":")
-    ax.legend(fontsize=8)
-    ax.set_title("Shape transfer without retraining")
-    return save(fig, out, "transfer.png")
-
-
-def _figure_distances(out: Path, svd: dict) -> str:
-    plt = pyplot()
-    cases = list(svd)
-    fig, axes = plt.subplots(1, len(cases), figsize=(3.6 * len(cases), 3.2), squeeze=False)
-    for ax, case in zip(axes[0], cases):
-        methods = list(svd[case])
-        ax.bar(range(len(methods)), [svd[case][m]["distance"]["mean"] for m in methods],
-               yerr=[svd[case][m]["distance"]["se"] or 0 for m in methods], capsize=3)
-        ax.set_xticks(range(len(methods)), methods)
-        ax.set_title({"peak": "peaks", "pair": "two digits", "full": "all digits"}[case])
-        ax.set_ylabel("1 − best |corr| (lower: closer)")
-    return save(fig, out, "svd_distances.png")
-
-
-def _figures(c: Config, analysis: dict, ctx) -> list[str]:
-    out, results = ctx.out, _by_method(ctx.runs["train"])
-    figures = []
-    if "peak" in c.experiments:
-        p, _, _ = _peak_data(c)
-        figures.append(_figure_vectors(out, "peak_vectors.png", "Peak test: right singular vectors of the first layer",
-                                       methods_of(c, "peak"), results, "peak", None, p.extras["patterns"]))
-    if "digits" in c.experiments:
-        for case in ("pair", "full"):
-            _, _, patterns = _digits_data(case)
-            figures.append(_figure_vectors(out, f"digits_{case}_vectors.png",
-                                           f"Digits ({case}): right singular vectors of the first layer",
-                                           methods_of(c, "digits"), results, "digits", case, patterns))
-    if analysis["svd"]:
-        figures.append(_figure_distances(out, analysis["svd"]))
-    if analysis["mi"]:
-        figures += [_figure_mi_planes(out, c, analysis["mi"]), _figure_mi_training(out, c, results)]
-    if analysis["transfer"]:
-        figures.append(_figure_transfer(out, analysis["transfer"]))
-    return figures
-
-
-# ---------------------------------------------------------------------------------- report
-def _report(r: dict) -> str:
-    a = r["analysis"]
-    L = []
-    if a["svd"]:
-        L += ["## SVD insight", "", "Distance = 1 − best |correlation| of a right singular vector with each pattern "
-              "(mean over patterns; lower = closer; the stand-in for LPIPS).", ""]
-        L += markdown_table(["case", "method", "distance", "train accuracy", "test accuracy"],
-                            [[case, m, v["distance"], v["train_accuracy"], v.get("test_accuracy")]
-                             for case, per in a["svd"].items() for m, v in per.items()])
-        L.append("")
-    if a["mi"]:
-        deep = a["mi_deep"]["ixt"]
-        L += ["## MI planes (12-bit task)", ""]
-        L += markdown_table(["method", "test accuracy A", "AA", "AB", "mean I(X; D) of the deep layers (A)"],
-                            [[m, v["A"]["test_accuracy"], v["AA"]["test_accuracy"], v["AB"]["test_accuracy"], deep[m]]
-                             for m, v in a["mi"].items()])
-        L.append("")
-    if a["transfer"]:
-        L += ["## Shape transfer", ""]
-        L += markdown_table(["method", "textured (trained)", "filled", "edges"],
-                            [[m] + [v["final"][s] for s in STYLES] for m, v in a["transfer"].items()])
-        L.append("")
-    checks = a.get("trained") or {}
-    if checks:
-        L += ["## Did the models train?", "", "Per check: chance (the most frequent class's share of the rows "
-              "scored), Std's mean score, the minimum a model needs (halfway between them), and every model "
-              "that did not train (its score, or a training loss that diverged or did not fall by 1 %).", ""]
-        L += markdown_table(["check", "score", "chance", "Std's mean", "minimum", "did not train"],
-                            [[name, CHECKS[name][1], ch["chance"], ch.get("reference"),
-                              ch["rule"].get("minimum", ch["rule"].get("error")),
-                              "; ".join(_failed(ch, {m["method"] for m in ch["models"].values()}, finetuned=True))
-                              or "none"] for name, ch in checks.items()])
-        L.append("")
-    sweep = a.get("lambdas", {})
-    if sweep:
-        L += ["## λ sweep", "", "RR at each λ (the first: the study's own), against the shared Std.", ""]
-    if "mi" in sweep:
-        std = sweep["mi"][0]["mi"]["std"]
-        rows = [["— (std)", std["A"]["test_accuracy"], std["AA"]["test_accuracy"], std["AB"]["test_accuracy"],
-                 sweep["mi"][0]["mi_deep"]["ixt"]["std"], _untrained_count(sweep["mi"][0], "mi", "std")]]
-        rows += [[f"{e['lambda']:g}", e["mi"]["rr"]["A"]["test_accuracy"], e["mi"]["rr"]["AA"]["test_accuracy"],
-                  e["mi"]["rr"]["AB"]["test_accuracy"], e["mi_deep"]["ixt"]["rr"], _untrained_count(e, "mi", "rr")]
-                 for e in sweep["mi"] if "rr" in e["mi"]]
-        L += ["12-bit task:", ""]
-        L += markdown_table(["λ", "test accuracy A", "AA", "AB", "mean I(X; D) of the deep layers (A)",
-                             "did not train"], rows)
-        L.append("")
-    if "transfer" in sweep:
-        std = sweep["transfer"][0]["transfer"]["std"]["final"]
-        rows = [["— (std)"] + [std[s] for s in STYLES] + [_untrained_count(sweep["transfer"][0], "transfer", "std")]]
-        rows += [[f"{e['lambda']:g}"] + [e["transfer"]["rr"]["final"][s] for s in STYLES]
-                 + [_untrained_count(e, "transfer", "rr")] for e in sweep["transfer"] if "rr" in e["transfer"]]
-        L += ["Shape transfer:", ""]
-        L += markdown_table(["λ", "textured (trained)", "filled", "edges", "did not train"], rows)
-        L.append("")
-    return "\n".join(L)
-
-
-def _untrained_count(entry: dict, check: str, method: str) -> str:
-    """"k of n" models of ``method`` at one λ of the sweep that did not train (:func:`_failed`)."""
-    section = (entry.get("trained") or {}).get(check)
-    if not section:
-        return "—"
-    n = sum(m["method"] == method for m in section["models"].values())
-    failed = {f.split(":")[0] for f in _failed(section, (method,)) if f.startswith(f"{method}/")}
-    return f"{len(failed)} of {n}"
-
-
-STUDY = Study(name="rr_pretraining", title="RR: pretraining with a reverse pass", config=Config, presets=PRESETS,
-              stages=(TRAIN, LAMBDAS), analyse=_analyse, figures=_figures, findings=FINDINGS, report=_report,
-              description=__doc__.split("\n\n", 1)[1])

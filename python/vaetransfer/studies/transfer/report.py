@@ -1,0 +1,89 @@
+"""The transfer study's report (``index.md``)."""
+from __future__ import annotations
+
+from ..report import fmt, markdown_table
+from . import diagnostics
+
+
+# ---------------------------------------------------------------------------------- report
+def _ci_text(d: dict, key: str) -> str:
+    """``d[key]`` with its interval ``d[key + "_ci"]`` when the analysis has one."""
+    ci = d.get(f"{key}_ci")
+    return fmt(d[key]) if not ci else f"{fmt(d[key])} [{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
+def _report(r: dict) -> str:
+    c, a = r["config"], r["analysis"]
+    L = [f"**{c['source']} → {c['target']}**: {len(c['seeds'])} seeds, {c['steps']:,} steps per model, "
+         f"{c['similarity_n']:,} held-out examples per heatmap; every comparison averages over pairs of different "
+         "seeds." + (f" Brackets: {c['ci']:.0%} intervals of the seed-pair mean from {c['ci_resampling']} "
+                     f"resampling of the held-out examples ({c['ci_resamples']} replicates), which cover the choice "
+                     "of examples, not the spread over seeds." if c.get("ci_resamples") else ""),
+         "", "## 1. Learning dynamics", ""]
+    dyn = a["dynamics"]["variants"]
+    if dyn:
+        L += markdown_table(["objective", "first snapshot", "same-layer CKA to the final models: encoder", "decoder"],
+                            [[label, v["curve"][0]["step"], _ci_text(v["curve"][0], "encoder_diagonal"),
+                              _ci_text(v["curve"][0], "decoder_diagonal")] for label, v in dyn.items()])
+        L += [""] + [f"![dynamics_{label}](dynamics_{label}.png)" for label in dyn]
+        L += ["![dynamics_curve](dynamics_curve.png)", "![dynamics_layers](dynamics_layers.png)"]
+    L += ["", "## 2. Regularisation strength", "", "Mean CKA of the weak model's `sampled` row and of the strong "
+          "model's `sampled` column (a dark column: collapse).", ""]
+    L += markdown_table(["pair", "`sampled` row (weak)", "`sampled` column (strong)", "KL (weak, strong)",
+                         "active units (weak, strong)"],
+                        [[k, v["sampled_row_a"], v["sampled_col_b"], ", ".join(fmt(x) for x in v["kl"].values()),
+                          ", ".join(fmt(x) for x in v["active_units"].values())] for k, v in a["regularisation"].items()])
+    L += [""] + [f"![{k}](regularisation_{k}.png)" for k in a["regularisation"]]
+    L += ["", "## 3. Objectives", ""]
+    L += markdown_table(["pair", "encoder-quadrant CKA", "decoder-quadrant CKA"],
+                        [[k, _ci_text(v["matrices"]["cka"], "encoder_mean"), _ci_text(v["matrices"]["cka"], "decoder_mean")]
+                         for k, v in a["objectives"].items()])
+    L += [""] + [f"![{k}](objectives_{k}.png)" for k in a["objectives"]]
+    if a["classifier"]:
+        q = a["classifier"]["matrices"]["cka"]
+        L += ["", f"VAE vs {a['classifier']['label']} classifier (train accuracy "
+              f"{fmt(a['classifier']['train_accuracy'])}): encoder quadrant {_ci_text(q, 'encoder_mean')}, same-layer "
+              f"encoder mean {_ci_text(q, 'encoder_diagonal_mean')}.", "", "![classifier](classifier.png)"]
+    L += ["", "## 4. Cross-domain", "", f"On {c['target']}: {c['target']}-trained models against", ""]
+    L += markdown_table(["models", "encoder-quadrant CKA", "decoder-quadrant CKA"],
+                        [[v["title"], _ci_text(v["matrices"]["cka"], "encoder_mean"),
+                          _ci_text(v["matrices"]["cka"], "decoder_mean")] for v in a["cross_domain"].values()])
+    L += [""] + [f"![{k}](cross_domain_{k}.png)" for k in a["cross_domain"]]
+    ret = a["retraining"]
+    L += ["", "## 5. Progressive decoder retraining", "",
+          f"Held-out {c['target']} reconstruction loss (nats) per number k of retrained decoder layers; the "
+          f"{c['target']}-trained VAE: {fmt(ret['target_model_loss'])}.", ""]
+    L += markdown_table(["curve"] + [f"k={k}" for k in range(len(ret["decoder"]) + 1)],
+                        [[k] + v["loss"] for k, v in ret["curves"].items()])
+    L += ["", "![retraining_loss](retraining_loss.png)"]
+    L += [f"![{p}]({p})" for p in r["figures"] if p.startswith("retraining_") and p != "retraining_loss.png"]
+    L += ["", "## 6. Reconstructions across domains", "",
+          "![target by source](reconstructions_target_by_source.png)",
+          "![source by target](reconstructions_source_by_target.png)",
+          "", "## 7. GBT probes (accuracy on held-out examples, mean ± s.e. over seeds)", ""]
+    for domain, v in a["probes"].items():
+        L += [f"Target domain **{domain}**:", ""]
+        L += markdown_table(["factor", "chance", f"{v['own']['trained_on']} encoder", f"{v['other']['trained_on']} encoder"],
+                            [[n, v["chance"][n], v["own"]["factors"][n], v["other"]["factors"][n]] for n in v["factors"]]
+                            + [["**average**", "", v["own"]["average"], v["other"]["average"]]])
+        L.append("")
+    L += ["## 8. Loss curves", "", "![loss curves](loss_curves.png)"]
+    d = a.get("disentanglement")
+    if d:
+        names = {label: f"{e['trained_on']}-trained {label.split('/')[1]}" for label, e in d["encoders"].items()}
+        L += ["", f"## 9. Disentanglement on {d['domain']} (source- vs target-trained encoders)", "",
+              f"The metrics of `vaetransfer.metrics` on {d['n']:,} {d['domain']} examples drawn exactly from its "
+              f"factor grid (BetaVAE/FactorVAE: {d['points']:,} training points of {d.get('batch', 64)} examples; "
+              f"DCI: {d.get('dci', 'gbt')}), mean ± s.e. over seeds.", ""]
+        rows = list(next(iter(d["encoders"].values()))["headline"])
+        L += markdown_table(["metric"] + list(names.values()),
+                            [[m] + [e["headline"][m] for e in d["encoders"].values()] for m in rows])
+        L += ["", f"Per {d['domain']} factor (shared: the factor varies in {c['source']} too):", ""]
+        views = list(next(iter(d["encoders"].values()))["factors"])
+        L += markdown_table(["factor", "shared"] + [f"{v}: {names[k]}" for v in views for k in d["encoders"]],
+                            [[f, "yes" if shared else "no"] + [e["factors"][v][f] for v in views
+                                                               for e in d["encoders"].values()]
+                             for f, shared in d["shared"].items()])
+        L += ["", "![disentanglement](disentanglement.png)"]
+    L += diagnostics.report_section(c, a)
+    return "\n".join(L)
