@@ -2,6 +2,7 @@
 with copied weights, torch.optim, hand computations in float64, and real short runs."""
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -374,6 +375,25 @@ def test_resume_reproduces_uninterrupted_run(dsprites_small, tmp_path):
     assert all(torch.equal(full.model().state_dict()[k], v) for k, v in resumed.model().state_dict().items())
     assert [m["step"] for m in resumed.metrics] == [5, 10, 15, 20, 25, 30]
 
+
+
+def test_scheduled_snapshots_leave_out_where_a_run_stopped_or_was_lengthened(dsprites_small, tmp_path):
+    # A run of 13 steps (snapshot every 5) ends with a snapshot at 13; lengthened to 30 it goes on
+    # from there. Its snapshots hold 13, off the schedule of 5 — as an interrupted run holds the step
+    # where it stopped. Runs of one config compared step by step (the transfer study's dynamics, one
+    # seed resumed and one not) must meet at the schedule's steps only.
+    short = vt.train(_mlp_config(steps=13, snapshot_every=5), dsprites_small, tmp_path / "r", progress=False)
+    assert [s for s, _ in short.snapshots()] == [5, 10, 13]
+    assert [s for s, _ in short.scheduled_snapshots()] == [5, 10, 13]  # the last step is on the schedule
+    cfg = json.loads((tmp_path / "r" / "config.json").read_text())
+    cfg["steps"] = 30  # as the interrupt tests lengthen a run
+    (tmp_path / "r" / "config.json").write_text(json.dumps(cfg))
+    run = vt.train(_mlp_config(steps=30, snapshot_every=5), dsprites_small, tmp_path / "r", progress=False)
+    assert [s for s, _ in run.snapshots()] == [5, 10, 13, 15, 20, 25, 30]
+    assert [s for s, _ in run.scheduled_snapshots()] == [5, 10, 15, 20, 25, 30]
+    assert dict(run.scheduled_snapshots())[15] == dict(run.snapshots())[15]
+    only_final = vt.train(_mlp_config(steps=7, snapshot_every=0), dsprites_small, tmp_path / "f", progress=False)
+    assert [s for s, _ in only_final.scheduled_snapshots()] == [7]
 
 def test_finished_run_is_not_retrained_and_config_is_checked(dsprites_small, tmp_path):
     cfg = _mlp_config(steps=10)

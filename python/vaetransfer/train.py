@@ -188,6 +188,14 @@ class Run:
         """(step, path) of every snapshot, by step."""
         return [(s, p) for s, p in _C.train.list_snapshots(str(self.out_dir))]
 
+    def scheduled_snapshots(self) -> list[tuple[int, str]]:
+        """(step, path) of the snapshots of the run's schedule: every ``snapshot_every`` steps and
+        the last step. Left out: the snapshot an interrupted run wrote at the step it stopped, and
+        the last one of a run later made longer — there for resuming, they fall where the
+        interruption fell, so runs of one config compared step by step need the schedule's."""
+        every, last = self.config.snapshot_every, self.config.steps
+        return [(s, p) for s, p in self.snapshots() if s == last or (every > 0 and s % every == 0)]
+
     @property
     def step(self) -> int:
         snaps = self.snapshots()

@@ -281,7 +281,7 @@ def _diagnostics(c: Config, runs: dict, crosscheck_runs: list, objectives: dict,
     to_input = {v.label: diagnostics.decoder_to_input(_acts(runs[(f"source/{v.label}", first)], x))
                 for v in c.variants}
     pairs = [(a, b, c.seeds[0], c.seeds[1]) for a, b in c.objectives]
-    steps = lambda label, seed: [t for t, _ in runs[(f"source/{label}", seed)].snapshots()]  # noqa: E731
+    steps = lambda label, seed: [t for t, _ in runs[(f"source/{label}", seed)].scheduled_snapshots()]  # noqa: E731
     over = diagnostics.objectives_over_training(pairs, steps,
                                                 lambda label, seed, t: _acts(runs[(f"source/{label}", seed)], x, t))
     x_t = _held_out(c, c.target, c.similarity_n, "similarity_n")
@@ -447,7 +447,8 @@ def _dynamics(c: Config, runs: dict, x: torch.Tensor) -> dict:
     result = {}
     for label in c.dynamics:
         seeds = list(c.seeds)
-        steps = [s for s, _ in runs[(f"source/{label}", seeds[0])].snapshots()]
+        # The schedule's steps: a seed interrupted and resumed also has a snapshot where it stopped.
+        steps = [s for s, _ in runs[(f"source/{label}", seeds[0])].scheduled_snapshots()]
         final = {s: _acts(runs[(f"source/{label}", s)], x) for s in seeds}
         curve = []
         for t in steps[:-1]:
