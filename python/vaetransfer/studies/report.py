@@ -10,6 +10,7 @@ import math
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -468,14 +469,17 @@ def committed_root() -> Path | None:
     return None
 
 
+@dataclass(frozen=True)
 class Shown:
     """The outputs a study's notebook shows (:func:`shown_outputs`): ``dir`` (figures are files in
     it), ``preset``, ``committed`` (True: the repository's committed run, False: the notebook's
     own) and ``results`` (its results.json; ``analysis``, ``findings`` and ``figures`` its parts).
     ``shown / "name.png"`` is a figure's path."""
 
-    def __init__(self, folder: Path, preset: str, committed: bool, results: dict):
-        self.dir, self.preset, self.committed, self.results = folder, preset, committed, results
+    dir: Path
+    preset: str
+    committed: bool
+    results: dict = field(repr=False)
 
     def __truediv__(self, name: str) -> Path:
         return self.dir / name
@@ -499,9 +503,6 @@ class Shown:
                     f"(`{self.dir.as_posix()}`, {_seconds(self.results.get('seconds'))} of runs), not this notebook's "
                     f"run; set `{SHOW_ENV}=run` to show this notebook's own.")
         return f"The figures and numbers below are this notebook's own **`{self.preset}`** run (`{self.dir.as_posix()}`)."
-
-    def __repr__(self) -> str:
-        return f"Shown({str(self.dir)!r}, preset={self.preset!r}, committed={self.committed})"
 
 
 def shown_outputs(study: str, run_dir: str | os.PathLike, preset: str, *, committed: str | os.PathLike | None = None,
