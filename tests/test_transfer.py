@@ -484,6 +484,15 @@ def test_smoke_runs_the_diagnostics(smoke):
     finding = next(f for f in r["findings"] if f["name"] == "encoders_alike_decoders_less")
     assert finding["diagnosis"]["kind"] in studies.DIAGNOSIS_KINDS and finding["diagnosis"]["text"]
     assert finding["figures"]
+    # the Annealed VAE at each setting, on the first seed, with the ramp each setting asks for
+    annealed = d["annealed"]
+    assert r["runs"]["annealed_settings"]["done"] == len(c.annealed_settings) and annealed["seed"] == c.seeds[0]
+    assert "study" not in annealed  # the smoke variants have no Annealed VAE
+    got = {k: (m["gamma"], m["c_max"], m["ramp_steps"], m["steps"]) for k, m in annealed["settings"].items()}
+    assert got == {"annealed-gamma100": (100.0, 25.0, 1, 4), "annealed-gamma10": (10.0, 25.0, 1, 4),
+                   "annealed-slowramp": (1000.0, 25.0, 4, 4)}  # smoke: 4 steps, C over 4 // 3 or all 4
+    assert all(np.isfinite([m["distortion"], m["rate"]]).all() and m["rate"] >= 0 for m in annealed["settings"].values())
+    assert "The Annealed VAE's settings" in (out / "index.md").read_text()
 
 
 def _diagnostics_analysis(**changes):
@@ -518,6 +527,48 @@ def test_the_objectives_diagnosis_follows_its_rules(changes, untrained, kind):
     if kind == "data":
         assert "0.84" in d.text and "agree" in d.text  # the mean decoder-to-input CKA, and the cross-check
     assert td.diagnose_objectives(transfer.PRESETS["smoke"], _analysis(), None) is None  # no diagnostics section
+
+
+def _annealed(distortion_study, distortions):
+    setting = lambda gamma, ramp, dist: {"gamma": gamma, "c_max": 25.0, "ramp_steps": ramp, "steps": 4000,  # noqa: E731
+                                         "distortion": dist, "rate": 25.0}
+    return {"seed": 0, "study": {"label": "annealed", **setting(1000.0, 1333, distortion_study)},
+            "settings": {"annealed-gamma100": setting(100.0, 1333, distortions[0]),
+                         "annealed-slowramp": setting(1000.0, 4000, distortions[1])}}
+
+
+def test_the_annealed_settings_name_the_setting_an_untrained_annealed_vae_depends_on():
+    from vaetransfer.studies.transfer import diagnostics as td
+
+    c = transfer.PRESETS["smoke"]
+    why = "did not train — source/annealed/seed=0: held-out distortion 381 > 212"
+    a = _diagnostics_analysis(**{"trained": {"rules": {"source": {"maximum": 212.2}}}})
+    a["diagnostics"]["annealed"] = _annealed(381.0, [60.0, 379.0])
+    d = td.diagnose_objectives(c, a, why)
+    assert d.kind == "setting" and d.text.startswith(f"Undecidable at these settings: {why}.")
+    assert "trains at γ 100, C → 25 over 1333 of 4000 steps, not at the study's" in d.text
+    assert "γ 1000, C → 25 over 4000 of 4000 steps: distortion 379.0, rate 25.0 nats (does not train)" in d.text
+    assert {k: m["trained"] for k, m in d.evidence["annealed"]["settings"].items()} == \
+        {"study": False, "annealed-gamma100": True, "annealed-slowramp": False}
+    a["diagnostics"]["annealed"] = _annealed(381.0, [300.0, 379.0])  # nothing trains: said so
+    assert "No setting tried trains at this length" in td.diagnose_objectives(c, a, why).text
+    a["trained"]["rules"]["source"] = {"error": "the reference did not train"}  # no threshold: no clause
+    assert td.diagnose_objectives(c, a, why).text == f"Undecidable at these settings: {why}."
+
+
+def test_annealed_settings_ramp_over_their_share_of_the_steps_and_bad_ones_are_named():
+    c = transfer.PRESETS["medium"]
+    ramps = {v.label: transfer.core._objective(c, v).params["iteration_threshold"]
+             for v in c.variants + c.annealed_settings if v.objective == "annealed-vae"}
+    assert ramps == {"annealed": 1333, "annealed-gamma100": 1333, "annealed-gamma10": 1333, "annealed-slowramp": 4000}
+    assert "ramp_fraction" not in transfer.core._objective(c, c.annealed_settings[2]).params
+    assert [r["variant"] for r in transfer.core._annealed_runs(c, {})] == [v.label for v in c.annealed_settings]
+    assert transfer.core._annealed_runs(transfer.PRESETS["small"], {}) == []  # only with the diagnostics
+    for bad in ('[{"label": "x", "objective": "beta-vae"}]', '[{"label": "beta1", "objective": "annealed-vae"}]',
+                '[{"label": "x", "objective": "annealed-vae", "params": {"ramp_fraction": 0}}]'):
+        with pytest.raises(vaetransfer.ArgumentError) as info:
+            studies.make_config("transfer", "smoke", sets=[f"annealed_settings={bad}"])
+        assert info.value.argument == "annealed_settings"
 
 
 def test_late_change_measures_the_last_half():

@@ -48,20 +48,22 @@ from __future__ import annotations
 
 from ..pipeline import Stage, Study
 from . import diagnostics
-from .core import (Config, HEADLINE, INITS, LATENT, MEASURES, PER_FACTOR, PRESETS, RetrainStage, SIDES, VARIANTS,
-                   Variant, _analyse, _model_runs, _retrain, _retraining_runs, _train_model, _train_reference)
+from .core import (ANNEALED_SETTINGS, Config, HEADLINE, INITS, LATENT, MEASURES, PER_FACTOR, PRESETS, RetrainStage,
+                   SIDES, VARIANTS, Variant, _analyse, _annealed_runs, _model_runs, _retrain, _retraining_runs,
+                   _train_annealed, _train_model, _train_reference)
 from .figures import _figures
 from .findings import FINDINGS, PROBE_TOLERANCE
 from .report import _report
 
 # The package is the study: core (config, data, stages, similarity, experiments, analysis), figures,
 # findings, diagnostics (the experiments that separate causes) and report.
-__all__ = ["Config", "FINDINGS", "HEADLINE", "INITS", "LATENT", "MEASURES", "PER_FACTOR", "PRESETS", "PROBE_TOLERANCE",
+__all__ = ["ANNEALED_SETTINGS", "Config", "FINDINGS", "HEADLINE", "INITS", "LATENT", "MEASURES", "PER_FACTOR", "PRESETS", "PROBE_TOLERANCE",
            "RetrainStage", "SIDES", "STUDY", "VARIANTS", "Variant", "diagnostics"]
 
 
 STUDY = Study(name="transfer", title="How good are VAEs at transfer learning?", config=Config, presets=PRESETS,
               stages=(Stage("models", _model_runs, _train_model), Stage("retraining", _retraining_runs, _retrain),
-                      Stage("crosscheck", diagnostics.crosscheck_runs, _train_reference)),
+                      Stage("crosscheck", diagnostics.crosscheck_runs, _train_reference),
+                      Stage("annealed_settings", _annealed_runs, _train_annealed)),
               analyse=_analyse, figures=_figures, findings=FINDINGS, report=_report,
               description=__doc__.split("\n\n", 1)[1])

@@ -39,6 +39,16 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("dip1", "dip-vae-ii", {"lambda_od": 1.0}),
     Variant("dip20", "dip-vae-ii", {"lambda_od": 20.0}),
 )
+#: The diagnostics' Annealed VAE settings: the ``annealed`` variant (γ = 1000, the capacity C
+#: ramped 0 → 25 nats over the first third of training) did not train at `small` (1,200 steps) or
+#: `medium` (4,000 steps). Each setting changes one thing, on the first seed: a smaller γ (the
+#: weight of |KL − C|, whose gradient can swamp the reconstruction's in the encoder), or C ramped
+#: over all of training (``ramp_fraction``: the share of the steps C grows over).
+ANNEALED_SETTINGS: tuple[Variant, ...] = (
+    Variant("annealed-gamma100", "annealed-vae", {"c_max": 25.0, "gamma": 100.0}),
+    Variant("annealed-gamma10", "annealed-vae", {"c_max": 25.0, "gamma": 10.0}),
+    Variant("annealed-slowramp", "annealed-vae", {"c_max": 25.0, "ramp_fraction": 1.0}),
+)
 SIDES = ("latent", "output")          # which end of the decoder is unfrozen first
 INITS = ("finetune", "reinit")        # unfrozen layers keep their weights / are re-initialised
 LATENT = ("frozen", "retrained")      # mean/logvar during decoder retraining
@@ -91,9 +101,11 @@ class Config:
     ci_resamples: int = 50
     ci_resampling: str = "jackknife"       # delete-d, ci_resamples blocks of the held-out rows; or "bootstrap" (BCa)
     ci_seed: int = 0                       # seed of the blocks / draws
-    # Diagnostics (diagnostics): the first `objectives` pair the plain-PyTorch twins can
-    # train (β-VAE, β-TC-VAE), retrained by them (first two seeds) and compared by a NumPy CKA.
+    # Diagnostics (diagnostics) and their own runs: the first `objectives` pair the plain-PyTorch
+    # twins can train (β-VAE, β-TC-VAE), retrained by them (first two seeds) and compared by a NumPy
+    # CKA; and the Annealed VAE at each of `annealed_settings` (first seed).
     crosscheck: bool = False
+    annealed_settings: tuple[Variant, ...] = ANNEALED_SETTINGS
 
     def __post_init__(self):
         for name, low in (("data_seed", 0), ("n", 0), ("steps", 1), ("batch_size", 1), ("snapshots", 1),
@@ -138,6 +150,15 @@ class Config:
                 for label in pair:
                     if label not in labels:
                         raise value_error(name, f"expected pairs of variant labels {labels}, got {list(pair)}")
+        settings = [v.label for v in self.annealed_settings]
+        for v in self.annealed_settings:
+            if v.objective != "annealed-vae" or v.label in labels or settings.count(v.label) > 1 or \
+                    not v.label or not all(ch.isalnum() or ch in "-_." for ch in v.label):
+                raise value_error("annealed_settings", f"expected annealed-vae variants with distinct labels of "
+                                                       f"letters, digits and -_. not among {labels}, got {v}")
+            ramp = v.params.get("ramp_fraction", 1 / 3)
+            if isinstance(ramp, bool) or not isinstance(ramp, (int, float)) or not 0 < ramp <= 1:
+                raise value_error("annealed_settings", f"expected a ramp_fraction in (0, 1], got {ramp!r} ({v.label})")
         for name, allowed in (("retrain_sides", SIDES), ("retrain_inits", INITS), ("retrain_latent", LATENT),
                               ("measures", MEASURES)):
             values = getattr(self, name)
@@ -219,8 +240,10 @@ def _check_domains(c: Config) -> None:
 # ---------------------------------------------------------------------------------- training (two stages)
 def _objective(c: Config, v: Variant) -> ObjectiveConfig:
     params = dict(v.params)
+    ramp = params.pop("ramp_fraction", None)  # the share of the steps C grows over (not an objective parameter)
     if v.objective in ("annealed-vae", "annealed") and "iteration_threshold" not in params:
-        params["iteration_threshold"] = max(1, c.steps // 3)  # paper: C grows over 100k of 300k steps
+        # paper: C grows over 100k of 300k steps
+        params["iteration_threshold"] = max(1, c.steps // 3 if ramp is None else round(c.steps * ramp))
     return ObjectiveConfig(v.objective, **params).typed()
 
 
@@ -270,12 +293,51 @@ def _train_model(c: Config, row: dict, job) -> dict:
     return _fit(config, _spec(c, c.source if domain == "source" else c.target), job.run_dir)
 
 
+def _annealed_runs(c: Config, earlier) -> list[dict]:
+    """The diagnostics' Annealed VAE settings, each on the first seed (none without ``crosscheck``)."""
+    return [{"variant": v.label, "seed": c.seeds[0]} for v in c.annealed_settings] if c.crosscheck else []
+
+
+def _train_annealed(c: Config, row: dict, job) -> dict:
+    """Trains one of :func:`_annealed_runs` on the source, as the study's models train (no snapshots
+    but the final one)."""
+    v = next(v for v in c.annealed_settings if v.label == row["variant"])
+    config = _train_config(c, _objective(c, v), c.steps, row["seed"], c.steps)
+    return _fit(config, _spec(c, c.source), job.run_dir)
+
+
 def _train_reference(c: Config, row: dict, job) -> dict:
     """One run of the independent cross-check (:mod:`.diagnostics`) on the source's training rows."""
     return diagnostics.train_reference(c, row, job, _spec(c, c.source).build()[0].float_images())
 
 
-def _diagnostics(c: Config, runs: dict, crosscheck_runs: list, objectives: dict, x: torch.Tensor) -> dict:
+def _annealed_section(c: Config, runs: dict, annealed_runs: list) -> dict:
+    """The Annealed VAE at each of ``annealed_settings`` and as the study trains it (first seed): its
+    settings and, on ``eval_n`` held-out source rows, its distortion (z = posterior mean, as the
+    ``trained`` section measures it) and its rate KL(q(z|x) ‖ p(z)), both in nats."""
+    x = _held_out(c, c.source, c.eval_n, "eval_n")
+
+    def measured(v: Variant, run: Run) -> dict:
+        model = run.model()
+        objective = _objective(c, v)
+        params = {**{q["name"]: q["default"] for q in objective.entry(objective.name)["params"]}, **objective.params}
+        return {"gamma": params["gamma"], "c_max": params["c_max"], "ramp_steps": params["iteration_threshold"],
+                "steps": run.step, "distortion": round(_recon_loss(model, x), 3),
+                "rate": round(float(objectives.evaluate(model, "beta-vae", x)["rate"].mean()), 3)}
+
+    out = {"seed": c.seeds[0], "settings": {}}
+    for r in annealed_runs:
+        out["settings"][r.row["variant"]] = measured(
+            next(v for v in c.annealed_settings if v.label == r.row["variant"]), load_run(r.dir))
+    studied = [v for v in c.variants if v.objective in ("annealed-vae", "annealed")]
+    if studied and (f"source/{studied[0].label}", c.seeds[0]) in runs:
+        out["study"] = {"label": studied[0].label,
+                        **measured(studied[0], runs[(f"source/{studied[0].label}", c.seeds[0])])}
+    return out
+
+
+def _diagnostics(c: Config, runs: dict, crosscheck_runs: list, annealed_runs: list, objectives: dict,
+                 x: torch.Tensor) -> dict:
     """10. What separates the causes of a finding that does not reproduce (:mod:`.diagnostics`)."""
     first = c.seeds[0]
     to_input = {v.label: diagnostics.decoder_to_input(_acts(runs[(f"source/{v.label}", first)], x))
@@ -289,7 +351,8 @@ def _diagnostics(c: Config, runs: dict, crosscheck_runs: list, objectives: dict,
                        for label in (f"target/{c.reference}", f"source/{c.reference}")}
     return {"decoder_to_input": to_input, "decoder_to_input_target": to_input_target,
             "objectives_over_training": over,
-            "crosscheck": diagnostics.crosscheck_section(c, crosscheck_runs, objectives, x)}
+            "crosscheck": diagnostics.crosscheck_section(c, crosscheck_runs, objectives, x),
+            "annealed": _annealed_section(c, runs, annealed_runs) if annealed_runs else None}
 
 
 def _decoder_layers() -> list[str]:
@@ -716,7 +779,8 @@ def _loaded(c: Config, runs: dict) -> tuple[dict, dict, list[str]]:
 def _analyse(c: Config, runs: dict, ctx) -> dict:
     """Every experiment on held-out rows; one resumable step each (the figures are drawn apart)."""
     models, stage_runs, decoder = _loaded(c, runs)
-    key = {stage: [r.id for r in rs] for stage, rs in runs.items()}
+    # The sections' key: the runs they read (the diagnostics' own runs key the diagnostics only).
+    key = {stage: [r.id for r in rs] for stage, rs in runs.items() if stage != "annealed_settings"}
     ci_key = {**key, "ci": interval_key(c)}  # the sections whose heatmaps carry intervals
     x_s = _held_out(c, c.source, c.similarity_n, "similarity_n")
     x_t = _held_out(c, c.target, c.similarity_n, "similarity_n")
@@ -739,7 +803,9 @@ def _analyse(c: Config, runs: dict, ctx) -> dict:
            "retraining": section("retraining", lambda: _retraining(c, models, stage_runs, decoder, x_eval)),
            "probes": section("probes", lambda: _probe_section(c, models)),
            "disentanglement": section("disentanglement", lambda: _disentanglement_section(c, models))}
-    out["diagnostics"] = section("diagnostics", lambda: _diagnostics(c, models, runs.get("crosscheck", []),
+    annealed = runs.get("annealed_settings", [])
+    out["diagnostics"] = section("diagnostics", lambda: _diagnostics(c, models, runs.get("crosscheck", []), annealed,
                                                                      out["objectives"], x_s),
-                                 {**ci_key, "version": diagnostics.VERSION})
+                                 {**ci_key, "annealed_settings": [r.id for r in annealed],
+                                  "version": diagnostics.VERSION})
     return out

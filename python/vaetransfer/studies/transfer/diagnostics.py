@@ -18,7 +18,11 @@ into a :class:`~vaetransfer.studies.Diagnosis` per finding (written before the `
 * ``objectives_over_training`` — is it a matter of training length? The encoder and decoder
   quadrant means of each ``objectives`` pair at every snapshot (first two seeds, each model's
   snapshot against the other's at the same step): still moving at the end of training means more
-  steps may change the verdict.
+  steps may change the verdict;
+* ``annealed`` — is an Annealed VAE that did not train a matter of its settings? The Annealed VAE
+  retrained (first seed) with each of the config's ``annealed_settings`` (a smaller γ, a slower
+  capacity ramp), its held-out distortion set against the ``trained`` section's threshold. A
+  setting that trains where the study's does not names the setting the finding depends on.
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ from ... import torch_reference as ref
 from ...io import atomic_path, load_torch
 from ..pipeline import Diagnosis
 
-VERSION = 2  #: part of the diagnostics step's key: a change of what it computes recomputes it on resume
+VERSION = 3  #: part of the diagnostics step's key: a change of what it computes recomputes it on resume
 REFERENCE_WEIGHTS = "reference_vae.pt"  #: the cross-check model's final weights, in its run directory
 TREND_TOLERANCE = 0.05   #: |change| of a quadrant mean over the last half of training that counts as still moving
 PIXEL_LIKE = 0.8         #: mean decoder-to-input CKA at or above which decoders count as images of the pixels
@@ -223,7 +227,9 @@ def diagnose_objectives(c, a: dict, untrained: str | None) -> Diagnosis | None:
                                  f"{cross['core']['encoder_mean']}, decoder {cross['core']['decoder_mean']}): our "
                                  "implementation is suspect here.", {**evidence, "crosscheck": cross})
     if untrained:
-        return Diagnosis("setting", f"Undecidable at these settings: {untrained}.", evidence)
+        clause, annealed = annealed_clause(a)
+        return Diagnosis("setting", f"Undecidable at these settings: {untrained}." + clause,
+                         {**evidence, **({"annealed": annealed} if annealed else {})})
     if all(e > dd for e, dd in verdicts.values()):
         return Diagnosis("reproduced", "Encoder quadrants above decoder quadrants for every objective pair"
                          + _crosscheck_clause(cross) + ".", evidence)
@@ -245,6 +251,37 @@ def diagnose_objectives(c, a: dict, untrained: str | None) -> Diagnosis | None:
                          {**evidence, "decoder_to_input": {k: v["decoder_mean"] for k, v in pix.items()}})
     return Diagnosis("open", "Not reproduced; training has settled and decoders are not pixel-like: the causes are not "
                              "yet separated" + _crosscheck_clause(cross) + ".", evidence)
+
+
+def _setting_text(m: dict) -> str:
+    return f"γ {m['gamma']:g}, C → {m['c_max']:g} over {m['ramp_steps']} of {m['steps']} steps"
+
+
+def annealed_clause(a: dict) -> tuple[str, dict | None]:
+    """What the ``annealed`` diagnostic says of the Annealed VAE's settings (a sentence, and its
+    numbers), or ("", None) without it: each setting's held-out distortion and rate against the
+    source's trained threshold, and which settings train."""
+    d = (a.get("diagnostics") or {}).get("annealed")
+    rule = ((a.get("trained") or {}).get("rules") or {}).get("source") or {}
+    if not d or not d.get("settings") or "maximum" not in rule:
+        return "", None
+    limit = rule["maximum"]
+    rows = ({"study": d["study"]} if d.get("study") else {}) | d["settings"]
+    judged = {k: {**m, "trained": m["distortion"] <= limit} for k, m in rows.items()}
+    parts = [f"{_setting_text(m)}: distortion {m['distortion']:.1f}, rate {m['rate']:.1f} nats "
+             f"({'trains' if m['trained'] else 'does not train'})" for m in judged.values()]
+    ok = [m for m in judged.values() if m["trained"]]
+    study_trains = judged.get("study", {}).get("trained")
+    if ok and study_trains is False:
+        tail = (" It depends on the setting: the Annealed VAE trains at " + "; ".join(_setting_text(m) for m in ok)
+                + ", not at the study's")
+    elif ok:
+        tail = " Settings that train: " + "; ".join(_setting_text(m) for m in ok)
+    else:
+        tail = " No setting tried trains at this length"
+    text = (f" The Annealed VAE's settings, seed {d['seed']}, against the threshold {limit:.1f}: "
+            + "; ".join(parts) + "." + tail + ".")
+    return text, {"threshold": limit, "settings": judged}
 
 
 def _crosscheck_clause(cross: dict) -> str:
@@ -285,6 +322,15 @@ def report_section(c: dict, a: dict) -> list[str]:
         L += ["**CKA of each layer with the input pixels** (first seed):", ""]
         L += markdown_table(["variant", "encoder layers (mean)", "decoder layers (mean)"],
                             [[k, v["encoder_mean"], v["decoder_mean"]] for k, v in d["decoder_to_input"].items()])
+        L.append("")
+    annealed = d.get("annealed")
+    if annealed:
+        rows = ({"study": annealed["study"]} if annealed.get("study") else {}) | annealed["settings"]
+        L += [f"**The Annealed VAE's settings** (seed {annealed['seed']}; held-out source rows, nats; the study's "
+              "own setting first):", ""]
+        L += markdown_table(["setting", "γ", "C max", "C ramp (steps)", "steps", "distortion", "rate"],
+                            [[k if k != "study" else f"{m['label']} (the study's)", m["gamma"], m["c_max"],
+                              m["ramp_steps"], m["steps"], m["distortion"], m["rate"]] for k, m in rows.items()])
         L.append("")
     if d.get("objectives_over_training"):
         L += ["**Objective pairs over training** (quadrant means at the same step, seeds 1 vs 2):", ""]
