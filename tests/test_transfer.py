@@ -491,7 +491,9 @@ def test_smoke_runs_the_diagnostics(smoke):
     got = {k: (m["gamma"], m["c_max"], m["ramp_steps"], m["steps"]) for k, m in annealed["settings"].items()}
     assert got == {"annealed-gamma100": (100.0, 25.0, 1, 4), "annealed-gamma10": (10.0, 25.0, 1, 4),
                    "annealed-slowramp": (1000.0, 25.0, 4, 4)}  # smoke: 4 steps, C over 4 // 3 or all 4
-    assert all(np.isfinite([m["distortion"], m["rate"]]).all() and m["rate"] >= 0 for m in annealed["settings"].values())
+    for m in annealed["settings"].values():  # the rate splits into I(x; z) ≤ log n and the marginal KL
+        assert np.isfinite([m["distortion"], m["rate"]]).all() and m["rate"] >= 0
+        assert -1e-6 <= m["mutual_information"] <= m["log_n"] + 1e-6 and m["log_n"] == pytest.approx(np.log(c.eval_n), abs=1e-3)
     assert "The Annealed VAE's settings" in (out / "index.md").read_text()
 
 
@@ -522,16 +524,17 @@ def _diagnostics_analysis(**changes):
 def test_the_objectives_diagnosis_follows_its_rules(changes, untrained, kind):
     from vaetransfer.studies.transfer import diagnostics as td
 
-    d = td.diagnose_objectives(transfer.PRESETS["smoke"], _diagnostics_analysis(**changes), untrained)
+    d = td.diagnose_objectives(transfer.PRESETS["smoke"], _diagnostics_analysis(**changes), {"beta1_vs_tc6": untrained})
     assert d.kind == kind
     if kind == "data":
         assert "0.84" in d.text and "agree" in d.text  # the mean decoder-to-input CKA, and the cross-check
-    assert td.diagnose_objectives(transfer.PRESETS["smoke"], _analysis(), None) is None  # no diagnostics section
+    assert td.diagnose_objectives(transfer.PRESETS["smoke"], _analysis(), {}) is None  # no diagnostics section
 
 
 def _annealed(distortion_study, distortions):
     setting = lambda gamma, ramp, dist: {"gamma": gamma, "c_max": 25.0, "ramp_steps": ramp, "steps": 4000,  # noqa: E731
-                                         "distortion": dist, "rate": 25.0}
+                                         "distortion": dist, "rate": 25.0, "marginal_kl": 25.0 - (dist < 200) * 20,
+                                         "mutual_information": 0.01 + (dist < 200) * 20, "log_n": 7.6}
     return {"seed": 0, "study": {"label": "annealed", **setting(1000.0, 1333, distortion_study)},
             "settings": {"annealed-gamma100": setting(100.0, 1333, distortions[0]),
                          "annealed-slowramp": setting(1000.0, 4000, distortions[1])}}
@@ -544,16 +547,36 @@ def test_the_annealed_settings_name_the_setting_an_untrained_annealed_vae_depend
     why = "did not train — source/annealed/seed=0: held-out distortion 381 > 212"
     a = _diagnostics_analysis(**{"trained": {"rules": {"source": {"maximum": 212.2}}}})
     a["diagnostics"]["annealed"] = _annealed(381.0, [60.0, 379.0])
-    d = td.diagnose_objectives(c, a, why)
+    d = td.diagnose_objectives(c, a, {"beta1_vs_tc6": why})
     assert d.kind == "setting" and d.text.startswith(f"Undecidable at these settings: {why}.")
     assert "trains at γ 100, C → 25 over 1333 of 4000 steps, not at the study's" in d.text
-    assert "γ 1000, C → 25 over 4000 of 4000 steps: distortion 379.0, rate 25.0 nats (does not train)" in d.text
+    assert ("γ 1000, C → 25 over 4000 of 4000 steps: distortion 379.0, rate 25.0 nats of which I(x; z) 0.01 "
+            "(does not train)") in d.text and "nearly all marginal KL" in d.text
     assert {k: m["trained"] for k, m in d.evidence["annealed"]["settings"].items()} == \
         {"study": False, "annealed-gamma100": True, "annealed-slowramp": False}
     a["diagnostics"]["annealed"] = _annealed(381.0, [300.0, 379.0])  # nothing trains: said so
-    assert "No setting tried trains at this length" in td.diagnose_objectives(c, a, why).text
+    assert "No setting tried trains at this length" in td.diagnose_objectives(c, a, {"beta1_vs_tc6": why}).text
     a["trained"]["rules"]["source"] = {"error": "the reference did not train"}  # no threshold: no clause
-    assert td.diagnose_objectives(c, a, why).text == f"Undecidable at these settings: {why}."
+    assert td.diagnose_objectives(c, a, {"beta1_vs_tc6": why}).text == f"Undecidable at these settings: {why}."
+
+
+def test_the_objectives_diagnosis_judges_the_pairs_that_trained_and_sets_the_others_apart():
+    from vaetransfer.studies.transfer import diagnostics as td
+
+    c = transfer.PRESETS["smoke"]
+    why = "did not train — source/annealed/seed=0: held-out distortion 381 > 212"
+    a = _diagnostics_analysis(**{"trained": {"rules": {"source": {"maximum": 212.2}}}})
+    # an untrained Annealed VAE whose decoder is far from the pixels must not hide the trained pairs' verdict
+    a["objectives"]["beta1_vs_annealed"] = {"a": "beta1", "b": "annealed",
+                                            "matrices": {"cka": {"encoder_mean": 0.9, "decoder_mean": 0.01}}}
+    a["diagnostics"]["decoder_to_input"]["annealed"] = {"encoder_mean": 0.1, "decoder_mean": 0.0}
+    a["diagnostics"]["annealed"] = _annealed(381.0, [60.0, 379.0])
+    d = td.diagnose_objectives(c, a, {"beta1_vs_tc6": None, "beta1_vs_annealed": why})
+    assert d.kind == "data" and d.text.startswith("On the pairs whose models trained (beta1_vs_tc6): every model's")
+    assert f"beta1_vs_annealed: Undecidable at these settings: {why}." in d.text and "γ 100" in d.text
+    assert d.evidence["untrained_pairs"] == ["beta1_vs_annealed"] and "0.84" in d.text  # beta1 and tc6 only
+    a["objectives"]["beta1_vs_tc6"]["matrices"]["cka"]["decoder_mean"] = 0.5  # the trained pair reproduces
+    assert td.diagnose_objectives(c, a, {"beta1_vs_tc6": None, "beta1_vs_annealed": why}).kind == "reproduced"
 
 
 def test_annealed_settings_ramp_over_their_share_of_the_steps_and_bad_ones_are_named():

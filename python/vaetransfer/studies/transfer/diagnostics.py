@@ -41,6 +41,7 @@ VERSION = 3  #: part of the diagnostics step's key: a change of what it computes
 REFERENCE_WEIGHTS = "reference_vae.pt"  #: the cross-check model's final weights, in its run directory
 TREND_TOLERANCE = 0.05   #: |change| of a quadrant mean over the last half of training that counts as still moving
 PIXEL_LIKE = 0.8         #: mean decoder-to-input CKA at or above which decoders count as images of the pixels
+SPENT_WITHOUT_ENCODING = 0.05  #: I(x; z) below this share of the rate: capacity spent as marginal KL
 REFERENCE_OBJECTIVES = {"beta-vae": "beta-vae", "beta-tc-vae": "beta-tc-vae"}  #: what the twins can train
 
 
@@ -205,52 +206,69 @@ def late_change(curve: list[dict]) -> dict:
 
 
 # ---------------------------------------------------------------------------------- diagnoses
-def diagnose_objectives(c, a: dict, untrained: str | None) -> Diagnosis | None:
+def diagnose_objectives(c, a: dict, untrained: dict) -> Diagnosis | None:
     """Why "encoders alike, decoders less" across objectives came out as it did (rules fixed
     before the `medium` runs, in this order): the independent cross-check ordering the quadrants
-    the other way → open (our implementation suspect); a model that did not train (``untrained``:
-    the reason) → setting;
-    reproduced → reproduced; the decoder quadrant still moving over the last half of training →
-    scale; decoder layers pixel-like (mean decoder-to-input CKA ≥ :data:`PIXEL_LIKE`) → data;
-    otherwise open."""
+    the other way → open (our implementation suspect); every pair resting on a model that did not
+    train (``untrained``: pair → the reason, or None) → setting; then, over the pairs whose models
+    trained: reproduced → reproduced; the decoder quadrant still moving over the last half of
+    training → scale; decoder layers pixel-like (mean decoder-to-input CKA ≥ :data:`PIXEL_LIKE`)
+    → data; otherwise open. Pairs set aside as untrained are named, with what the ``annealed``
+    diagnostic says of the Annealed VAE's settings."""
     d = a.get("diagnostics")
     if not d:
         return None
     cross = d.get("crosscheck") or {}
     pairs = a.get("objectives") or {}
-    verdicts = {k: (v["matrices"]["cka"]["encoder_mean"], v["matrices"]["cka"]["decoder_mean"]) for k, v in pairs.items()}
-    evidence = {"quadrants": {k: {"encoder": e, "decoder": dd} for k, (e, dd) in verdicts.items()}}
+    quadrants = {k: (v["matrices"]["cka"]["encoder_mean"], v["matrices"]["cka"]["decoder_mean"]) for k, v in pairs.items()}
+    evidence = {"quadrants": {k: {"encoder": e, "decoder": dd} for k, (e, dd) in quadrants.items()}}
     if cross.get("same_ordering") is False:
         return Diagnosis("open", f"The plain-PyTorch twins with a NumPy CKA order the {'/'.join(cross['pair'])} "
                                  f"quadrants the other way (encoder {cross['reference']['encoder_mean']}, decoder "
                                  f"{cross['reference']['decoder_mean']}) from the core (encoder "
                                  f"{cross['core']['encoder_mean']}, decoder {cross['core']['decoder_mean']}): our "
                                  "implementation is suspect here.", {**evidence, "crosscheck": cross})
-    if untrained:
+    failed = {k: why for k, why in untrained.items() if why and k in pairs}
+    if failed:
         clause, annealed = annealed_clause(a)
-        return Diagnosis("setting", f"Undecidable at these settings: {untrained}." + clause,
-                         {**evidence, **({"annealed": annealed} if annealed else {})})
+        evidence = {**evidence, "untrained_pairs": sorted(failed), **({"annealed": annealed} if annealed else {})}
+        aside = f"Undecidable at these settings: {'; '.join(dict.fromkeys(failed.values()))}." + clause
+        if len(failed) == len(pairs):
+            return Diagnosis("setting", aside, evidence)
+    verdicts = {k: v for k, v in quadrants.items() if k not in failed}
+    labels = {pairs[k][side] for k in verdicts for side in ("a", "b")}
+    kind, text, more = _objectives_chain(d, cross, verdicts, labels)
+    if failed:
+        text = (f"On the pairs whose models trained ({', '.join(verdicts)}): {text[0].lower()}{text[1:]} "
+                f"{', '.join(failed)}: {aside}")
+    return Diagnosis(kind, text, {**evidence, **more})
+
+
+def _objectives_chain(d: dict, cross: dict, verdicts: dict, labels: set) -> tuple[str, str, dict]:
+    """The rules of :func:`diagnose_objectives` after the cross-check, over the pairs ``verdicts``
+    ({pair: (encoder quadrant mean, decoder quadrant mean)}) and their variants ``labels``:
+    (kind, text, evidence)."""
     if all(e > dd for e, dd in verdicts.values()):
-        return Diagnosis("reproduced", "Encoder quadrants above decoder quadrants for every objective pair"
-                         + _crosscheck_clause(cross) + ".", evidence)
+        return "reproduced", "Encoder quadrants above decoder quadrants for every objective pair" + \
+            _crosscheck_clause(cross) + ".", {}
     trend = d.get("objectives_over_training") or {}
-    moving = {k: v for k, v in trend.items() if v.get("still_moving")}
+    moving = {k: v for k, v in trend.items() if v.get("still_moving") and k in verdicts}
     if moving:
         k, v = next(iter(moving.items()))
-        return Diagnosis("scale", f"The {k} decoder quadrant still changes by {v['decoder_change']:+.3f} over the "
-                                  f"last half of training (from step {v['from_step']}): a late-training effect, "
-                                  "not settled at this length" + _crosscheck_clause(cross) + ".",
-                         {**evidence, "trend": {k: {x: v[x] for x in ('encoder_change', 'decoder_change')}}})
-    pix = d.get("decoder_to_input") or {}
+        return ("scale", f"The {k} decoder quadrant still changes by {v['decoder_change']:+.3f} over the last half of "
+                         f"training (from step {v['from_step']}): a late-training effect, not settled at this length"
+                         + _crosscheck_clause(cross) + ".",
+                {"trend": {k: {x: v[x] for x in ('encoder_change', 'decoder_change')}}})
+    pix = {k: v for k, v in (d.get("decoder_to_input") or {}).items() if k in labels}
     dec = [v["decoder_mean"] for v in pix.values()]
     if dec and float(np.mean(dec)) >= PIXEL_LIKE:
-        return Diagnosis("data", f"Every model's decoder layers are close to the input pixels themselves (mean "
-                                 f"decoder-to-input CKA {np.mean(dec):.2f}, encoders {np.mean([v['encoder_mean'] for v in pix.values()]):.2f}): "
-                                 "decoders that reconstruct the same simple images are alike whatever the objective, "
-                                 "and training longer does not move them" + _crosscheck_clause(cross) + ".",
-                         {**evidence, "decoder_to_input": {k: v["decoder_mean"] for k, v in pix.items()}})
-    return Diagnosis("open", "Not reproduced; training has settled and decoders are not pixel-like: the causes are not "
-                             "yet separated" + _crosscheck_clause(cross) + ".", evidence)
+        return ("data", f"Every model's decoder layers are close to the input pixels themselves (mean decoder-to-input "
+                        f"CKA {np.mean(dec):.2f}, encoders {np.mean([v['encoder_mean'] for v in pix.values()]):.2f}): "
+                        "decoders that reconstruct the same simple images are alike whatever the objective, and "
+                        "training longer does not move them" + _crosscheck_clause(cross) + ".",
+                {"decoder_to_input": {k: v["decoder_mean"] for k, v in pix.items()}})
+    return ("open", "Not reproduced; training has settled and decoders are not pixel-like: the causes are not yet "
+                    "separated" + _crosscheck_clause(cross) + ".", {})
 
 
 def _setting_text(m: dict) -> str:
@@ -268,8 +286,8 @@ def annealed_clause(a: dict) -> tuple[str, dict | None]:
     limit = rule["maximum"]
     rows = ({"study": d["study"]} if d.get("study") else {}) | d["settings"]
     judged = {k: {**m, "trained": m["distortion"] <= limit} for k, m in rows.items()}
-    parts = [f"{_setting_text(m)}: distortion {m['distortion']:.1f}, rate {m['rate']:.1f} nats "
-             f"({'trains' if m['trained'] else 'does not train'})" for m in judged.values()]
+    parts = [f"{_setting_text(m)}: distortion {m['distortion']:.1f}, rate {m['rate']:.1f} nats of which I(x; z) "
+             f"{m['mutual_information']:.2f} ({'trains' if m['trained'] else 'does not train'})" for m in judged.values()]
     ok = [m for m in judged.values() if m["trained"]]
     study_trains = judged.get("study", {}).get("trained")
     if ok and study_trains is False:
@@ -279,6 +297,11 @@ def annealed_clause(a: dict) -> tuple[str, dict | None]:
         tail = " Settings that train: " + "; ".join(_setting_text(m) for m in ok)
     else:
         tail = " No setting tried trains at this length"
+    spent = [m for m in judged.values() if not m["trained"] and m["rate"] > 1
+             and m["mutual_information"] < SPENT_WITHOUT_ENCODING * m["rate"]]
+    if spent:
+        tail += (". Where it does not train, its rate is nearly all marginal KL: the posterior means are shifted "
+                 "away from the prior whatever the input, which meets the capacity C without encoding the images")
     text = (f" The Annealed VAE's settings, seed {d['seed']}, against the threshold {limit:.1f}: "
             + "; ".join(parts) + "." + tail + ".")
     return text, {"threshold": limit, "settings": judged}
@@ -328,9 +351,11 @@ def report_section(c: dict, a: dict) -> list[str]:
         rows = ({"study": annealed["study"]} if annealed.get("study") else {}) | annealed["settings"]
         L += [f"**The Annealed VAE's settings** (seed {annealed['seed']}; held-out source rows, nats; the study's "
               "own setting first):", ""]
-        L += markdown_table(["setting", "γ", "C max", "C ramp (steps)", "steps", "distortion", "rate"],
+        L += markdown_table(["setting", "γ", "C max", "C ramp (steps)", "steps", "distortion", "rate", "I(x; z)",
+                             "marginal KL"],
                             [[k if k != "study" else f"{m['label']} (the study's)", m["gamma"], m["c_max"],
-                              m["ramp_steps"], m["steps"], m["distortion"], m["rate"]] for k, m in rows.items()])
+                              m["ramp_steps"], m["steps"], m["distortion"], m["rate"], m["mutual_information"],
+                              m["marginal_kl"]] for k, m in rows.items()])
         L.append("")
     if d.get("objectives_over_training"):
         L += ["**Objective pairs over training** (quadrant means at the same step, seeds 1 vs 2):", ""]

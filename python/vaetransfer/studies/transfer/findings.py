@@ -74,7 +74,7 @@ def _pair_labels(pairs: dict) -> set[str]:
 
 def _diagnose_objectives(c: Config, a: dict):
     pairs = a.get("objectives") or {}
-    return diagnostics.diagnose_objectives(c, a, _untrained(a, _pair_labels(pairs)) if pairs else None)
+    return diagnostics.diagnose_objectives(c, a, {k: _untrained(a, _pair_labels({k: v})) for k, v in pairs.items()})
 
 
 def _diagnose_collapse(c: Config, a: dict):
