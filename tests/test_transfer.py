@@ -629,6 +629,18 @@ def test_the_cross_domain_and_collapse_diagnoses_follow_their_rules():
     a["diagnostics"]["decoder_to_input_target"]["target/beta1"]["decoder_mean"] = 0.2
     assert td.diagnose_cross_domain(c, a, None).kind == "open"
     assert td.diagnose_cross_domain(c, _cross_domain_analysis(), "did not train — x").kind == "setting"
+    # not reproduced, decoders not pixel-like: do the source models already reconstruct the target?
+    a = _cross_domain_analysis(as_is_decoder=0.95)
+    a["trained"] = {"baseline": {"target": 300.0}}
+    a["retraining"]["target_model_loss"] = 100.0  # k = 0, mean/logvar frozen: the source model as it is
+    assert td.source_draws_target(a)["source_as_is"] == pytest.approx(10.0)  # _analysis's frozen curve starts at 10
+    for k0, kind in ((150.0, "data"), (250.0, "open")):  # recovers 75 % / 25 % of the target models' gain
+        a["retraining"]["curves"]["latent/frozen/finetune/seed=0"]["loss"][0] = k0
+        d = td.diagnose_cross_domain(c, a, None)
+        assert d.kind == kind and td.source_draws_target(a)["recovered"] == pytest.approx((300 - k0) / 200)
+        assert ("75% of the target models' gain" in d.text) == (kind == "data")
+    del a["retraining"]["target_model_loss"]  # results without the section's numbers: no such rule
+    assert td.source_draws_target(a) is None and td.diagnose_cross_domain(c, a, None).kind == "open"
     # collapse: margin 0.2 reproduces; a margin below the tolerance is weak; equal active units are named
     assert td.diagnose_collapse(c, _analysis(), None).kind == "reproduced"
     a = _analysis()

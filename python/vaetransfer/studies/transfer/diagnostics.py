@@ -41,6 +41,11 @@ VERSION = 3  #: part of the diagnostics step's key: a change of what it computes
 REFERENCE_WEIGHTS = "reference_vae.pt"  #: the cross-check model's final weights, in its run directory
 TREND_TOLERANCE = 0.05   #: |change| of a quadrant mean over the last half of training that counts as still moving
 PIXEL_LIKE = 0.8         #: mean decoder-to-input CKA at or above which decoders count as images of the pixels
+#: Share of the target-trained models' gain over the input-ignoring baseline (held-out target
+#: distortion) that the source models recover as they are, at or above which the domains count as
+#: sharing what the decoders draw: the trained-model rule's "halfway" (written after the `medium`
+#: CKA results, before its reconstruction numbers were read).
+DRAWS_TARGET = 0.5
 SPENT_WITHOUT_ENCODING = 0.05  #: I(x; z) below this share of the rate: capacity spent as marginal KL
 REFERENCE_OBJECTIVES = {"beta-vae": "beta-vae", "beta-tc-vae": "beta-tc-vae"}  #: what the twins can train
 
@@ -376,7 +381,9 @@ def diagnose_cross_domain(c, a: dict, untrained: str | None) -> Diagnosis | None
     same-domain one) beyond twice the largest half-width of the quadrant intervals it is made of →
     reproduced; holding by less → open (inside the held-out examples' noise); not holding, with
     every decoder quadrant ≥ 0.9 and the target-data decoder layers pixel-like (mean CKA with the
-    pixels ≥ :data:`PIXEL_LIKE`) → data; otherwise open."""
+    pixels ≥ :data:`PIXEL_LIKE`) → data; not holding, with the source models as they are
+    reconstructing the target (:func:`source_draws_target` recovering ≥ :data:`DRAWS_TARGET`; added
+    after the `medium` CKA results) → data; otherwise open."""
     cd = a.get("cross_domain")
     d = a.get("diagnostics")
     if not cd or d is None:
@@ -404,7 +411,33 @@ def diagnose_cross_domain(c, a: dict, untrained: str | None) -> Diagnosis | None
                                  f"to the pixels (mean CKA {np.mean(dec):.2f}): decoders that reconstruct the same "
                                  "images are alike whichever domain trained them.",
                          {**evidence, "decoder_to_input_target": {k: v["decoder_mean"] for k, v in pix.items()}})
+    drawn = source_draws_target(a)
+    if drawn is not None and drawn["recovered"] >= DRAWS_TARGET:
+        return Diagnosis("data", f"Not reproduced (effect {effect:+.3f}), and the source models as they are already "
+                                 f"reconstruct the target: held-out target distortion {drawn['source_as_is']:.1f} "
+                                 f"nats against {drawn['target_models']:.1f} for target-trained models and "
+                                 f"{drawn['baseline']:.1f} for the input-ignoring baseline ({drawn['recovered']:.0%} "
+                                 "of the target models' gain). The two domains share what the decoders draw, so "
+                                 "decoders trained on either are alike on target data.", {**evidence, "reconstruction": drawn})
     return Diagnosis("open", f"Not reproduced (effect {effect:+.3f}); the causes are not yet separated.", evidence)
+
+
+def source_draws_target(a: dict) -> dict | None:
+    """How well the source models, as they are, reconstruct the target: the held-out target
+    distortion of the reference source models (the first retrained seed's k = 0 stage with
+    mean/logvar frozen), of the target-trained models and of the input-ignoring baseline, and the
+    share of the target models' gain over the baseline that the source models recover. None
+    without those sections."""
+    r, t = a.get("retraining") or {}, a.get("trained") or {}
+    baseline = (t.get("baseline") or {}).get("target")
+    as_is = [v["loss"][0] for v in (r.get("curves") or {}).values() if v.get("latent") == "frozen"]
+    if baseline is None or not as_is or r.get("target_model_loss") is None:
+        return None
+    source, target = float(np.mean(as_is)), float(r["target_model_loss"])
+    if baseline - target <= 0:
+        return None
+    return {"source_as_is": round(source, 3), "target_models": round(target, 3), "baseline": round(baseline, 3),
+            "recovered": round((baseline - source) / (baseline - target), 4)}
 
 
 def diagnose_collapse(c, a: dict, untrained: str | None) -> Diagnosis | None:
