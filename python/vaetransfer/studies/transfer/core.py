@@ -102,7 +102,7 @@ class Config:
     ci_resampling: str = "jackknife"       # delete-d, ci_resamples blocks of the held-out rows; or "bootstrap" (BCa)
     ci_seed: int = 0                       # seed of the blocks / draws
     # Diagnostics (diagnostics) and their own runs: the first `objectives` pair the plain-PyTorch
-    # twins can train (β-VAE, β-TC-VAE), retrained by them (first two seeds) and compared by a NumPy
+    # twins can train (β-VAE, β-TC-VAE), retrained by them (every seed) and compared by a NumPy
     # CKA; and the Annealed VAE at each of `annealed_settings` (first seed).
     crosscheck: bool = False
     annealed_settings: tuple[Variant, ...] = ANNEALED_SETTINGS
@@ -357,7 +357,9 @@ def _diagnostics(c: Config, runs: dict, crosscheck_runs: list, annealed_runs: li
                        for label in (f"target/{c.reference}", f"source/{c.reference}")}
     return {"decoder_to_input": to_input, "decoder_to_input_target": to_input_target,
             "objectives_over_training": over,
-            "crosscheck": diagnostics.crosscheck_section(c, crosscheck_runs, objectives, x),
+            "crosscheck": diagnostics.crosscheck_section(
+                c, crosscheck_runs, objectives, x,
+                lambda label, seed: {k: v.double().numpy() for k, v in _acts(runs[(f"source/{label}", seed)], x).items()}),
             "annealed": _annealed_section(c, runs, annealed_runs) if annealed_runs else None}
 
 

@@ -7,8 +7,10 @@ into a :class:`~vaetransfer.studies.Diagnosis` per finding (written before the `
   objectives the plain-PyTorch twins have (β-VAE, β-TC-VAE), trained by those twins
   (:func:`vaetransfer.torch_reference.train_python`: its own loop, loss and TC estimator) on the
   same data with the same steps, batch and learning rate, compared by a linear CKA written here in
-  NumPy (:func:`numpy_cka`, no code shared with the core's engine). Where its encoder/decoder
-  quadrant ordering disagrees with the core's, our implementation is suspect;
+  NumPy (:func:`numpy_cka`, no code shared with the core's engine), every seed, and the same
+  NumPy CKA on the core's models of those seeds. Where the twins' encoder/decoder quadrant
+  ordering disagrees with the core's by more than the seed pairs' spread, our implementation is
+  suspect;
 * ``decoder_to_input`` — how much of a layer is the image itself: linear CKA of every layer of
   each source model (first seed) with the input pixels. A decoder that reconstructs its input
   ends in a layer that is nearly a linear image of the pixels; when the decoder layers are close
@@ -37,7 +39,7 @@ from ... import torch_reference as ref
 from ...io import atomic_path, load_torch
 from ..pipeline import Diagnosis
 
-VERSION = 3  #: part of the diagnostics step's key: a change of what it computes recomputes it on resume
+VERSION = 4  #: part of the diagnostics step's key: a change of what it computes recomputes it on resume
 REFERENCE_WEIGHTS = "reference_vae.pt"  #: the cross-check model's final weights, in its run directory
 TREND_TOLERANCE = 0.05   #: |change| of a quadrant mean over the last half of training that counts as still moving
 PIXEL_LIKE = 0.8         #: mean decoder-to-input CKA at or above which decoders count as images of the pixels
@@ -90,8 +92,9 @@ def crosscheck_labels(c) -> list[str]:
 
 
 def crosscheck_runs(c, earlier) -> list[dict]:
-    """One plain-PyTorch run per cross-check variant and each of the first two seeds."""
-    return [{"variant": v, "seed": s} for s in c.seeds[:2] for v in crosscheck_labels(c)]
+    """One plain-PyTorch run per cross-check variant and seed (every seed: the verdict compares
+    the same cross-seed pairs as the core's heatmaps)."""
+    return [{"variant": v, "seed": s} for s in c.seeds for v in crosscheck_labels(c)]
 
 
 def _variant(c, label):
@@ -143,26 +146,52 @@ def reference_activations(model: ref.ReferenceVAE, x: torch.Tensor, seed: int, c
     return OrderedDict((k, np.concatenate(v)) for k, v in parts.items())
 
 
-def crosscheck_section(c, runs: list, core_objectives: dict, x: torch.Tensor) -> dict:
-    """The cross-check's quadrant means (NumPy CKA, the first two seeds' cross-seed pairs) beside the
-    core's for the same pair, and whether both order encoder and decoder the same way."""
+def _pair_stats(pairs: list[dict]) -> dict:
+    """Quadrant means over cross-seed pairs, and the decoder-minus-encoder gap's mean and standard
+    error over the pairs (pairs share models, so the error is a rough one)."""
+    gaps = [p["decoder_mean"] - p["encoder_mean"] for p in pairs]
+    return {**{k: round(float(np.mean([p[k] for p in pairs])), 4) for k in ("encoder_mean", "decoder_mean")},
+            "gap": round(float(np.mean(gaps)), 4),
+            "gap_se": round(float(np.std(gaps, ddof=1) / np.sqrt(len(gaps))), 4) if len(gaps) > 1 else None,
+            "pairs": len(pairs)}
+
+
+def crosscheck_section(c, runs: list, core_objectives: dict, x: torch.Tensor, core_acts=None) -> dict:
+    """The cross-check: the twins' quadrant means (NumPy CKA over every ordered pair of different
+    seeds) beside the core's heatmap means for the same pair and, with ``core_acts`` ((label, seed)
+    → the core model's activations as NumPy arrays), the same NumPy CKA on the core's models
+    (``core_numpy``: the engine against NumPy on the same models, and the twins' training against
+    the core's with the same CKA). ``same_ordering``: whether twins and core order encoder and
+    decoder the same way; ``distinguishable``: whether their decoder-minus-encoder gaps differ by
+    more than twice the combined standard error over the pairs."""
     labels = crosscheck_labels(c)
     if not labels:
         return {}
     a, b = labels
     by = {(r.row["variant"], r.row["seed"]): r for r in runs}
-    s0, s1 = c.seeds[:2]
-    acts = {(v, s): reference_activations(reference_model(by[(v, s)].dir), x, s) for v in labels for s in (s0, s1)}
-    pairs = [numpy_quadrants(acts[(a, sa)], acts[(b, sb)]) for sa, sb in ((s0, s1), (s1, s0))]
-    reference = {k: round(float(np.mean([p[k] for p in pairs])), 4) for k in ("encoder_mean", "decoder_mean")}
+    seeds = [s for s in c.seeds if all((v, s) in by for v in labels)]
+    order = [(sa, sb) for sa in seeds for sb in seeds if sa != sb]
+    acts = {(v, s): reference_activations(reference_model(by[(v, s)].dir), x, s) for v in labels for s in seeds}
+    reference = _pair_stats([numpy_quadrants(acts[(a, sa)], acts[(b, sb)]) for sa, sb in order])
+    del acts
     core = core_objectives.get(f"{a}_vs_{b}", {}).get("matrices", {}).get("cka", {})
     core = {k: core.get(k) for k in ("encoder_mean", "decoder_mean")}
+    out = {"pair": [a, b], "seeds": seeds, "reference": reference, "core": core}
+    compare = core
+    if core_acts is not None:
+        theirs = {(v, s): core_acts(v, s) for v in labels for s in seeds}
+        out["core_numpy"] = compare = _pair_stats([numpy_quadrants(theirs[(a, sa)], theirs[(b, sb)])
+                                                   for sa, sb in order])
     agree = None
     if None not in core.values():
         agree = (reference["encoder_mean"] > reference["decoder_mean"]) == (core["encoder_mean"] > core["decoder_mean"])
+    distinguishable = None
+    if compare.get("gap_se") is not None and reference["gap_se"] is not None:
+        distinguishable = abs(compare["gap"] - reference["gap"]) > 2 * float(np.hypot(compare["gap_se"],
+                                                                                         reference["gap_se"]))
     models = {f"{r.row['variant']}/seed={r.row['seed']}": {"label": r.row["variant"], "seed": r.row["seed"],
                                                             **r.measured} for r in runs}
-    return {"pair": [a, b], "reference": reference, "core": core, "same_ordering": agree, "models": models}
+    return {**out, "same_ordering": agree, "distinguishable": distinguishable, "models": models}
 
 
 # ---------------------------------------------------------------------------------- decoder diagnostics
@@ -227,12 +256,16 @@ def diagnose_objectives(c, a: dict, untrained: dict) -> Diagnosis | None:
     pairs = a.get("objectives") or {}
     quadrants = {k: (v["matrices"]["cka"]["encoder_mean"], v["matrices"]["cka"]["decoder_mean"]) for k, v in pairs.items()}
     evidence = {"quadrants": {k: {"encoder": e, "decoder": dd} for k, (e, dd) in quadrants.items()}}
-    if cross.get("same_ordering") is False:
+    if cross.get("same_ordering") is False and cross.get("distinguishable") is not False:
         return Diagnosis("open", f"The plain-PyTorch twins with a NumPy CKA order the {'/'.join(cross['pair'])} "
                                  f"quadrants the other way (encoder {cross['reference']['encoder_mean']}, decoder "
                                  f"{cross['reference']['decoder_mean']}) from the core (encoder "
-                                 f"{cross['core']['encoder_mean']}, decoder {cross['core']['decoder_mean']}): our "
-                                 "implementation is suspect here.", {**evidence, "crosscheck": cross})
+                                 f"{cross['core']['encoder_mean']}, decoder {cross['core']['decoder_mean']}"
+                                 + (f"; the same NumPy CKA on the core's models of the same seeds: encoder "
+                                    f"{cross['core_numpy']['encoder_mean']}, decoder {cross['core_numpy']['decoder_mean']}"
+                                    if cross.get("core_numpy") else "")
+                                 + "): our implementation is suspect here.",
+                         {**evidence, "crosscheck": {k: v for k, v in cross.items() if k != "models"}})
     failed = {k: why for k, why in untrained.items() if why and k in pairs}
     if failed:
         clause, annealed = annealed_clause(a)
@@ -313,6 +346,13 @@ def annealed_clause(a: dict) -> tuple[str, dict | None]:
 
 
 def _crosscheck_clause(cross: dict) -> str:
+    if cross.get("same_ordering") is False:  # and not distinguishable (else the diagnosis is "open")
+        return (f"; the plain-PyTorch twins with a NumPy CKA order the pair the other way (encoder "
+                f"{cross['reference']['encoder_mean']}, decoder {cross['reference']['decoder_mean']}), but their "
+                f"decoder-minus-encoder gap ({cross['reference']['gap']:+.3f} ± {cross['reference']['gap_se']:.3f} "
+                f"over {cross['reference']['pairs']} seed pairs) is within twice the seed-pair spread of the core's "
+                f"({cross['core_numpy']['gap']:+.3f} ± {cross['core_numpy']['gap_se']:.3f}): the cross-check "
+                "cannot tell the two implementations apart")
     if cross.get("same_ordering") is True:
         return (f"; the plain-PyTorch twins with a NumPy CKA agree (encoder {cross['reference']['encoder_mean']}, "
                 f"decoder {cross['reference']['decoder_mean']} against the core's {cross['core']['encoder_mean']}, "
@@ -342,10 +382,16 @@ def report_section(c: dict, a: dict) -> list[str]:
     L += ["", "## 11. Diagnostics", ""]
     cross = d.get("crosscheck")
     if cross:
+        numpy_core = cross.get("core_numpy")
         L += [f"**Independent cross-check** ({' vs '.join(cross['pair'])}, plain-PyTorch twins and a NumPy CKA, "
-              f"first two seeds): encoder quadrant {cross['reference']['encoder_mean']}, decoder "
-              f"{cross['reference']['decoder_mean']}; the core: {cross['core']['encoder_mean']}, "
-              f"{cross['core']['decoder_mean']}; same ordering: {cross['same_ordering']}.", ""]
+              f"seeds {cross.get('seeds', 'the first two')}): encoder quadrant {cross['reference']['encoder_mean']}, "
+              f"decoder {cross['reference']['decoder_mean']}; the core's heatmaps: {cross['core']['encoder_mean']}, "
+              f"{cross['core']['decoder_mean']}"
+              + (f"; the NumPy CKA on the core's models: {numpy_core['encoder_mean']}, {numpy_core['decoder_mean']} "
+                 f"(decoder-minus-encoder gap {numpy_core['gap']:+.3f} ± {numpy_core['gap_se']:.3f} against the "
+                 f"twins' {cross['reference']['gap']:+.3f} ± {cross['reference']['gap_se']:.3f})"
+                 if numpy_core and numpy_core.get("gap_se") is not None else "")
+              + f"; same ordering: {cross['same_ordering']}; distinguishable: {cross.get('distinguishable')}.", ""]
     if d.get("decoder_to_input"):
         L += ["**CKA of each layer with the input pixels** (first seed):", ""]
         L += markdown_table(["variant", "encoder layers (mean)", "decoder layers (mean)"],
