@@ -1,6 +1,7 @@
 """Study 1 (transfer): the smoke preset end to end, the retraining stages, the probes, and the
 spots where the paper's public code went wrong."""
 
+import json
 import numpy as np
 import pytest
 import torch
@@ -137,6 +138,18 @@ def test_a_second_run_reuses_every_run_and_step(smoke, tmp_path):
     assert cli.main(["run", "transfer", "--preset", "smoke", "--out", str(out), "--quiet"]) == 0
     assert before and {p: p.stat().st_mtime_ns for p in out.glob("sweeps/*/runs/*/snapshots/*")} == before
     assert {p: p.stat().st_mtime_ns for p in (out / "steps").glob("*.json")} == steps
+
+
+def test_each_step_is_keyed_by_the_runs_it_reads(smoke):
+    # The sections read the models and the retraining runs only: more cross-check or Annealed VAE
+    # runs (the diagnostics' own) must recompute the diagnostics, not hours of similarity (medium).
+    out, r = smoke
+    keys = {p.stem: json.loads(p.read_text())["key"] for p in (out / "steps").glob("*.json")}
+    assert set(keys) >= {"trained", "dynamics", "objectives", "retraining", "diagnostics"}
+    for name, key in keys.items():
+        runs = {k for k in key if k not in ("ci", "version")}
+        assert runs == ({"models", "retraining", "crosscheck", "annealed_settings"} if name == "diagnostics"
+                        else {"models", "retraining"}), name
 
 
 # ---------------------------------------------------------------------------------- public-code faults

@@ -787,8 +787,9 @@ def _loaded(c: Config, runs: dict) -> tuple[dict, dict, list[str]]:
 def _analyse(c: Config, runs: dict, ctx) -> dict:
     """Every experiment on held-out rows; one resumable step each (the figures are drawn apart)."""
     models, stage_runs, decoder = _loaded(c, runs)
-    # The sections' key: the runs they read (the diagnostics' own runs key the diagnostics only).
-    key = {stage: [r.id for r in rs] for stage, rs in runs.items() if stage != "annealed_settings"}
+    # Each section's key names the runs it reads: the models and the retraining runs; the
+    # diagnostics' own runs (cross-check, Annealed VAE settings) key the diagnostics only.
+    key = {stage: [r.id for r in runs[stage]] for stage in ("models", "retraining")}
     ci_key = {**key, "ci": interval_key(c)}  # the sections whose heatmaps carry intervals
     x_s = _held_out(c, c.source, c.similarity_n, "similarity_n")
     x_t = _held_out(c, c.target, c.similarity_n, "similarity_n")
@@ -814,6 +815,7 @@ def _analyse(c: Config, runs: dict, ctx) -> dict:
     annealed = runs.get("annealed_settings", [])
     out["diagnostics"] = section("diagnostics", lambda: _diagnostics(c, models, runs.get("crosscheck", []), annealed,
                                                                      out["objectives"], x_s),
-                                 {**ci_key, "annealed_settings": [r.id for r in annealed],
+                                 {**ci_key, **{stage: [r.id for r in runs.get(stage, [])]
+                                               for stage in ("crosscheck", "annealed_settings")},
                                   "version": diagnostics.VERSION})
     return out
