@@ -474,24 +474,29 @@ def test_smoke_runs_the_diagnostics(smoke):
     c = transfer.PRESETS["smoke"]
     d = r["analysis"]["diagnostics"]
     cross = d["crosscheck"]
-    assert cross["pair"] == ["beta1", "tc6"] and r["runs"]["crosscheck"]["done"] == 4
-    assert set(cross["models"]) == {f"{v}/seed={s}" for v in ("beta1", "tc6") for s in c.seeds[:2]}
+    starts = transfer.TWIN_STARTS
+    assert cross["pair"] == ["beta1", "tc6"] and r["runs"]["crosscheck"]["done"] == 4 * len(starts)
+    assert set(cross["models"]) == {f"{v}/init={i}/seed={s}" for v in ("beta1", "tc6") for i in starts for s in c.seeds[:2]}
     assert all(np.isfinite([m["loss_first"], m["loss_last"]]).all() for m in cross["models"].values())
     core = r["analysis"]["objectives"]["beta1_vs_tc6"]["matrices"]["cka"]
     assert cross["core"] == {"encoder_mean": core["encoder_mean"], "decoder_mean": core["decoder_mean"]}
-    assert isinstance(cross["same_ordering"], bool) and isinstance(cross["distinguishable"], bool)
+    assert set(cross["twins"]) == set(starts) and cross["decisive"] == "core"
+    assert all(isinstance(t["same_ordering"], bool) and isinstance(t["distinguishable"], bool)
+               for t in cross["twins"].values())
     # the NumPy CKA on the core's own models of the same seed pairs equals the engine's heatmap means
     assert cross["seeds"] == list(c.seeds) and cross["core_numpy"]["pairs"] == 2
     for k in ("encoder_mean", "decoder_mean"):
         assert cross["core_numpy"][k] == pytest.approx(core[k], abs=2e-3)
-    # the reference numbers are the NumPy CKA of the saved twins on the same held-out rows
+    # each start's numbers are the NumPy CKA of its saved twins on the same held-out rows
     x = transfer.core._held_out(c, c.source, c.similarity_n, "similarity_n")
     s_ = sweep.open_sweep(out / "sweeps" / "crosscheck")
-    run_dirs = {(r_.params["variant"], r_.params["seed"]): s_.run_dir(r_.id) for r_ in s_.runs}
+    run_dirs = {(r_.params["variant"], r_.params["seed"], r_.params["init"]): s_.run_dir(r_.id) for r_ in s_.runs}
     s0, s1 = c.seeds[:2]
-    acts = {k: td.reference_activations(td.reference_model(v), x, k[1]) for k, v in run_dirs.items()}
-    pairs = [td.numpy_quadrants(acts[("beta1", a)], acts[("tc6", b)]) for a, b in ((s0, s1), (s1, s0))]
-    assert cross["reference"]["decoder_mean"] == pytest.approx(np.mean([p["decoder_mean"] for p in pairs]), abs=1e-4)
+    for init in starts:
+        acts = {k: td.reference_activations(td.reference_model(v), x, k[1]) for k, v in run_dirs.items() if k[2] == init}
+        pairs = [td.numpy_quadrants(acts[("beta1", a, init)], acts[("tc6", b, init)]) for a, b in ((s0, s1), (s1, s0))]
+        assert cross["twins"][init]["decoder_mean"] == pytest.approx(np.mean([p["decoder_mean"] for p in pairs]),
+                                                                     abs=1e-4)
     # decoder-to-input CKA of every variant's first seed, and the objective pairs over training
     assert set(d["decoder_to_input"]) == {v.label for v in c.variants}
     assert all(0 <= v["decoder_mean"] <= 1 for v in d["decoder_to_input"].values())
@@ -518,13 +523,16 @@ def _diagnostics_analysis(**changes):
     a = _analysis()
     a["objectives"] = {"beta1_vs_tc6": {"a": "beta1", "b": "tc6",
                                         "matrices": {"cka": {"encoder_mean": 0.7, "decoder_mean": 0.94}}}}
-    a["diagnostics"] = {"crosscheck": {"pair": ["beta1", "tc6"],
-                                       "reference": {"encoder_mean": 0.65, "decoder_mean": 0.9, "gap": 0.25,
-                                                     "gap_se": 0.05, "pairs": 6},
+    a["diagnostics"] = {"crosscheck": {"pair": ["beta1", "tc6"], "seeds": [0, 1, 2], "decisive": "core",
+                                       "twins": {"core": {"encoder_mean": 0.65, "decoder_mean": 0.9, "gap": 0.25,
+                                                          "gap_se": 0.05, "pairs": 6, "same_ordering": True,
+                                                          "distinguishable": False},
+                                                 "torch": {"encoder_mean": 0.66, "decoder_mean": 0.88, "gap": 0.22,
+                                                           "gap_se": 0.05, "pairs": 6, "same_ordering": True,
+                                                           "distinguishable": False}},
                                        "core": {"encoder_mean": 0.7, "decoder_mean": 0.94},
                                        "core_numpy": {"encoder_mean": 0.7, "decoder_mean": 0.94, "gap": 0.24,
-                                                      "gap_se": 0.04, "pairs": 6},
-                                       "same_ordering": True, "distinguishable": False},
+                                                      "gap_se": 0.04, "pairs": 6}},
                         "objectives_over_training": {"beta1_vs_tc6": {"decoder_change": 0.01, "encoder_change": 0.02,
                                                                       "from_step": 2000, "still_moving": False}},
                         "decoder_to_input": {"beta1": {"encoder_mean": 0.4, "decoder_mean": 0.85},
@@ -534,12 +542,23 @@ def _diagnostics_analysis(**changes):
     return a
 
 
+_CORE = "diagnostics.crosscheck.twins.core."
+_TORCH = "diagnostics.crosscheck.twins.torch."
+
+
 @pytest.mark.parametrize("changes, untrained, kind", [
     ({}, None, "data"),
-    ({"diagnostics.crosscheck.same_ordering": False, "diagnostics.crosscheck.distinguishable": True}, None, "open"),
-    ({"diagnostics.crosscheck.same_ordering": False, "diagnostics.crosscheck.distinguishable": None}, None, "open"),
-    # the twins order it the other way, but within the seed pairs' spread: the other rules decide
-    ({"diagnostics.crosscheck.same_ordering": False}, None, "data"),
+    ({_CORE + "same_ordering": False, _CORE + "distinguishable": True}, None, "open"),
+    ({_CORE + "same_ordering": False, _CORE + "distinguishable": None}, None, "open"),
+    # the twins from the core's weights order it the other way, but within the seed pairs' spread:
+    # the other rules decide
+    ({_CORE + "same_ordering": False}, None, "data"),
+    # twins from torch's own draws apart from the core, those from the core's weights not: not our
+    # implementation (the training loops agree), said as the initial draws' effect
+    ({_TORCH + "same_ordering": False, _TORCH + "distinguishable": True, _TORCH + "gap": -0.12}, None, "data"),
+    # without the "core" start, the first start decides
+    ({"diagnostics.crosscheck.decisive": "torch", _TORCH + "same_ordering": False, _TORCH + "distinguishable": True},
+     None, "open"),
     ({}, "did not train — source/tc6/seed=0: held-out distortion 390 > 223", "setting"),
     ({"objectives.beta1_vs_tc6.matrices.cka.decoder_mean": 0.5}, None, "reproduced"),
     ({"diagnostics.objectives_over_training.beta1_vs_tc6.still_moving": True,
@@ -552,10 +571,40 @@ def test_the_objectives_diagnosis_follows_its_rules(changes, untrained, kind):
     d = td.diagnose_objectives(transfer.PRESETS["smoke"], _diagnostics_analysis(**changes), {"beta1_vs_tc6": untrained})
     assert d.kind == kind
     if kind == "data" and not changes:
-        assert "0.84" in d.text and "agree" in d.text  # the mean decoder-to-input CKA, and the cross-check
-    if kind == "data" and changes:
+        assert "0.84" in d.text and "from the core models' initial weights) with a NumPy CKA agree" in d.text
+        assert "other draws" not in d.text
+    if kind == "data" and _CORE + "same_ordering" in changes:
         assert "cannot tell the two implementations apart" in d.text and "+0.250 ± 0.050 over 6 seed pairs" in d.text
+    if kind == "data" and _TORCH + "gap" in changes:
+        assert "agree" in d.text and ("twins from torch's own initialisation (the same distribution, other draws) do "
+                                      "differ from the core (gap -0.120 ± 0.050 over 6 seed pairs)") in d.text
+    if kind == "open" and "diagnostics.crosscheck.decisive" in changes:
+        assert d.text.startswith("The plain-PyTorch twins (from torch's own initialisation)")
     assert td.diagnose_objectives(transfer.PRESETS["smoke"], _analysis(), {}) is None  # no diagnostics section
+
+
+def test_crosscheck_twins_start_from_the_core_models_initial_weights_or_their_own():
+    """The "core" start is the twin of the model the core's training of that variant and seed builds;
+    the "torch" start is not (same distribution, other draws); rows name the start; bad ones refused."""
+    from vaetransfer.nn import build_model
+    from vaetransfer.studies.transfer import analysis, diagnostics as td
+
+    c = transfer.PRESETS["smoke"]
+    assert set(td._START) == set(transfer.TWIN_STARTS) == set(c.crosscheck_inits)
+    rows = td.crosscheck_runs(c, {})
+    assert len(rows) == len(c.seeds) * 2 * len(c.crosscheck_inits) and {r["init"] for r in rows} == {"core", "torch"}
+    row = {"variant": "tc6", "seed": c.seeds[1], "init": "core"}
+    twin = analysis._twin_start(c, row)
+    config = transfer.core._train_config(c, transfer.core._objective(c, transfer.core._variant(c, "tc6")), c.steps,
+                                         c.seeds[1], c.steps)
+    core = build_model(config.model, seed=config.seed).state_dict()
+    assert config.seed == c.seeds[1] and set(twin.state_dict()) == set(core)
+    assert all(torch.equal(twin.state_dict()[k], v) for k, v in core.items())
+    assert analysis._twin_start(c, {**row, "init": "torch"}) is None
+    for bad in ('["core", "core"]', '[]', '["xavier"]'):
+        with pytest.raises(vaetransfer.ArgumentError) as info:
+            studies.make_config("transfer", "smoke", sets=[f"crosscheck_inits={bad}"])
+        assert info.value.argument == "crosscheck_inits"
 
 
 def _annealed(distortion_study, distortions):
@@ -612,8 +661,8 @@ def test_annealed_settings_ramp_over_their_share_of_the_steps_and_bad_ones_are_n
              for v in c.variants + c.annealed_settings if v.objective == "annealed-vae"}
     assert ramps == {"annealed": 1333, "annealed-gamma100": 1333, "annealed-gamma10": 1333, "annealed-slowramp": 4000}
     assert "ramp_fraction" not in transfer.core._objective(c, c.annealed_settings[2]).params
-    assert [r["variant"] for r in transfer.core._annealed_runs(c, {})] == [v.label for v in c.annealed_settings]
-    assert transfer.core._annealed_runs(transfer.PRESETS["small"], {}) == []  # only with the diagnostics
+    assert [r["variant"] for r in transfer.analysis._annealed_runs(c, {})] == [v.label for v in c.annealed_settings]
+    assert transfer.analysis._annealed_runs(transfer.PRESETS["small"], {}) == []  # only with the diagnostics
     for bad in ('[{"label": "x", "objective": "beta-vae"}]', '[{"label": "beta1", "objective": "annealed-vae"}]',
                 '[{"label": "x", "objective": "annealed-vae", "params": {"ramp_fraction": 0}}]'):
         with pytest.raises(vaetransfer.ArgumentError) as info:

@@ -48,17 +48,18 @@ from __future__ import annotations
 
 from ..pipeline import Stage, Study
 from . import diagnostics
+from .analysis import _analyse, _annealed_runs, _train_annealed, _train_reference
 from .core import (ANNEALED_SETTINGS, Config, HEADLINE, INITS, LATENT, MEASURES, PER_FACTOR, PRESETS, RetrainStage,
-                   SIDES, VARIANTS, Variant, _analyse, _annealed_runs, _model_runs, _retrain, _retraining_runs,
-                   _train_annealed, _train_model, _train_reference)
+                   SIDES, TWIN_STARTS, VARIANTS, Variant, _model_runs, _retrain, _retraining_runs, _train_model)
 from .figures import _figures
 from .findings import FINDINGS, PROBE_TOLERANCE
 from .report import _report
 
-# The package is the study: core (config, data, stages, similarity, experiments, analysis), figures,
-# findings, diagnostics (the experiments that separate causes) and report.
+# The package is the study: core (config, data, stages, similarity, experiments), analysis (the
+# diagnostics' runs and the resumable analysis steps), figures, findings, diagnostics (the rules
+# that separate causes) and report.
 __all__ = ["ANNEALED_SETTINGS", "Config", "FINDINGS", "HEADLINE", "INITS", "LATENT", "MEASURES", "PER_FACTOR", "PRESETS", "PROBE_TOLERANCE",
-           "RetrainStage", "SIDES", "STUDY", "VARIANTS", "Variant", "diagnostics"]
+           "RetrainStage", "SIDES", "STUDY", "TWIN_STARTS", "VARIANTS", "Variant", "diagnostics"]
 
 
 STUDY = Study(name="transfer", title="How good are VAEs at transfer learning?", config=Config, presets=PRESETS,

@@ -1,4 +1,5 @@
-"""The transfer study's configuration, data, training stages, similarity, experiments and analysis."""
+"""The transfer study's configuration, data, training stages, similarity and experiments (the analysis that
+runs them: :mod:`.analysis`)."""
 from __future__ import annotations
 
 import math
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from ... import data, estimators, metrics, objectives, probes, similarity
+from ... import data, metrics, objectives, probes, similarity
 from ... import sweep as vsweep
 from ..._C import ArgumentError
 from ..._checks import value_error
@@ -16,8 +17,7 @@ from ...objectives import ObjectiveConfig
 from ...train import OptimizerConfig, Run, TrainConfig, load_run, train
 from .. import trained
 from ..pipeline import execution_device
-from ..stats import check_interval_fields, interval_key, interval_keywords, mean_se
-from . import diagnostics
+from ..stats import check_interval_fields, interval_keywords, mean_se
 
 
 @dataclass
@@ -52,6 +52,10 @@ ANNEALED_SETTINGS: tuple[Variant, ...] = (
 SIDES = ("latent", "output")          # which end of the decoder is unfrozen first
 INITS = ("finetune", "reinit")        # unfrozen layers keep their weights / are re-initialised
 LATENT = ("frozen", "retrained")      # mean/logvar during decoder retraining
+#: How the cross-check's plain-PyTorch twins start: "core", from the weights the core's model of the
+#: same seed starts from (the training loop and loss are then all that differs); "torch", from torch's
+#: own initialisation under the seed (the same distribution, U(±1/√fan_in), other draws).
+TWIN_STARTS = ("core", "torch")
 MEASURES = similarity.MEASURES       # any registered measure; cka and procrustes together add min(CKA, Procrustes)
 
 
@@ -103,8 +107,10 @@ class Config:
     ci_seed: int = 0                       # seed of the blocks / draws
     # Diagnostics (diagnostics) and their own runs: the first `objectives` pair the plain-PyTorch
     # twins can train (β-VAE, β-TC-VAE), retrained by them (every seed) and compared by a NumPy
-    # CKA; and the Annealed VAE at each of `annealed_settings` (first seed).
+    # CKA, from each start of `crosscheck_inits` (TWIN_STARTS); and the Annealed VAE at each of
+    # `annealed_settings` (first seed).
     crosscheck: bool = False
+    crosscheck_inits: tuple[str, ...] = TWIN_STARTS
     annealed_settings: tuple[Variant, ...] = ANNEALED_SETTINGS
 
     def __post_init__(self):
@@ -160,7 +166,7 @@ class Config:
             if isinstance(ramp, bool) or not isinstance(ramp, (int, float)) or not 0 < ramp <= 1:
                 raise value_error("annealed_settings", f"expected a ramp_fraction in (0, 1], got {ramp!r} ({v.label})")
         for name, allowed in (("retrain_sides", SIDES), ("retrain_inits", INITS), ("retrain_latent", LATENT),
-                              ("measures", MEASURES)):
+                              ("measures", MEASURES), ("crosscheck_inits", TWIN_STARTS)):
             values = getattr(self, name)
             if not values or any(v not in allowed for v in values) or len(set(values)) != len(values):
                 raise value_error(name, f"expected distinct values of {list(allowed)}, got {list(values)}")
@@ -291,76 +297,6 @@ def _train_model(c: Config, row: dict, job) -> dict:
         return _fit(config, _spec(c, c.source, c.classifier_label), job.run_dir)
     config = _train_config(c, _objective(c, _variant(c, name)), c.steps, row["seed"], snapshot_every)
     return _fit(config, _spec(c, c.source if domain == "source" else c.target), job.run_dir)
-
-
-def _annealed_runs(c: Config, earlier) -> list[dict]:
-    """The diagnostics' Annealed VAE settings, each on the first seed (none without ``crosscheck``)."""
-    return [{"variant": v.label, "seed": c.seeds[0]} for v in c.annealed_settings] if c.crosscheck else []
-
-
-def _train_annealed(c: Config, row: dict, job) -> dict:
-    """Trains one of :func:`_annealed_runs` on the source, as the study's models train (no snapshots
-    but the final one)."""
-    v = next(v for v in c.annealed_settings if v.label == row["variant"])
-    config = _train_config(c, _objective(c, v), c.steps, row["seed"], c.steps)
-    return _fit(config, _spec(c, c.source), job.run_dir)
-
-
-def _train_reference(c: Config, row: dict, job) -> dict:
-    """One run of the independent cross-check (:mod:`.diagnostics`) on the source's training rows."""
-    return diagnostics.train_reference(c, row, job, _spec(c, c.source).build()[0].float_images())
-
-
-def _annealed_section(c: Config, runs: dict, annealed_runs: list) -> dict:
-    """The Annealed VAE at each of ``annealed_settings`` and as the study trains it (first seed): its
-    settings and, on ``eval_n`` held-out source rows, its distortion (z = posterior mean, as the
-    ``trained`` section measures it) and its rate KL(q(z|x) ‖ p(z)) split into the mutual
-    information I(x; z) and the marginal KL(q(z) ‖ p(z)) (whole-data-set estimator, I ≤ log
-    eval_n), all in nats. A rate that is all marginal KL is capacity spent without encoding the input."""
-    x = _held_out(c, c.source, c.eval_n, "eval_n")
-
-    def measured(v: Variant, run: Run) -> dict:
-        model = run.model()
-        objective = _objective(c, v)
-        params = {**{q["name"]: q["default"] for q in objective.entry(objective.name)["params"]}, **objective.params}
-        with torch.no_grad():
-            mean, logvar = (torch.cat(t).double() for t in zip(*(model.encode(xb)[:2] for xb in x.split(256))))
-        rate = estimators.rate_decomposition(mean, logvar, estimator="whole-dataset")
-        return {"gamma": params["gamma"], "c_max": params["c_max"], "ramp_steps": params["iteration_threshold"],
-                "steps": run.step, "distortion": round(_recon_loss(model, x), 3),
-                "rate": round(float(rate.rate_analytic), 3), "mutual_information": round(float(rate.mutual_information), 3),
-                "marginal_kl": round(float(rate.marginal_kl), 3), "log_n": round(float(rate.log_n), 3)}
-
-    out = {"seed": c.seeds[0], "settings": {}}
-    for r in annealed_runs:
-        out["settings"][r.row["variant"]] = measured(
-            next(v for v in c.annealed_settings if v.label == r.row["variant"]), load_run(r.dir))
-    studied = [v for v in c.variants if v.objective in ("annealed-vae", "annealed")]
-    if studied and (f"source/{studied[0].label}", c.seeds[0]) in runs:
-        out["study"] = {"label": studied[0].label,
-                        **measured(studied[0], runs[(f"source/{studied[0].label}", c.seeds[0])])}
-    return out
-
-
-def _diagnostics(c: Config, runs: dict, crosscheck_runs: list, annealed_runs: list, objectives: dict,
-                 x: torch.Tensor) -> dict:
-    """10. What separates the causes of a finding that does not reproduce (:mod:`.diagnostics`)."""
-    first = c.seeds[0]
-    to_input = {v.label: diagnostics.decoder_to_input(_acts(runs[(f"source/{v.label}", first)], x))
-                for v in c.variants}
-    pairs = [(a, b, c.seeds[0], c.seeds[1]) for a, b in c.objectives]
-    steps = lambda label, seed: [t for t, _ in runs[(f"source/{label}", seed)].scheduled_snapshots()]  # noqa: E731
-    over = diagnostics.objectives_over_training(pairs, steps,
-                                                lambda label, seed, t: _acts(runs[(f"source/{label}", seed)], x, t))
-    x_t = _held_out(c, c.target, c.similarity_n, "similarity_n")
-    to_input_target = {label: diagnostics.decoder_to_input(_acts(runs[(label, first)], x_t))
-                       for label in (f"target/{c.reference}", f"source/{c.reference}")}
-    return {"decoder_to_input": to_input, "decoder_to_input_target": to_input_target,
-            "objectives_over_training": over,
-            "crosscheck": diagnostics.crosscheck_section(
-                c, crosscheck_runs, objectives, x,
-                lambda label, seed: {k: v.double().numpy() for k, v in _acts(runs[(f"source/{label}", seed)], x).items()}),
-            "annealed": _annealed_section(c, runs, annealed_runs) if annealed_runs else None}
 
 
 def _decoder_layers() -> list[str]:
@@ -773,7 +709,7 @@ def _disentanglement_section(c: Config, runs: dict) -> dict:
                                      "per_seed": {str(s): r for s, r in per_seed.items()}}
     return result
 
-# ---------------------------------------------------------------------------------- analysis
+
 def _loaded(c: Config, runs: dict) -> tuple[dict, dict, list[str]]:
     """The trained models ((label, seed) → Run), the retraining stages' runs (stage name → Run, for
     the stages that train) and the decoder's layers."""
@@ -782,40 +718,3 @@ def _loaded(c: Config, runs: dict) -> tuple[dict, dict, list[str]]:
     decoder = _decoder_layers()
     stage_runs = {name: retrained[s.name] for name, s in _retrain_plan(c, decoder).items() if s is not None}
     return models, stage_runs, decoder
-
-
-def _analyse(c: Config, runs: dict, ctx) -> dict:
-    """Every experiment on held-out rows; one resumable step each (the figures are drawn apart)."""
-    models, stage_runs, decoder = _loaded(c, runs)
-    # Each section's key names the runs it reads: the models and the retraining runs; the
-    # diagnostics' own runs (cross-check, Annealed VAE settings) key the diagnostics only.
-    key = {stage: [r.id for r in runs[stage]] for stage in ("models", "retraining")}
-    ci_key = {**key, "ci": interval_key(c)}  # the sections whose heatmaps carry intervals
-    x_s = _held_out(c, c.source, c.similarity_n, "similarity_n")
-    x_t = _held_out(c, c.target, c.similarity_n, "similarity_n")
-    x_eval = _held_out(c, c.target, c.eval_n, "eval_n")
-    retrained = {s: stage_runs[RetrainStage(SIDES[0], "retrained", INITS[0], 0, s).name] for s in c.seeds}
-
-    def section(name, compute, key=key):
-        ctx.say(f"{name} ...")
-        return ctx.step(name, compute, key=key)
-
-    out = {"models": {f"{r.row['model']}/seed={r.row['seed']}": {"label": r.row["model"], "seed": r.row["seed"],
-                                                                 **r.measured} for r in runs["models"]},
-           "trained": section("trained", lambda: _trained_section(c, models)),
-           "dynamics": section("dynamics", lambda: _dynamics(c, models, x_s), ci_key),
-           "regularisation": section("regularisation", lambda: _pairs_section(c, models, x_s, c.regularisation),
-                                     ci_key),
-           "objectives": section("objectives", lambda: _pairs_section(c, models, x_s, c.objectives), ci_key),
-           "classifier": section("classifier", lambda: _classifier(c, models, x_s), ci_key),
-           "cross_domain": section("cross_domain", lambda: _cross_domain(c, models, retrained, x_t), ci_key),
-           "retraining": section("retraining", lambda: _retraining(c, models, stage_runs, decoder, x_eval)),
-           "probes": section("probes", lambda: _probe_section(c, models)),
-           "disentanglement": section("disentanglement", lambda: _disentanglement_section(c, models))}
-    annealed = runs.get("annealed_settings", [])
-    out["diagnostics"] = section("diagnostics", lambda: _diagnostics(c, models, runs.get("crosscheck", []), annealed,
-                                                                     out["objectives"], x_s),
-                                 {**ci_key, **{stage: [r.id for r in runs.get(stage, [])]
-                                               for stage in ("crosscheck", "annealed_settings")},
-                                  "version": diagnostics.VERSION})
-    return out

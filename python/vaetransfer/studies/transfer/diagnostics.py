@@ -8,9 +8,12 @@ into a :class:`~vaetransfer.studies.Diagnosis` per finding (written before the `
   (:func:`vaetransfer.torch_reference.train_python`: its own loop, loss and TC estimator) on the
   same data with the same steps, batch and learning rate, compared by a linear CKA written here in
   NumPy (:func:`numpy_cka`, no code shared with the core's engine), every seed, and the same
-  NumPy CKA on the core's models of those seeds. Where the twins' encoder/decoder quadrant
-  ordering disagrees with the core's by more than the seed pairs' spread, our implementation is
-  suspect;
+  NumPy CKA on the core's models of those seeds. The twins start twice (``crosscheck_inits``):
+  from the core models' initial weights, so that only the training loop and loss differ, and
+  from torch's own initialisation (the same distribution, other draws). Where the twins from the
+  core's weights order the encoder/decoder quadrants the other way by more than the seed pairs'
+  spread, our implementation is suspect; where only the twins from other draws do, the verdict
+  moves with the initial weights more than the seeds show;
 * ``decoder_to_input`` — how much of a layer is the image itself: linear CKA of every layer of
   each source model (first seed) with the input pixels. A decoder that reconstructs its input
   ends in a layer that is nearly a linear image of the pixels; when the decoder layers are close
@@ -39,7 +42,7 @@ from ... import torch_reference as ref
 from ...io import atomic_path, load_torch
 from ..pipeline import Diagnosis
 
-VERSION = 4  #: part of the diagnostics step's key: a change of what it computes recomputes it on resume
+VERSION = 5  #: part of the diagnostics step's key: a change of what it computes recomputes it on resume
 REFERENCE_WEIGHTS = "reference_vae.pt"  #: the cross-check model's final weights, in its run directory
 TREND_TOLERANCE = 0.05   #: |change| of a quadrant mean over the last half of training that counts as still moving
 PIXEL_LIKE = 0.8         #: mean decoder-to-input CKA at or above which decoders count as images of the pixels
@@ -92,26 +95,29 @@ def crosscheck_labels(c) -> list[str]:
 
 
 def crosscheck_runs(c, earlier) -> list[dict]:
-    """One plain-PyTorch run per cross-check variant and seed (every seed: the verdict compares
-    the same cross-seed pairs as the core's heatmaps)."""
-    return [{"variant": v, "seed": s} for s in c.seeds for v in crosscheck_labels(c)]
+    """One plain-PyTorch run per cross-check variant, seed and start in ``c.crosscheck_inits`` (every
+    seed: the verdict compares the same cross-seed pairs as the core's heatmaps)."""
+    return [{"variant": v, "seed": s, "init": i} for i in c.crosscheck_inits for s in c.seeds
+            for v in crosscheck_labels(c)]
 
 
 def _variant(c, label):
     return next(v for v in c.variants if v.label == label)
 
 
-def train_reference(c, row: dict, job, training_rows) -> dict:
+def train_reference(c, row: dict, job, training_rows, start: "torch.nn.Module | None" = None) -> dict:
     """Trains one cross-check model with :func:`vaetransfer.torch_reference.train_python` (its
-    seed through torch's global generator, its data order through the loop's own) and keeps its
-    final weights; ``training_rows``: the source domain's training images, float in [0, 1]."""
+    sampling through torch's global generator seeded with the run's seed, its data order through
+    the loop's own) and keeps its final weights; ``training_rows``: the source domain's training
+    images, float in [0, 1]; ``start``: the twin to train from its current weights (init "core":
+    the core model's initial weights), or None: a twin initialised by torch from the seed."""
     out = Path(job.run_dir)
     weights = out / REFERENCE_WEIGHTS
     v = _variant(c, row["variant"])
     if weights.exists():
         return {"steps": c.steps, **_summary_of(out)}
     torch.manual_seed(row["seed"])
-    model = ref.ReferenceVAE("conv")
+    model = start if start is not None else ref.ReferenceVAE("conv")
     beta = float(v.params.get("beta", 1.0))
     losses = ref.train_python(model, training_rows, c.steps, c.batch_size, beta=beta, lr=c.lr, seed=row["seed"],
                               objective=REFERENCE_OBJECTIVES[v.objective])
@@ -157,41 +163,54 @@ def _pair_stats(pairs: list[dict]) -> dict:
 
 
 def crosscheck_section(c, runs: list, core_objectives: dict, x: torch.Tensor, core_acts=None) -> dict:
-    """The cross-check: the twins' quadrant means (NumPy CKA over every ordered pair of different
-    seeds) beside the core's heatmap means for the same pair and, with ``core_acts`` ((label, seed)
-    → the core model's activations as NumPy arrays), the same NumPy CKA on the core's models
-    (``core_numpy``: the engine against NumPy on the same models, and the twins' training against
-    the core's with the same CKA). ``same_ordering``: whether twins and core order encoder and
-    decoder the same way; ``distinguishable``: whether their decoder-minus-encoder gaps differ by
-    more than twice the combined standard error over the pairs."""
+    """The cross-check: per twin start (``twins``: init → its numbers), the twins' quadrant means
+    (NumPy CKA over every ordered pair of different seeds), beside the core's heatmap means for the
+    same pair and, with ``core_acts`` ((label, seed) → the core model's activations as NumPy arrays),
+    the same NumPy CKA on the core's models (``core_numpy``: the engine against NumPy on the same
+    models, and the twins' training against the core's with the same CKA). Per start:
+    ``same_ordering``, whether twins and core order encoder and decoder the same way;
+    ``distinguishable``, whether their decoder-minus-encoder gaps differ by more than twice the
+    combined standard error over the pairs. ``decisive``: the start whose verdict the diagnosis
+    follows (:func:`decisive_start`)."""
     labels = crosscheck_labels(c)
     if not labels:
         return {}
     a, b = labels
-    by = {(r.row["variant"], r.row["seed"]): r for r in runs}
-    seeds = [s for s in c.seeds if all((v, s) in by for v in labels)]
+    by = {(r.row["variant"], r.row["seed"], r.row["init"]): r for r in runs}
+    seeds = [s for s in c.seeds if all((v, s, i) in by for v in labels for i in c.crosscheck_inits)]
     order = [(sa, sb) for sa in seeds for sb in seeds if sa != sb]
-    acts = {(v, s): reference_activations(reference_model(by[(v, s)].dir), x, s) for v in labels for s in seeds}
-    reference = _pair_stats([numpy_quadrants(acts[(a, sa)], acts[(b, sb)]) for sa, sb in order])
-    del acts
     core = core_objectives.get(f"{a}_vs_{b}", {}).get("matrices", {}).get("cka", {})
     core = {k: core.get(k) for k in ("encoder_mean", "decoder_mean")}
-    out = {"pair": [a, b], "seeds": seeds, "reference": reference, "core": core}
+    out = {"pair": [a, b], "seeds": seeds, "core": core}
     compare = core
     if core_acts is not None:
         theirs = {(v, s): core_acts(v, s) for v in labels for s in seeds}
         out["core_numpy"] = compare = _pair_stats([numpy_quadrants(theirs[(a, sa)], theirs[(b, sb)])
                                                    for sa, sb in order])
-    agree = None
-    if None not in core.values():
-        agree = (reference["encoder_mean"] > reference["decoder_mean"]) == (core["encoder_mean"] > core["decoder_mean"])
-    distinguishable = None
-    if compare.get("gap_se") is not None and reference["gap_se"] is not None:
-        distinguishable = abs(compare["gap"] - reference["gap"]) > 2 * float(np.hypot(compare["gap_se"],
-                                                                                         reference["gap_se"]))
-    models = {f"{r.row['variant']}/seed={r.row['seed']}": {"label": r.row["variant"], "seed": r.row["seed"],
-                                                            **r.measured} for r in runs}
-    return {**out, "same_ordering": agree, "distinguishable": distinguishable, "models": models}
+        del theirs
+    out["twins"] = {}
+    for init in c.crosscheck_inits:
+        acts = {(v, s): reference_activations(reference_model(by[(v, s, init)].dir), x, s) for v in labels for s in seeds}
+        twins = _pair_stats([numpy_quadrants(acts[(a, sa)], acts[(b, sb)]) for sa, sb in order])
+        del acts
+        agree = None
+        if None not in core.values():
+            agree = (twins["encoder_mean"] > twins["decoder_mean"]) == (core["encoder_mean"] > core["decoder_mean"])
+        distinguishable = None
+        if compare.get("gap_se") is not None and twins["gap_se"] is not None:
+            distinguishable = abs(compare["gap"] - twins["gap"]) > 2 * float(np.hypot(compare["gap_se"],
+                                                                                       twins["gap_se"]))
+        out["twins"][init] = {**twins, "same_ordering": agree, "distinguishable": distinguishable}
+    out["decisive"] = decisive_start(out["twins"])
+    models = {f"{r.row['variant']}/init={r.row['init']}/seed={r.row['seed']}":
+              {"label": r.row["variant"], "seed": r.row["seed"], "init": r.row["init"], **r.measured} for r in runs}
+    return {**out, "models": models}
+
+
+def decisive_start(twins: dict) -> str | None:
+    """The twin start the objectives diagnosis follows: "core" (the core's initial weights, so that
+    the training loop and loss are all that differs) where it was run, else the first."""
+    return "core" if "core" in twins else next(iter(twins), None)
 
 
 # ---------------------------------------------------------------------------------- decoder diagnostics
@@ -256,10 +275,11 @@ def diagnose_objectives(c, a: dict, untrained: dict) -> Diagnosis | None:
     pairs = a.get("objectives") or {}
     quadrants = {k: (v["matrices"]["cka"]["encoder_mean"], v["matrices"]["cka"]["decoder_mean"]) for k, v in pairs.items()}
     evidence = {"quadrants": {k: {"encoder": e, "decoder": dd} for k, (e, dd) in quadrants.items()}}
-    if cross.get("same_ordering") is False and cross.get("distinguishable") is not False:
-        return Diagnosis("open", f"The plain-PyTorch twins with a NumPy CKA order the {'/'.join(cross['pair'])} "
-                                 f"quadrants the other way (encoder {cross['reference']['encoder_mean']}, decoder "
-                                 f"{cross['reference']['decoder_mean']}) from the core (encoder "
+    twin = (cross.get("twins") or {}).get(cross.get("decisive")) or {}
+    if twin.get("same_ordering") is False and twin.get("distinguishable") is not False:
+        return Diagnosis("open", f"The plain-PyTorch twins ({_START[cross['decisive']]}) with a NumPy CKA order the "
+                                 f"{'/'.join(cross['pair'])} quadrants the other way (encoder {twin['encoder_mean']}, "
+                                 f"decoder {twin['decoder_mean']}) from the core (encoder "
                                  f"{cross['core']['encoder_mean']}, decoder {cross['core']['decoder_mean']}"
                                  + (f"; the same NumPy CKA on the core's models of the same seeds: encoder "
                                     f"{cross['core_numpy']['encoder_mean']}, decoder {cross['core_numpy']['decoder_mean']}"
@@ -313,6 +333,11 @@ def _setting_text(m: dict) -> str:
     return f"γ {m['gamma']:g}, C → {m['c_max']:g} over {m['ramp_steps']} of {m['steps']} steps"
 
 
+def annealed_rows(annealed: dict) -> dict:
+    """The ``annealed`` section's rows, the study's own setting first: {"study" | setting label → its numbers}."""
+    return ({"study": annealed["study"]} if annealed.get("study") else {}) | annealed["settings"]
+
+
 def annealed_clause(a: dict) -> tuple[str, dict | None]:
     """What the ``annealed`` diagnostic says of the Annealed VAE's settings (a sentence, and its
     numbers), or ("", None) without it: each setting's held-out distortion and rate against the
@@ -322,8 +347,7 @@ def annealed_clause(a: dict) -> tuple[str, dict | None]:
     if not d or not d.get("settings") or "maximum" not in rule:
         return "", None
     limit = rule["maximum"]
-    rows = ({"study": d["study"]} if d.get("study") else {}) | d["settings"]
-    judged = {k: {**m, "trained": m["distortion"] <= limit} for k, m in rows.items()}
+    judged = {k: {**m, "trained": m["distortion"] <= limit} for k, m in annealed_rows(d).items()}
     parts = [f"{_setting_text(m)}: distortion {m['distortion']:.1f}, rate {m['rate']:.1f} nats of which I(x; z) "
              f"{m['mutual_information']:.2f} ({'trains' if m['trained'] else 'does not train'})" for m in judged.values()]
     ok = [m for m in judged.values() if m["trained"]]
@@ -345,19 +369,40 @@ def annealed_clause(a: dict) -> tuple[str, dict | None]:
     return text, {"threshold": limit, "settings": judged}
 
 
+#: How the cross-check's twins started, in words (``crosscheck_inits``).
+_START = {"core": "from the core models' initial weights", "torch": "from torch's own initialisation"}
+
+
+def _gap_text(m: dict) -> str:
+    return f"{m['gap']:+.3f} ± {m['gap_se']:.3f} over {m['pairs']} seed pairs"
+
+
 def _crosscheck_clause(cross: dict) -> str:
-    if cross.get("same_ordering") is False:  # and not distinguishable (else the diagnosis is "open")
-        return (f"; the plain-PyTorch twins with a NumPy CKA order the pair the other way (encoder "
-                f"{cross['reference']['encoder_mean']}, decoder {cross['reference']['decoder_mean']}), but their "
-                f"decoder-minus-encoder gap ({cross['reference']['gap']:+.3f} ± {cross['reference']['gap_se']:.3f} "
-                f"over {cross['reference']['pairs']} seed pairs) is within twice the seed-pair spread of the core's "
-                f"({cross['core_numpy']['gap']:+.3f} ± {cross['core_numpy']['gap_se']:.3f}): the cross-check "
-                "cannot tell the two implementations apart")
-    if cross.get("same_ordering") is True:
-        return (f"; the plain-PyTorch twins with a NumPy CKA agree (encoder {cross['reference']['encoder_mean']}, "
-                f"decoder {cross['reference']['decoder_mean']} against the core's {cross['core']['encoder_mean']}, "
+    """What the cross-check adds to a diagnosis it did not decide: the decisive start's agreement
+    (or a reversed ordering within the seed pairs' spread), and any other start that the spread
+    does separate from the core — the quadrant gap then moves with the initial draws alone."""
+    twins = cross.get("twins") or {}
+    twin = twins.get(cross.get("decisive")) or {}
+    start = _START.get(cross.get("decisive"), "")
+    core = cross.get("core_numpy") or cross.get("core") or {}
+    if twin.get("same_ordering") is False:  # and not distinguishable (else the diagnosis is "open")
+        text = (f"; the plain-PyTorch twins ({start}) with a NumPy CKA order the pair the other way (encoder "
+                f"{twin['encoder_mean']}, decoder {twin['decoder_mean']}), but their decoder-minus-encoder gap "
+                f"({_gap_text(twin)}) is within twice the seed-pair spread of the core's "
+                f"({core['gap']:+.3f} ± {core['gap_se']:.3f}): the cross-check cannot tell the two implementations "
+                "apart")
+    elif twin.get("same_ordering") is True:
+        text = (f"; the plain-PyTorch twins ({start}) with a NumPy CKA agree (encoder {twin['encoder_mean']}, "
+                f"decoder {twin['decoder_mean']} against the core's {cross['core']['encoder_mean']}, "
                 f"{cross['core']['decoder_mean']})")
-    return ""
+    else:
+        return ""
+    apart = {k: m for k, m in twins.items() if k != cross.get("decisive") and m.get("distinguishable")}
+    for k, m in apart.items():
+        text += (f"; twins {_START[k]} (the same distribution, other draws) do differ from the core (gap "
+                 f"{_gap_text(m)}): the quadrant gap moves with the initial weights' draws by more than "
+                 f"{m['pairs']} seed pairs' spread shows")
+    return text
 
 
 # ---------------------------------------------------------------------------------- report
@@ -382,16 +427,18 @@ def report_section(c: dict, a: dict) -> list[str]:
     L += ["", "## 11. Diagnostics", ""]
     cross = d.get("crosscheck")
     if cross:
-        numpy_core = cross.get("core_numpy")
+        numpy_core = cross.get("core_numpy") or {}
         L += [f"**Independent cross-check** ({' vs '.join(cross['pair'])}, plain-PyTorch twins and a NumPy CKA, "
-              f"seeds {cross.get('seeds', 'the first two')}): encoder quadrant {cross['reference']['encoder_mean']}, "
-              f"decoder {cross['reference']['decoder_mean']}; the core's heatmaps: {cross['core']['encoder_mean']}, "
-              f"{cross['core']['decoder_mean']}"
+              f"seeds {cross['seeds']}; the diagnosis follows the twins {_START[cross['decisive']]}): the core's "
+              f"heatmaps: encoder quadrant {cross['core']['encoder_mean']}, decoder {cross['core']['decoder_mean']}"
               + (f"; the NumPy CKA on the core's models: {numpy_core['encoder_mean']}, {numpy_core['decoder_mean']} "
-                 f"(decoder-minus-encoder gap {numpy_core['gap']:+.3f} ± {numpy_core['gap_se']:.3f} against the "
-                 f"twins' {cross['reference']['gap']:+.3f} ± {cross['reference']['gap_se']:.3f})"
-                 if numpy_core and numpy_core.get("gap_se") is not None else "")
-              + f"; same ordering: {cross['same_ordering']}; distinguishable: {cross.get('distinguishable')}.", ""]
+                 f"(decoder-minus-encoder gap {_gap_text(numpy_core)})" if numpy_core.get("gap_se") is not None
+                 else "") + ".", ""]
+        L += markdown_table(["twins", "encoder", "decoder", "gap ± s.e.", "same ordering", "distinguishable"],
+                            [[_START[k], m["encoder_mean"], m["decoder_mean"],
+                              _gap_text(m) if m.get("gap_se") is not None else m["gap"], m["same_ordering"],
+                              m["distinguishable"]] for k, m in cross["twins"].items()])
+        L.append("")
     if d.get("decoder_to_input"):
         L += ["**CKA of each layer with the input pixels** (first seed):", ""]
         L += markdown_table(["variant", "encoder layers (mean)", "decoder layers (mean)"],
@@ -399,14 +446,13 @@ def report_section(c: dict, a: dict) -> list[str]:
         L.append("")
     annealed = d.get("annealed")
     if annealed:
-        rows = ({"study": annealed["study"]} if annealed.get("study") else {}) | annealed["settings"]
         L += [f"**The Annealed VAE's settings** (seed {annealed['seed']}; held-out source rows, nats; the study's "
               "own setting first):", ""]
         L += markdown_table(["setting", "γ", "C max", "C ramp (steps)", "steps", "distortion", "rate", "I(x; z)",
                              "marginal KL"],
                             [[k if k != "study" else f"{m['label']} (the study's)", m["gamma"], m["c_max"],
                               m["ramp_steps"], m["steps"], m["distortion"], m["rate"], m["mutual_information"],
-                              m["marginal_kl"]] for k, m in rows.items()])
+                              m["marginal_kl"]] for k, m in annealed_rows(annealed).items()])
         L.append("")
     if d.get("objectives_over_training"):
         L += ["**Objective pairs over training** (quadrant means at the same step, seeds 1 vs 2):", ""]
