@@ -180,6 +180,29 @@ def test_cli_writes_the_page(outputs, tmp_path, capsys):
         cli.main(["findings", *args, "--markdown", "--json"])
 
 
+def test_a_page_of_some_studies_lists_the_findings_of_the_others_as_not_run(outputs, tmp_path, capsys):
+    """--all-studies: every registered study without an output gets blank summary rows, one per
+    declared finding, and its claims under "Not run yet"; the studies with outputs are as before."""
+    page = studies.reproduction_page(outputs, expected=["rate_distortion", "transfer", "rate_distortion"])
+    plain = studies.reproduction_page(outputs)
+    rd = studies.get_study("rate_distortion")
+    assert page.startswith(plain.split("| **total**")[0])  # the studies that ran: unchanged rows, same order
+    for f in rd.findings:
+        assert f"| `rate_distortion` | `{f.name}` |  |  |  |  |" in page
+        assert f"- `{f.name}` — {f.claim} *({f.source})*" in page.split("## Not run yet")[1]
+    assert page.count(f"### {rd.title} (`rate_distortion`)") == 1 and "(`transfer`)" not in page.split("## Not run yet")[1]
+    assert "## Not run yet" not in plain
+    with pytest.raises(vaetransfer.ArgumentError) as info:
+        studies.reproduction_page(outputs, expected=["no_such_study"])
+    assert info.value.argument == "expected"
+    out = tmp_path / "page.md"
+    assert cli.main(["findings", *map(str, outputs), "--markdown", "--all-studies", "--out", str(out)]) == 0
+    assert out.read_text() == studies.reproduction_page(outputs, link_base=tmp_path, expected=studies.available())
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["findings", *map(str, outputs), "--all-studies"])  # goes with --markdown
+    assert exit_.value.code == 2
+
+
 @pytest.mark.parametrize("problem", ["missing", "corrupt", "not_results", "bad_record", "bad_figure", "twice"])
 def test_cli_names_the_unreadable_output(problem, outputs, tmp_path, capsys):
     bad = tmp_path / "bad"

@@ -59,8 +59,9 @@ def _findings(args) -> int:
     from ._checks import value_error
     from .io import write_text
 
-    if not args.markdown and (args.out is not None or args.link_base is not None or args.title is not None):
-        args.parser.error("--out, --link-base and --title go with --markdown")
+    if not args.markdown and (args.out is not None or args.link_base is not None or args.title is not None
+                              or args.all_studies):
+        args.parser.error("--out, --link-base, --title and --all-studies go with --markdown")
     if args.publish is not None:  # the page and the table read the committed copies
         args.dirs = [studies.report.publish(d, args.publish, argument="dirs") for d in args.dirs]
         for d in args.dirs:
@@ -70,6 +71,7 @@ def _findings(args) -> int:
         if link_base is None and args.out is not None:  # the page's links work where it is written
             link_base = os.path.dirname(os.path.abspath(args.out))
         page = studies.reproduction_page(args.dirs, link_base=link_base,
+                                         expected=studies.available() if args.all_studies else (),
                                          **({"title": args.title} if args.title is not None else {}))
         if args.out is None:
             sys.stdout.write(page)
@@ -163,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--link-base", metavar="DIR", help="--markdown: figure links relative to DIR (default: FILE's "
                                                       "directory with --out, else the paths as given)")
     p.add_argument("--title", help="--markdown: the page's title")
+    p.add_argument("--all-studies", action="store_true", help="--markdown: also list the findings of every registered "
+                                                              "study without an output among DIR (not run yet)")
     p.add_argument("--publish", metavar="ROOT", help="first copy each DIR's results.json, index.md and figures (no "
                                                      "runs or snapshots) to ROOT/<study>-<preset>/ and read those "
                                                      "(the repository's: docs/reproduction)")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from .._C import ArgumentError
 from .._checks import value_error
 from ..io import inside, read_json
 
@@ -293,7 +294,7 @@ def _seconds(v: Any) -> str:
 
 
 def reproduction_page(dirs: Iterable[str | os.PathLike], *, title: str = DEFAULT_TITLE,
-                      link_base: str | os.PathLike | None = None) -> str:
+                      link_base: str | os.PathLike | None = None, expected: Iterable[str] = ()) -> str:
     """The reproduction page (Markdown) of the study outputs ``dirs`` (directories or results.json
     files; at most one per study and preset): a summary table (study × finding × verdict per preset,
     ✓ reproduced, ✗ not reproduced, – undecided, blank not run; totals per preset), then per study
@@ -301,7 +302,10 @@ def reproduction_page(dirs: Iterable[str | os.PathLike], *, title: str = DEFAULT
     source, rule, a table of preset, verdict and key numbers (:func:`key_numbers`), its figures (of
     the largest preset whose output holds them; links relative to ``link_base`` if given, else as
     given) and the diagnosis of the largest preset that has one (else why it is undecided).
-    Unreadable results are an ArgumentError naming ``dirs`` and the path."""
+    ``expected``: studies (registered names) whose findings the page lists even without an output —
+    blank in the summary, and their claims in a closing section — so that a page of some studies
+    says what it does not yet cover. Unreadable results are an ArgumentError naming ``dirs`` and
+    the path; an unknown study in ``expected``, one naming ``expected``."""
     outputs = []
     for d in dirs:
         folder, results = _load_output(d)
@@ -321,6 +325,8 @@ def reproduction_page(dirs: Iterable[str | os.PathLike], *, title: str = DEFAULT
     for name in order:
         studies[name].sort(key=lambda o: _preset_key(o["preset"]))
     presets = sorted({o["preset"] for o in outputs}, key=_preset_key)
+    not_run = sorted((n for n in dict.fromkeys(expected) if n not in studies), key=_study_key)
+    declared = {n: _declared(n) for n in not_run}
 
     def records(outs):  # finding name → {preset: record}, in the order the names appear
         found: dict[str, dict] = {}
@@ -349,6 +355,8 @@ def reproduction_page(dirs: Iterable[str | os.PathLike], *, title: str = DEFAULT
                 else:
                     cells.append("")
             rows.append([f"`{name}`", f"`{finding}`"] + cells)
+    for name in not_run:
+        rows += [[f"`{name}`", f"`{f.name}`"] + [""] * len(presets) for f in declared[name].findings]
     rows.append(["**total**", ""] + [" · ".join(f"{totals[p][v]} {SYMBOLS[v]}" for v in (True, False, None))
                                      for p in presets])
     lines += markdown_table(["study", "finding"] + [f"`{_label(p)}`" for p in presets], rows) + [""]
@@ -401,7 +409,24 @@ def reproduction_page(dirs: Iterable[str | os.PathLike], *, title: str = DEFAULT
             elif undecided:
                 p, reason = undecided[-1]
                 lines += [f"**Undecided at `{_label(p)}`:** {reason}", ""]
+    if not_run:
+        lines += ["## Not run yet", "", "Studies with no output on this page; their findings, undecided until they run:", ""]
+        for name in not_run:
+            decl = declared[name]
+            lines += [f"### {decl.title} (`{name}`)", ""]
+            lines += [f"- `{f.name}` — {f.claim} *({f.source})*" for f in decl.findings] or ["- (no findings declared)"]
+            lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _declared(name: str):
+    """The :class:`Study` declaration of a study the page expects (ArgumentError naming ``expected``)."""
+    from . import get_study
+
+    try:
+        return get_study(name)
+    except ArgumentError as exc:
+        raise value_error("expected", f"{name!r} is not a study: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------- committing outputs
