@@ -112,6 +112,21 @@ def test_rerun_resumes_without_training(smoke):
     assert (out / pipeline.STEPS_DIR / "nearest_neighbours.json").exists()
 
 
+def test_a_run_diverging_before_its_first_snapshot_is_measured_at_its_early_stopping_weights(tmp_path):
+    """The medium preset's mi-vae ablation runs broke (NaN) at step ~900, before their first
+    snapshot: their history was lost (``KeyError: 'loss'`` here) and their collapsed posteriors'
+    log-variances lie beyond float32's range. lr 0.1 makes that happen within a few steps."""
+    c = dataclasses.replace(rd.PRESETS["smoke"], lr=0.1, steps=40, eval_every=1)
+    row = {"architecture": "mlp1", "split": c.focus_split, "objective": "mi-vae", "beta": 1.0, "seed": 0}
+    m = rd.train_and_measure(c, row, pipeline.Job("train", tmp_path, tmp_path))
+    run = load_run(tmp_path / "train")
+    assert m["diverged"] == 1.0 and run.snapshots() == []  # broke before step c.steps // 4
+    assert 1 <= m["steps"] < c.steps // 4 and run.history["step"].tolist() == list(range(1, m["steps"] + 1))
+    assert m["loss"] == trained.loss_summary(run.history["loss"].tolist()) and m["loss"]["finite"]
+    assert m["early_stopping_step"] <= m["steps"]
+    assert all(math.isfinite(m[k]) for k in ("mi_whole", "marginal_kl_whole", "rate_whole", "train_distortion"))
+
+
 def test_split_rows_hold_out_validation_from_training():
     tr, va, te = rd.split_rows(rd.SplitSpec("cv", 0.01), 0, 0.1)
     full = data.tetrominoes_split("cv", 0.01)

@@ -423,6 +423,20 @@ def test_nan_loss_stops_with_clear_error_and_keeps_last_snapshot(tmp_path):
     assert all(torch.isfinite(v).all() for v in run.model().state_dict().values())
 
 
+def test_divergence_before_the_first_snapshot_keeps_the_loss_history(tmp_path):
+    data = torch.rand(64, 12, generator=torch.Generator().manual_seed(0))
+    data[37, 3] = 3e38
+    cfg = vt.TrainConfig(model=vt.ModelConfig(architecture="mlp", input_shape=(12,), hidden=(8,), latent_dim=2),
+                         steps=40, batch_size=4, snapshot_every=100, seed=1)
+    with pytest.raises(vt.TrainingDivergedError) as e:
+        vt.train(cfg, data, tmp_path / "nan", progress=False)
+    run = vt.load_run(tmp_path / "nan")
+    assert run.snapshots() == [] and "No snapshot" in str(e.value)
+    # every step before the one that broke, none after (a diverged run once left no history at all)
+    assert run.history["step"].tolist() == list(range(1, e.value.step))
+    assert torch.isfinite(run.history["loss"]).all()
+
+
 def test_freeze_and_reinit_in_a_transfer_run(dsprites_small, tmp_path):
     src = vt.train(_mlp_config(steps=10, objective=vt.ObjectiveConfig()), dsprites_small, tmp_path / "src", progress=False)
     cfg = _mlp_config(steps=10, objective=vt.ObjectiveConfig(), init_from=str(tmp_path / "src"),

@@ -342,7 +342,14 @@ void Trainer::run(const Progress& progress, const Metrics& metrics, int64_t unti
       if (!spec_.out_dir.empty() && step_ > 0 && last_snapshot_step_ != step_) save_snapshot();
       return;
     }
-    reports_.push_back(train_step());
+    try {
+      reports_.push_back(train_step());
+    } catch (const TrainingDivergedError&) {
+      // Keep the loss up to the step that broke: a run diverging before its first snapshot
+      // would otherwise leave no history of what it did (a resume truncates these rows again).
+      if (!spec_.out_dir.empty()) flush_history();
+      throw;
+    }
     const auto& r = reports_.back();
     // Metrics before the snapshot: a run killed in between resumes from the previous snapshot
     // and writes this step's metrics again (never a snapshot whose metrics line is missing).

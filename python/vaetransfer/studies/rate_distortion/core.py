@@ -285,7 +285,9 @@ def train_and_measure(c: Config, row: dict, job) -> dict:
     except TrainingDivergedError:  # measured at the weights early stopping kept before the loss broke
         run, diverged = load_run(job.run_dir / "train"), True
     seconds = time.perf_counter() - start
-    loss = run.history["loss"]
+    history = run.history  # a diverged run's holds every step before the one that broke
+    loss = history["loss"]
+    steps = int(history["step"][-1]) if diverged and len(loss) else run.step
     window = max(1, min(50, len(loss) // 5))  # first and last windows never overlap
     # D and R on the same subsets (by data_seed) for every run of a split: comparable across β.
     x_train = train_set.float_images(torch.searchsorted(train_rows, _subset(train_rows, c.eval_n, c.data_seed)))
@@ -293,7 +295,7 @@ def train_and_measure(c: Config, row: dict, job) -> dict:
     best = run.model("best")
     final = best if diverged else run.model()
     m = {"n_train": len(train_rows), "n_validation": len(val_rows), "n_test": len(test_rows),
-         "log_n_train": math.log(len(train_rows)), "train_seconds": round(seconds, 2), "steps": run.step,
+         "log_n_train": math.log(len(train_rows)), "train_seconds": round(seconds, 2), "steps": steps,
          "diverged": float(diverged), "trained": float(bool(loss[-window:].mean() < loss[:window].mean())),
          "loss": trained.loss_summary(loss.tolist()),
          "early_stopping_step": run.best["step"], "early_stopping_validation_loss": run.best["eval_loss"]}
@@ -302,7 +304,9 @@ def train_and_measure(c: Config, row: dict, job) -> dict:
         m.update(_dr_metrics(final, objective, {"train": x_train, "test": x_test}, seed))
         m.update(_dr_metrics(best, objective, {"train": x_train, "test": x_test}, seed, prefix="es_"))
         encoded = objectives.evaluate(final, objective, train_set, seed=seed)
-        mean, logvar = encoded["mean"], encoded["logvar"]
+        # float64: a posterior whose variances collapsed (the mi-vae ablation leaves them unbounded
+        # below) has log-variances beyond float32's range, which the estimators refuse.
+        mean, logvar = encoded["mean"].double(), encoded["logvar"].double()
         for kind, key in (("minibatch", "minibatch"), ("whole-dataset", "whole")):
             rd = estimators.rate_decomposition(mean, logvar, estimator=kind, batch_size=c.rate_batch, seed=seed)
             m.update({f"mi_{key}": rd.mutual_information, f"marginal_kl_{key}": rd.marginal_kl,
