@@ -21,10 +21,10 @@ def _record(name, reproduced, evidence, reason=None, figures=None, diagnosis=Non
     return f
 
 
-def _output(folder, study, title, preset, findings, seconds, torch=None, device="cpu", files=()):
+def _output(folder, study, title, preset, findings, seconds, torch=None, device="cpu", files=(), runs=None):
     folder.mkdir(parents=True)
     results = {"schema": 2, "study": study, "title": title, "preset": preset, "config": {},
-               "execution": {"executor": "local", "workers": 1, "device": device}, "runs": {},
+               "execution": {"executor": "local", "workers": 1, "device": device}, "runs": runs or {},
                "analysis": {}, "findings": findings, "figures": list(files), "seconds": seconds}
     if torch:
         results["build_info"] = {"torch": torch}
@@ -51,7 +51,8 @@ def outputs(tmp_path):
                 figures=["fig_a.png", "fig_b.png"], diagnosis={"kind": "reproduced", "text": "Shows at medium.", "evidence": {"steps": 3000}}),
         _record("collapse", False, {}),
         _record("only_medium", None, {"s": {"mean": 0.5, "se": 0.01}}, reason="too few seeds"),
-    ], 1234.5, torch="2.4.0", device="cuda", files=("fig_a.png",))
+    ], 1234.5, torch="2.4.0", device="cuda", files=("fig_a.png",),
+        runs={"train": {"done": 60, "runs": 60, "seconds": 14161.8}, "retrain": {"done": 3, "runs": 3, "seconds": 38.2}})
     quick = _output(runs / "qs-smoke", "quickstart", "Quickstart", "smoke",
                     [_record("q1", True, {"n": 2_000_000}, old=True)], 3.0)
     mine = _output(runs / "mine", "my_study", "My study", "custom", [_record("m1", False, {"x": 1.5e-7})], 0.5)
@@ -89,11 +90,13 @@ def test_page_structure_summary_and_order(outputs, tmp_path):
     assert [line for line in lines if line.startswith("### ")] == [
         "### `enc_first`", "### `collapse`", "### `only_medium`", "### `q1`", "### `m1`"]
     runs = tmp_path / "runs"
-    assert f"- `small`: `{(runs / 't-small').as_posix()}` — 12.5 s, torch 2.4.0" in lines
-    assert f"- `medium`: `{(runs / 't-medium').as_posix()}` — 1,234.5 s, torch 2.4.0, device cuda" in lines
-    assert f"- `smoke`: `{(runs / 'qs-smoke' / 'results.json').as_posix()}` — 3.0 s" in lines
+    assert f"- `small`: `{(runs / 't-small').as_posix()}` — last invocation 12.5 s, torch 2.4.0" in lines
+    # the runs' time summed over runs (whichever invocations trained them), not the last invocation's
+    assert (f"- `medium`: `{(runs / 't-medium').as_posix()}` — 63 runs, 3 h 57 min of run time summed over runs; "
+            "last invocation 1,234.5 s, torch 2.4.0, device cuda") in lines
+    assert f"- `smoke`: `{(runs / 'qs-smoke' / 'results.json').as_posix()}` — last invocation 3.0 s" in lines
     assert lines.index("Study `transfer`, from:") < lines.index(f"- `small`: `{(runs / 't-small').as_posix()}` — "
-                                                                "12.5 s, torch 2.4.0")
+                                                                "last invocation 12.5 s, torch 2.4.0")
 
 
 def test_finding_blocks_numbers_figures_and_diagnosis(outputs, tmp_path):
@@ -136,7 +139,7 @@ def test_links_as_given_without_link_base(outputs, tmp_path, monkeypatch):
     page = studies.reproduction_page(["runs/t-small", "runs/t-medium"])
     assert "![fig_a.png (medium)](runs/t-medium/fig_a.png)" in page
     assert "![fig_b.png (small)](runs/t-small/fig_b.png)" in page
-    assert "- `small`: `runs/t-small` — 12.5 s, torch 2.4.0" in page
+    assert "- `small`: `runs/t-small` — last invocation 12.5 s, torch 2.4.0" in page
 
 
 def test_key_numbers():
@@ -289,7 +292,8 @@ def test_judge_records_figures_and_diagnosis():
 def _committed(root):
     """Committed transfer outputs at small and medium, rate_distortion at small only."""
     _output(root / "transfer-small", "transfer", "T", "small", [_record("a", False, {})], 10.0, files=("f.png",))
-    _output(root / "transfer-medium", "transfer", "T", "medium", [_record("a", True, {})], 7200.0, files=("f.png",))
+    _output(root / "transfer-medium", "transfer", "T", "medium", [_record("a", True, {})], 60.0, files=("f.png",),
+            runs={"train": {"done": 4, "runs": 4, "seconds": 7200.0}})
     _output(root / "rate_distortion-small", "rate_distortion", "R", "small", [_record("b", None, {}, reason="r")], 5.0)
     return root
 
@@ -303,6 +307,7 @@ def test_a_notebook_shows_the_largest_committed_preset_above_its_own(tmp_path, m
     assert shown.findings[0]["reproduced"] is True and shown.analysis == {} and shown.figures == ["f.png"]
     assert (shown / "f.png").is_file()
     assert "committed **`medium`** outputs" in shown.note() and "2.0" not in shown.note()[:20]
+    assert "4 runs, 2 h 0 min of run time summed over runs; last invocation 60.0 s" in shown.note()
     # From smoke, medium still comes first; small is taken where there is no medium.
     assert studies.shown_outputs("transfer", own, "smoke", committed=root).preset == "medium"
     rd_own = _output(tmp_path / "runs" / "rd", "rate_distortion", "R", "smoke", [_record("b", False, {})], 1.0)

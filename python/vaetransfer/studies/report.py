@@ -293,6 +293,29 @@ def _seconds(v: Any) -> str:
     return f"{v:,.1f} s" if isinstance(v, (int, float)) and not isinstance(v, bool) else "? s"
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return _seconds(seconds)
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
+
+
+def _run_time(r: dict) -> str:
+    """What an output cost: its runs' time summed over runs (what a study spends, whichever
+    invocation trained them) and how long its last invocation took (a re-run reuses finished runs)."""
+    stages = [v for v in (r.get("runs") or {}).values() if isinstance(v, dict)] if isinstance(r.get("runs"), dict) else []
+    last = f"last invocation {_seconds(r.get('seconds'))}"
+    if not stages:
+        return last
+    done = sum(v["done"] for v in stages if _number(v.get("done")))
+    total = sum(v["seconds"] for v in stages if _number(v.get("seconds")))
+    return f"{done:,} runs, {_duration(total)} of run time summed over runs; {last}"
+
+
 def reproduction_page(dirs: Iterable[str | os.PathLike], *, title: str = DEFAULT_TITLE,
                       link_base: str | os.PathLike | None = None, expected: Iterable[str] = ()) -> str:
     """The reproduction page (Markdown) of the study outputs ``dirs`` (directories or results.json
@@ -374,7 +397,7 @@ def reproduction_page(dirs: Iterable[str | os.PathLike], *, title: str = DEFAULT
             ex = r.get("execution") if isinstance(r.get("execution"), dict) else {}
             if ex.get("device") not in (None, "cpu"):
                 extra.append(f"device {ex['device']}")
-            lines.append(f"- `{_label(o['preset'])}`: `{Path(o['path']).as_posix()}` — {_seconds(r.get('seconds'))}"
+            lines.append(f"- `{_label(o['preset'])}`: `{Path(o['path']).as_posix()}` — {_run_time(r)}"
                          + "".join(f", {e}" for e in extra))
         lines.append("")
         for finding, by_preset in records(outs).items():
@@ -525,7 +548,7 @@ class Shown:
         """One Markdown sentence: which outputs the figures and numbers below come from."""
         if self.committed:
             return (f"The figures and numbers below are the committed **`{self.preset}`** outputs "
-                    f"(`{self.dir.as_posix()}`, {_seconds(self.results.get('seconds'))} of runs), not this notebook's "
+                    f"(`{self.dir.as_posix()}`: {_run_time(self.results)}), not this notebook's "
                     f"run; set `{SHOW_ENV}=run` to show this notebook's own.")
         return f"The figures and numbers below are this notebook's own **`{self.preset}`** run (`{self.dir.as_posix()}`)."
 
