@@ -289,12 +289,12 @@ def _link(path: Path, link_base: str | os.PathLike | None) -> str:
     return f"<{target}>" if any(c in target for c in " ()<>") else target
 
 
-def _seconds(v: Any) -> str:
-    return f"{v:,.1f} s" if isinstance(v, (int, float)) and not isinstance(v, bool) else "? s"
-
-
 def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _seconds(v: Any) -> str:
+    return f"{v:,.1f} s" if _number(v) else "? s"
 
 
 def _duration(seconds: float) -> str:
@@ -307,7 +307,8 @@ def _duration(seconds: float) -> str:
 def _run_time(r: dict) -> str:
     """What an output cost: its runs' time summed over runs (what a study spends, whichever
     invocation trained them) and how long its last invocation took (a re-run reuses finished runs)."""
-    stages = [v for v in (r.get("runs") or {}).values() if isinstance(v, dict)] if isinstance(r.get("runs"), dict) else []
+    runs = r.get("runs")
+    stages = [v for v in runs.values() if isinstance(v, dict)] if isinstance(runs, dict) else []
     last = f"last invocation {_seconds(r.get('seconds'))}"
     if not stages:
         return last
