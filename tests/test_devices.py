@@ -176,3 +176,28 @@ def test_every_study_runs_on_the_device_at_smoke(name, device, tmp_path):
     result = studies.run_study(name, tmp_path / name, preset="smoke", progress=False,
                                execution=studies.Execution(device=device))
     assert result["execution"]["device"] == device and result["findings"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_transfer_crosscheck_twins_train_on_the_execution_device(device, tmp_path, monkeypatch):
+    """The plain-PyTorch twins of the transfer study's cross-check train where the study's runs do
+    (they trained on the CPU whatever the device: found on the first GPU run), and keep CPU weights."""
+    from types import SimpleNamespace
+    from vaetransfer import torch_reference as ref
+    from vaetransfer.studies.transfer import core, diagnostics
+    seen = {}
+    real = ref.train_python
+
+    def spy(model, *args, **kw):
+        seen["device"], seen["weights"] = kw.get("device"), next(model.parameters()).device
+        return real(model, *args, **kw)
+
+    monkeypatch.setattr(ref, "train_python", spy)
+    monkeypatch.setenv(pipeline.DEVICE_ENV, device)
+    c = core.PRESETS["smoke"]
+    row = diagnostics.crosscheck_runs(c, {})[0]
+    rows = torch.rand(40, 1, 64, 64, generator=torch.Generator().manual_seed(0))
+    diagnostics.train_reference(c, row, SimpleNamespace(run_dir=tmp_path / "run"), rows)
+    assert seen["device"] == device and seen["weights"].type == torch.device(device).type
+    saved = torch.load(tmp_path / "run" / diagnostics.REFERENCE_WEIGHTS, weights_only=False)["state_dict"]
+    assert {t.device.type for t in saved.values()} == {"cpu"}

@@ -40,7 +40,7 @@ import torch
 from ... import similarity
 from ... import torch_reference as ref
 from ...io import atomic_path, load_torch
-from ..pipeline import Diagnosis
+from ..pipeline import Diagnosis, execution_device
 
 VERSION = 5  #: part of the diagnostics step's key: a change of what it computes recomputes it on resume
 REFERENCE_WEIGHTS = "reference_vae.pt"  #: the cross-check model's final weights, in its run directory
@@ -117,15 +117,17 @@ def train_reference(c, row: dict, job, training_rows, start: "torch.nn.Module | 
     if weights.exists():
         return {"steps": c.steps, **_summary_of(out)}
     torch.manual_seed(row["seed"])
-    model = start if start is not None else ref.ReferenceVAE("conv")
+    # On the study's execution device, as the core's runs train (the rows stay on the CPU; batches move).
+    device = execution_device()
+    model = (start if start is not None else ref.ReferenceVAE("conv")).to(device)
     beta = float(v.params.get("beta", 1.0))
     losses = ref.train_python(model, training_rows, c.steps, c.batch_size, beta=beta, lr=c.lr, seed=row["seed"],
-                              objective=REFERENCE_OBJECTIVES[v.objective])
+                              objective=REFERENCE_OBJECTIVES[v.objective], device=device)
     from ..trained import loss_summary
     summary = loss_summary(losses)
     out.mkdir(parents=True, exist_ok=True)
-    with atomic_path(weights) as tmp:
-        torch.save({"state_dict": model.state_dict(), "summary": summary}, tmp)
+    with atomic_path(weights) as tmp:   # CPU tensors: the weights load on any machine
+        torch.save({"state_dict": {k: t.cpu() for k, t in model.state_dict().items()}, "summary": summary}, tmp)
     return {"steps": c.steps, **summary}
 
 
