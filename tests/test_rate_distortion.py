@@ -308,7 +308,7 @@ BASELINES = {"cv(0.01)": 300.0, "cv(0.04)": 280.0, "cd(0.02)": 200.0}
 
 def rec(arch="mlp3", beta=0.1, seed=0, d=100.0, es=None, split="cv(0.01)", obj="beta-vae", loss=(1000.0, 100.0),
         **extra):
-    """A run's record of the `trained` section (rd.core._run_record's fields)."""
+    """A run's record of the `trained` section (rd.analysis._run_record's fields)."""
     r = {"objective": obj, "architecture": arch, "split": split, "beta": float(beta), "seed": seed,
          "train_distortion": d, "es_train_distortion": d if es is None else es}
     if loss is not None:
@@ -325,14 +325,14 @@ def records(overrides=(), archs=("mlp1", "mlp3"), split="cv(0.01)", seeds=(0, 1)
         for b in BETAS:
             for s in seeds:
                 r = rec(arch, b, s, d[b], split=split)
-                out[rd.core._run_name(r)] = r
+                out[rd.analysis._run_name(r)] = r
     for r in overrides:
-        out[rd.core._run_name(r)] = r
+        out[rd.analysis._run_name(r)] = r
     return out
 
 
 def test_trained_rule_references_and_thresholds():
-    t = rd.core._trained_section(records(), BASELINES)
+    t = rd.analysis._trained_section(records(), BASELINES)
     assert t["baseline"] == BASELINES and t["failed"] == {"final": [], "early_stopped": []}
     runs = t["runs"]
     # β < 1: halfway from the baseline 300 to the β = 1 runs' mean 120; β = 1: halfway to the smallest β's 60;
@@ -342,36 +342,36 @@ def test_trained_rule_references_and_thresholds():
     assert runs["beta-vae mlp3 cv(0.01) β=4 seed 0"]["threshold"]["final"] == 306.0  # the baseline + 2 %
     # a run that cannot reconstruct its training images fails, named, with the rule's numbers
     bad = rec("mlp3", 0.01, 1, 250.0)
-    t = rd.core._trained_section(records([bad]), BASELINES)
+    t = rd.analysis._trained_section(records([bad]), BASELINES)
     [why] = t["failed"]["final"]
     assert why.startswith("beta-vae mlp3 cv(0.01) β=0.01 seed 1: train distortion 250 > 2")
     assert "halfway from the input-ignoring baseline 300" in why and "β = 1 β-VAEs' mean" in why
     # its early-stopped weights judged on their own distortion
-    es = rd.core._trained_section(records([rec("mlp3", 0.01, 1, 80.0, es=260.0)]), BASELINES)["failed"]
+    es = rd.analysis._trained_section(records([rec("mlp3", 0.01, 1, 80.0, es=260.0)]), BASELINES)["failed"]
     assert es["final"] == [] and len(es["early_stopped"]) == 1 and "early-stopped train distortion 260" in \
         es["early_stopped"][0]
     # β = 4 may legitimately sit at the baseline (posterior collapse), not above it
-    assert rd.core._trained_section(records([rec("mlp3", 4.0, 0, 303.0)]), BASELINES)["failed"]["final"] == []
-    assert rd.core._trained_section(records([rec("mlp3", 4.0, 0, 1250.0)]), BASELINES)["failed"]["final"][0].startswith(
+    assert rd.analysis._trained_section(records([rec("mlp3", 4.0, 0, 303.0)]), BASELINES)["failed"]["final"] == []
+    assert rd.analysis._trained_section(records([rec("mlp3", 4.0, 0, 1250.0)]), BASELINES)["failed"]["final"][0].startswith(
         "beta-vae mlp3 cv(0.01) β=4 seed 0: train distortion 1250 > 306 (the input-ignoring baseline 300 plus 2 %")
     # ... but a loss that did not fall, or diverged, fails at any β
     flat = rec("mlp3", 4.0, 0, 170.0, loss=(100.0, 99.5))
-    assert "did not fall by 1%" in rd.core._trained_section(records([flat]), BASELINES)["failed"]["final"][0]
+    assert "did not fall by 1%" in rd.analysis._trained_section(records([flat]), BASELINES)["failed"]["final"][0]
     nan = rec("mlp1", 0.001, 0, 60.0, finite=False)
-    assert "diverged" in rd.core._trained_section(records([nan]), BASELINES)["failed"]["final"][0]
+    assert "diverged" in rd.analysis._trained_section(records([nan]), BASELINES)["failed"]["final"][0]
     # the β = 1 runs themselves: against the smallest β's mean (against their own they would always pass)
     one = rec("mlp1", 1.0, 0, 200.0)
-    assert rd.core._trained_section(records([one]), BASELINES)["failed"]["final"][0].startswith(
+    assert rd.analysis._trained_section(records([one]), BASELINES)["failed"]["final"][0].startswith(
         "beta-vae mlp1 cv(0.01) β=1 seed 0: train distortion 200 > 180")
     # a reference no better than ignoring the input: every run resting on it fails, saying so
     lost = [rec("mlp3", 1.0, s, 310.0) for s in (0, 1)]
-    failed = rd.core._trained_section(records(lost), BASELINES)["failed"]["final"]
+    failed = rd.analysis._trained_section(records(lost), BASELINES)["failed"]["final"]
     assert {f.split(":")[0] for f in failed} >= {f"beta-vae mlp3 cv(0.01) β={b:g} seed {s}" for b in BETAS[:3]
                                                   for s in (0, 1)}
     assert any("is not below the input-ignoring baseline 300" in f for f in failed)
     # ablations at β ≤ 1 against the β-VAEs' β = 1 mean
     mi = rec("mlp3", 0.01, 0, 230.0, obj="mi-vae")
-    assert rd.core._trained_section(records([mi]), BASELINES)["failed"]["final"][0].startswith(
+    assert rd.analysis._trained_section(records([mi]), BASELINES)["failed"]["final"][0].startswith(
         "mi-vae mlp3 cv(0.01) β=0.01 seed 0: train distortion 230 > 210")
 
 
@@ -380,14 +380,14 @@ def test_trained_check_of_runs_measured_before_it(tmp_path):
     row = {"architecture": "mlp1", "split": {"kind": "cv", "ratio": 0.01}, "objective": "beta-vae", "beta": 0.1,
            "seed": 0}
     old = pipeline.RunResult("train", row, "r0", tmp_path, "done", 1.0, {"train_distortion": 90.0, "trained": 0.0})
-    r = rd.core._run_record(old)
+    r = rd.analysis._run_record(old)
     assert "loss_first" not in r and r["loss_fell"] is False
-    assert "did not fall" in rd.core._trained_section(records([r]), BASELINES)["failed"]["final"][0]
-    unchecked = rd.core._run_record(dataclasses.replace(old, measured={"train_distortion": 90.0,
+    assert "did not fall" in rd.analysis._trained_section(records([r]), BASELINES)["failed"]["final"][0]
+    unchecked = rd.analysis._run_record(dataclasses.replace(old, measured={"train_distortion": 90.0,
                                                                   "es_train_distortion": 95.0}))
-    assert "loss_fell" not in unchecked and rd.core._trained_section(records([unchecked]), BASELINES)["failed"] == {
+    assert "loss_fell" not in unchecked and rd.analysis._trained_section(records([unchecked]), BASELINES)["failed"] == {
         "final": [], "early_stopped": []}
-    diverged = rd.core._run_record(dataclasses.replace(old, measured={"train_distortion": 90.0, "diverged": 1.0,
+    diverged = rd.analysis._run_record(dataclasses.replace(old, measured={"train_distortion": 90.0, "diverged": 1.0,
                                                                  "loss": {"loss_first": 900.0, "loss_last": 80.0,
                                                                           "finite": True}}))
     assert diverged["finite"] is False
@@ -419,7 +419,7 @@ def shape_analysis(mlp1=SHALLOW_U, mlp3=DEEP_L, es1=None, es3=None, sd=2.0, over
                        early_stopping_step=500.0, n_train=1474.0)
     if stop is not None:
         t["beta-vae"]["mlp3"]["cv(0.01)"]["0.001"]["early_stopping_step"]["mean"] = stop
-    return {"table": t, "trained": rd.core._trained_section(records(overrides), BASELINES),
+    return {"table": t, "trained": rd.analysis._trained_section(records(overrides), BASELINES),
             "u_vs_l_shape": {"split": "cv(0.01)", "per_architecture": {
                 "mlp1": rd.core._shape(BETAS, mlp1, [sd] * 5), "mlp3": rd.core._shape(BETAS, mlp3, [sd] * 5)}},
             "early_stopping_shape": {"split": "cv(0.01)", "per_architecture": {
@@ -526,7 +526,7 @@ def gap_analysis(groups: dict, table: dict, overrides=()) -> dict:
         rho = spearman(BETAS, g)
         per[key] = {"betas": BETAS, "gap_neg_elbo": g, "spearman_beta_gap": rho,
                     "shrinks_as_beta_grows": rho is not None and rho < 0}
-    return {"table": table, "trained": rd.core._trained_section(records(overrides), BASELINES),
+    return {"table": table, "trained": rd.analysis._trained_section(records(overrides), BASELINES),
             "gap_vs_beta": {"per_run_group": per}}
 
 
@@ -570,11 +570,11 @@ def test_ablation_checks_and_diagnosis():
            "marginal-kl-vae": {"0.01": cell(42.0), "1.0": cell(28.0)}}
     ablated = [rec("mlp3", b, 0, 100.0, obj=obj) for obj in rd.ABLATIONS for b in (0.01, 1.0)]
     a = {"table": {}, "ablations": {"architecture": "mlp3", "split": "cv(0.01)", "per_objective": per},
-         "trained": rd.core._trained_section(records(ablated), BASELINES)}
+         "trained": rd.analysis._trained_section(records(ablated), BASELINES)}
     verdict, d = judged("ablations", a)
     assert verdict.reproduced is True and d.kind == "reproduced"
     nan = rec("mlp3", 1.0, 0, 100.0, obj="mi-vae", finite=False)
-    a["trained"] = rd.core._trained_section(records(ablated + [nan]), BASELINES)
+    a["trained"] = rd.analysis._trained_section(records(ablated + [nan]), BASELINES)
     verdict, d = judged("ablations", a)
     assert verdict.reproduced is None and "mi-vae mlp3 cv(0.01) β=1 seed 0: diverged" in verdict.reason
     assert d.kind == "open" and "mi-vae mlp3 cv(0.01) β=1 seed 0" in d.text

@@ -49,15 +49,17 @@ early-stopping rule above; the train/test D and R on ``eval_n`` rows of each set
 from __future__ import annotations
 
 from ..pipeline import Stage, Study
-from .core import (ABLATIONS, ARCHITECTURES, ARRAY_METRICS, COLLAPSE_MARGIN, Config, DISENTANGLEMENT_METRICS,
-                   PAPER_BETAS, PAPER_CD_RATIOS, PAPER_CV_RATIOS, PRESETS, SAP_VARIANTS, SCORES, SplitSpec, _analyse,
-                   _train_runs, disentanglement_inputs, disentanglement_rows, disentanglement_scores,
+from .analysis import (COLLAPSE_MARGIN, SCORES, _analyse, disentanglement_inputs, disentanglement_rows,
+                       disentanglement_scores)
+from .core import (ABLATIONS, ARCHITECTURES, ARRAY_METRICS, Config, DISENTANGLEMENT_METRICS,
+                   PAPER_BETAS, PAPER_CD_RATIOS, PAPER_CV_RATIOS, PRESETS, SAP_VARIANTS, SplitSpec, _train_runs,
                    paper_split_sizes, split_rows, train_and_measure)
 from .figures import _figures
 from .findings import FINDINGS, LATE_STOP, PAPER_SPARSE_N_TRAIN
 from .report import _report
 
-# The package is the study: its parts are core (config, data, the stage, the analysis), figures,
+# The package is the study: its parts are core (config, data, the stage, the tables), analysis (disentanglement,
+# the trained-model records, the analysis as a whole), figures,
 # findings (with their trained-model checks and diagnoses) and report.
 __all__ = ["ABLATIONS", "ARCHITECTURES", "ARRAY_METRICS", "COLLAPSE_MARGIN", "Config", "DISENTANGLEMENT_METRICS",
            "FINDINGS", "LATE_STOP", "PAPER_BETAS", "PAPER_CD_RATIOS", "PAPER_CV_RATIOS", "PAPER_SPARSE_N_TRAIN",
