@@ -155,29 +155,52 @@ def test_presets_keep_their_science():
 
 
 def test_medium_preset_runs_what_it_was_sized_for():
-    """The medium preset (issue 32): the λ sweeps, 8 seeds, the paper's lengths on the 12-bit task
-    and the digits, the paper preset's on the shapes; its runs per stage, counted without running."""
+    """The medium preset (issue 32): the λ sweeps, 8 seeds (the shapes 3), the paper's lengths on
+    the 12-bit task and the digits, the paper preset's on the shapes; its runs per stage, counted
+    without running."""
     c = studies.make_config("rr_pretraining", "medium")
     assert studies.config_to_dict(c) == studies.config_to_dict(study.PRESETS["medium"])
     assert c.seeds == tuple(range(8)) and c.experiments == study.EXPERIMENTS and c.methods == study.METHODS
-    assert study.lambdas_of(c, "mi") == [0.1, 0.03, 0.01, 0.003, 0.001]
-    assert study.lambdas_of(c, "transfer") == [1.0, 0.1, 0.01, 0.001]
+    assert {e: study.seeds_of(c, e) for e in study.EXPERIMENTS} == {"peak": c.seeds, "digits": c.seeds, "mi": c.seeds,
+                                                                   "transfer": (0, 1, 2)}
+    assert study.lambdas_of(c, "mi") == [0.1, 0.01, 0.001]
+    assert study.lambdas_of(c, "transfer") == [1.0, 0.1]
     assert (c.mi.epochs, c.mi.finetune_epochs, c.digits.full_epochs) == (2_000, 1_000, 1_000)
     assert (c.transfer.channels, c.transfer.n_train, c.transfer.n_test, c.transfer.epochs,
             c.transfer.finetune_epochs) == (32, 5_000, 2_000, 30, 10)
     assert c.peak == study.PRESETS["small"].peak  # the paper's peak test already
     train = study.TRAIN.runs(c, {})
     per = {e: sum(r["experiment"] == e for r in train) for e in study.EXPERIMENTS}
-    assert per == {"peak": 4 * 8, "digits": 4 * 8, "mi": 5 * 8, "transfer": 4 * 8} and len(train) == 136
+    assert per == {"peak": 4 * 8, "digits": 4 * 8, "mi": 5 * 8, "transfer": 4 * 3} and len(train) == 116
+    assert {r["seed"] for r in train if r["experiment"] == "transfer"} == {0, 1, 2}
     lambdas = study.LAMBDAS.runs(c, {"train": []})
     count = {}
     for r in lambdas:
         key = (r["experiment"], r["method"])
         count[key] = count.get(key, 0) + 1
-    assert count == {("mi", "rr"): 4 * 8, ("mi", "rr1"): 4 * 8, ("transfer", "rr"): 3 * 8} and len(lambdas) == 88
-    assert {r["lambda"] for r in lambdas if r["experiment"] == "mi"} == {0.03, 0.01, 0.003, 0.001}
-    assert {r["lambda"] for r in lambdas if r["experiment"] == "transfer"} == {0.1, 0.01, 0.001}
+    assert count == {("mi", "rr"): 2 * 8, ("mi", "rr1"): 2 * 8, ("transfer", "rr"): 1 * 3} and len(lambdas) == 35
+    assert {r["lambda"] for r in lambdas if r["experiment"] == "mi"} == {0.01, 0.001}
+    assert {(r["lambda"], r["seed"]) for r in lambdas if r["experiment"] == "transfer"} == {(0.1, 0), (0.1, 1), (0.1, 2)}
     assert {frozenset(r) for r in lambdas} == {frozenset({"experiment", "lambda", "method", "seed"})}
+
+
+def test_the_shapes_can_run_fewer_seeds_than_the_study():
+    """``transfer.n_seeds``: the first n of the study's seeds on the shapes (0: all), checked
+    against the number of seeds; the other experiments keep every seed."""
+    c = studies.override(SMOKE, {"seeds": [3, 5, 7], "transfer.n_seeds": 2})
+    assert study.seeds_of(c, "transfer") == (3, 5) and study.seeds_of(c, "mi") == (3, 5, 7)
+    assert study.seeds_of(studies.override(c, {"transfer.n_seeds": 0}), "transfer") == (3, 5, 7)
+    rows = study.TRAIN.runs(c, {})
+    assert {r["seed"] for r in rows if r["experiment"] == "transfer"} == {3, 5}
+    assert {r["seed"] for r in rows if r["experiment"] == "mi"} == {3, 5, 7}
+    for bad in (-1, 4):
+        with pytest.raises(vt.ArgumentError) as e:
+            studies.override(c, {"transfer.n_seeds": bad})
+        assert "transfer.n_seeds" in str(e.value) and "expected 0 (all seeds) .. 3" in str(e.value)
+    # a mean ± se comparison on an experiment needs two of its own seeds, whatever the study's count
+    one = studies.override(c, {"transfer.n_seeds": 1})
+    assert study.findings._not_run(one, "transfer", se=True) == "1 seed: a mean ± se comparison needs at least 2"
+    assert study.findings._not_run(one, "mi", se=True) is None
 
 
 def test_a_lambda_row_trains_with_its_lambda_alone(monkeypatch, tmp_path):

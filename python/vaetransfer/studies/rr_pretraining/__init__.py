@@ -51,7 +51,8 @@ is undecided, naming the models. The 12-bit task's fine-tuning runs, whose accur
 finding's outcome, are checked for divergence only.
 
 **Seeds.** Every number is a mean ± standard error over ``seeds``; each seed draws its own
-initial weights and data order (the data sets themselves are fixed by ``data_seed``). Every
+initial weights and data order (the data sets themselves are fixed by ``data_seed``); the shapes
+run the first ``transfer.n_seeds`` of them when it is set (0: all). Every
 (experiment, method, seed) is one run of the ``train`` stage (and every further λ's RR and RR¹
 runs of the ``lambdas`` stage); the ``paper`` preset (5 seeds, the paper's sizes) is meant for a
 Ray cluster: ``vaetransfer run rr_pretraining --preset paper --executor ray``.
@@ -65,7 +66,7 @@ from ..pipeline import Execution, Study, run_beside
 from ..stats import mean_se
 from .core import (CHECKS, Config, DigitsConfig, EXPERIMENTS, LAMBDAS, LAMBDA_FIELDS, METHODS, MIConfig, PRESETS,
                    PeakConfig, RUNNERS, STYLES, SWEPT, SWEPT_METHODS, TRAIN, TransferConfig, _analyse, lambdas_of,
-                   layer_mi, methods_of)
+                   layer_mi, methods_of, seeds_of)
 from .figures import _figures
 from .findings import CLOSING, FINDINGS
 from .report import _report
@@ -74,7 +75,7 @@ from .report import _report
 # findings (with diagnoses), figures and report.
 __all__ = ["CHECKS", "CLOSING", "Config", "DigitsConfig", "EXPERIMENTS", "FINDINGS", "LAMBDAS", "LAMBDA_FIELDS",
            "METHODS", "MIConfig", "PRESETS", "PeakConfig", "RUNNERS", "STUDY", "STYLES", "SWEPT", "SWEPT_METHODS",
-           "TRAIN", "TransferConfig", "lambda_sensitivity", "lambdas_of", "layer_mi", "methods_of"]
+           "TRAIN", "TransferConfig", "lambda_sensitivity", "lambdas_of", "layer_mi", "methods_of", "seeds_of"]
 
 
 STUDY = Study(name="rr_pretraining", title="RR: pretraining with a reverse pass", config=Config, presets=PRESETS,
@@ -97,7 +98,7 @@ def lambda_sensitivity(c: Config, out_dir: str | Path, experiment: str, lambdas,
     if not lambdas or min(lambdas) <= 0:
         raise value_error("lambdas", f"expected positive values, got {lambdas}")
     rows = [{"experiment": experiment, "lambda": lam, "method": m, "seed": s}
-            for lam in lambdas for m in methods for s in c.seeds]
+            for lam in lambdas for m in methods for s in seeds_of(c, experiment)]
     runs = run_beside(out_dir, STUDY, f"lambda_{experiment}", TRAIN, c, rows, execution, progress)
     out: dict = {}
     for lam in lambdas:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 
 from ..pipeline import Diagnosis, Finding, Verdict, undecided
-from .core import CHECKS, Config, LAMBDA_FIELDS, STYLES, _untrained
+from .core import CHECKS, Config, LAMBDA_FIELDS, STYLES, _untrained, seeds_of
 
 
 # ---------------------------------------------------------------------------------- findings
@@ -18,8 +18,8 @@ def _not_run(c: Config, experiment: str, *, se: bool) -> str | None:
         return f"experiment {experiment!r} not in the config"
     if "rr" not in c.methods:
         return "method 'rr' not in the config"
-    if se and len(c.seeds) < 2:
-        return f"{len(c.seeds)} seed: a mean ± se comparison needs at least 2"
+    if se and len(seeds_of(c, experiment)) < 2:
+        return f"{len(seeds_of(c, experiment))} seed: a mean ± se comparison needs at least 2"
     return None
 
 
