@@ -2,13 +2,14 @@
 synthetic study outputs, the Diagnosis of a finding, and what `Finding.judge` records."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 import vaetransfer
 from vaetransfer import cli, studies
-from vaetransfer.studies import report
+from vaetransfer.studies import pipeline, report
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -384,6 +385,28 @@ def test_publish_copies_results_index_and_listed_figures_only(tmp_path):
     report.publish(out / "results.json", root)
     assert sorted(p.name for p in target.iterdir()) == ["fig_a.png", "index.md", "results.json"]
     assert [p.name for p in root.iterdir()] == ["transfer-medium"]     # no staging folder left behind
+
+
+def test_a_finding_lists_only_the_figures_its_study_drew(tmp_path):
+    """A preset that skips a figure (t5_vae at small: no β-peak sweep, no beta_peaks.png) must not
+    list it under a finding: the output would then refuse to publish. The pipeline passes the
+    figures the study drew to each finding's record."""
+    @dataclasses.dataclass
+    class C:
+        seed: int = 0
+
+    def figures(c, a, ctx):
+        (ctx.out / "drawn.png").write_bytes(PNG)
+        return ["drawn.png"]
+
+    f = studies.Finding("f", "claim", "source", "rule", _decide, figures=("drawn.png", "sweep_only.png"))
+    study = studies.Study(name="partial", title="P", config=C, presets={p: C() for p in pipeline.REQUIRED_PRESETS},
+                          stages=(), analyse=lambda c, runs, ctx: {"x": 2}, figures=figures, findings=(f,))
+    results = pipeline.run(study, C(), tmp_path / "out", preset="small", progress=False)
+    assert results["figures"] == ["drawn.png"] and results["findings"][0]["figures"] == ["drawn.png"]
+    target = report.publish(tmp_path / "out", tmp_path / "docs")
+    assert sorted(p.name for p in target.iterdir()) == ["drawn.png", "index.md", "results.json"]
+    assert f.judge(None, {"x": 2})["figures"] == ["drawn.png", "sweep_only.png"]  # without `made`: as declared
 
 
 def test_publish_refuses_an_output_missing_a_listed_figure_and_keeps_the_old_copy(tmp_path):

@@ -223,9 +223,11 @@ class Finding:
             raise type_error("diagnose", f"finding {self.name!r}: expected a function (config, analysis) -> "
                                          f"Diagnosis | None, got {type(self.diagnose).__name__}")
 
-    def judge(self, config, analysis: Mapping) -> dict:
+    def judge(self, config, analysis: Mapping, made: Sequence[str] | None = None) -> dict:
         """The finding's record in ``results.json``: ``{name, claim, source, rule, reproduced,
-        evidence, reason, figures, diagnosis}`` (``diagnosis``: ``{kind, text, evidence}`` or None)."""
+        evidence, reason, figures, diagnosis}`` (``diagnosis``: ``{kind, text, evidence}`` or None).
+        ``made``: the figures the study drew this run; the record then lists only those of the
+        finding's figures (a preset may skip one, e.g. a sweep it does not run)."""
         verdict = self.decide(config, analysis)
         if not isinstance(verdict, Verdict):
             raise type_error("decide", f"finding {self.name!r} returned {type(verdict).__name__}, expected a Verdict")
@@ -235,7 +237,8 @@ class Finding:
                                          f"expected a Diagnosis or None")
         return {"name": self.name, "claim": self.claim, "source": self.source, "rule": self.rule,
                 "reproduced": verdict.reproduced, "evidence": _json(verdict.evidence, f"{self.name}.evidence"),
-                "reason": verdict.reason, "figures": list(self.figures),
+                "reason": verdict.reason,
+                "figures": [f for f in self.figures if made is None or f in made],
                 "diagnosis": None if diagnosis is None else _json(diagnosis.to_dict(), f"{self.name}.diagnosis")}
 
 
@@ -595,7 +598,7 @@ def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Executio
         ctx.say("analysis ...")
         analysis = _json(study.analyse(config, runs, ctx), f"{study.name}.analyse")
         figures = list(study.figures(config, analysis, ctx)) if study.figures else []
-        findings = [f.judge(config, analysis) for f in study.findings]
+        findings = [f.judge(config, analysis, figures) for f in study.findings]
         results = {"schema": RESULTS_SCHEMA, "study": study.name, "title": study.title, "preset": preset,
                    "config": config_to_dict(config), "execution": execution.to_dict(), "build_info": build_info(),
                    "runs": {name: {"runs": len(rs), "done": sum(r.status == "done" for r in rs),
