@@ -18,7 +18,7 @@ def images():
     return data.dsprites(range(0, 737280, 360))  # 2,048 images
 
 
-def _conv(precision, seed=3, steps=500, lr=1e-4, **kw):
+def _conv(precision, seed=3, steps=200, lr=1e-4, **kw):
     return TrainConfig(model=vt.ModelConfig("conv", input_shape=(1, 64, 64), latent_dim=6), steps=steps,
                        batch_size=16, seed=seed, precision=precision, optimizer=vt.OptimizerConfig(lr=lr), **kw)
 
@@ -28,16 +28,19 @@ def _mlp(precision, steps=12, **kw):
                        batch_size=32, seed=1, precision=precision, optimizer=vt.OptimizerConfig(lr=1e-3), **kw)
 
 
-def _windows(history, width=50):
+def _windows(history, width=25):
     return np.asarray(history["loss"]).reshape(-1, width).mean(axis=1)
 
 
-def test_bf16_loss_curve_follows_fp32_over_500_steps_of_a_conv_vae(images, tmp_path):
-    """Stated tolerance: every 50-step mean of the bf16 loss within 3 % of fp32's (measured at
-    this setting: ≤ 1.6 %, seeds 3 and 4). At lr = 1e-3 the conv VAE sits on a plateau (loss ≈ 430,
-    the mean image) after ~100 steps, and bf16 left it 100–150 steps later than fp32 in all three
-    seeds tried: a real effect of bf16's 8-bit mantissa on a small escape signal, not a
-    tolerance to hide — this test keeps to the smooth regime, where both should agree."""
+def test_bf16_loss_curve_follows_fp32_over_200_steps_of_a_conv_vae(images, tmp_path):
+    """Stated tolerance: every 25-step mean of the bf16 loss within 3 % of fp32's (measured at
+    this setting: ≤ 0.6 %, seeds 3 and 4; the loss falls to ~0.2 of its first window by step 200,
+    so the curves are compared over real training, not a plateau). 200 steps, not more: on a CPU
+    without native bf16 (AVX2 only) torch emulates it at ~8x fp32's cost, and 500 steps took
+    minutes there. At lr = 1e-3 the conv VAE sits on a plateau (loss ≈ 430, the mean image)
+    after ~100 steps, and bf16 left it 100–150 steps later than fp32 in all three seeds tried: a
+    real effect of bf16's 8-bit mantissa on a small escape signal, not a tolerance to hide — this
+    test keeps to the smooth regime, where both should agree."""
     fp32 = vt.train(_conv("fp32"), images, tmp_path / "fp32", progress=False)
     bf16 = vt.train(_conv("bf16"), images, tmp_path / "bf16", progress=False)
     a, b = _windows(fp32.history), _windows(bf16.history)

@@ -222,6 +222,38 @@ def test_evaluation_batches_keep_the_logits_bounded():
     assert study.eval_batch(10**4, 10**5, 10) == 1
 
 
+def test_the_examples_build_every_latent_on_the_models_device():
+    """The decodings' latents (reconstructions, the interpolation, the prior samples) live where
+    the model does: the interpolation weights were built on the CPU, so every fine-tune on a GPU
+    failed after training (found on the first GPU run of the medium preset). A model whose
+    posterior answers on the ``meta`` device stands in for a GPU (its token ids stay readable on
+    the CPU): mixing a meta tensor with a CPU one raises the same error."""
+    import torch
+    seen = []
+
+    class Model:
+        device, pad_id, latent_dim = torch.device("cpu"), 0, 4
+
+        def eval(self):
+            return self
+
+        def posterior(self, x, mask):
+            return torch.zeros(len(x), self.latent_dim, device="meta"), None
+
+        def generate_latent(self, z, max_new_tokens):
+            seen.append(z.device)
+            return torch.ones(len(z), 3, dtype=torch.long)
+
+    class Tokenizer:
+        def decode(self, ids, skip_special_tokens):
+            return ["a sentence"] * len(ids)
+
+    c = study.PRESETS["smoke"]
+    out = study.core._examples(c, Model(), Tokenizer(), torch.ones(5, 6, dtype=torch.long), seed=0)
+    assert len(out["interpolation"]["decoded"]) == c.interpolation_points
+    assert seen == [torch.device("meta")] * 2 + [torch.device("cpu")]  # the prior's on model.device
+
+
 def _synthetic(kl, au, mi, ppl, use=1.0, probes=0.5, corpus="short"):
     row = {k: {"mean": v, "se": 0.01, "n": 2} for k, v in (("kl", kl), ("active_units", au), ("mi", mi),
                                                            ("ppl_iw", ppl), ("latent_use", use))}

@@ -260,10 +260,11 @@ def _examples(c: Config, model, tokenizer, test_ids: torch.Tensor, seed: int) ->
         if c.interpolation_points >= 2:
             pair = test_ids[:2].to(model.device)
             mean, _ = model.posterior(pair, pair.ne(model.pad_id))
-            t = torch.linspace(0, 1, c.interpolation_points, dtype=mean.dtype).unsqueeze(1)
+            weights = torch.linspace(0, 1, c.interpolation_points).tolist()
+            t = torch.tensor(weights, dtype=mean.dtype, device=mean.device).unsqueeze(1)  # where the means are
             out["interpolation"] = {"from": tokenizer.decode(pair[:1].tolist(), skip_special_tokens=True)[0],
                                     "to": tokenizer.decode(pair[1:].tolist(), skip_special_tokens=True)[0],
-                                    "t": [round(float(v), 3) for v in t.flatten()],
+                                    "t": [round(v, 3) for v in weights],
                                     "decoded": _decoded(model, tokenizer, (1 - t) * mean[:1] + t * mean[1:], n_new)}
         if c.prior_samples:
             g = torch.Generator().manual_seed(10_000 + seed)
