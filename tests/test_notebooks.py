@@ -1,21 +1,60 @@
 """Every notebook in notebooks/ runs top to bottom without error."""
+import re
+import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from vaetransfer.studies import pipeline
+
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+
+
+def _study_of(nb) -> str | None:
+    """The study a notebook runs (``studies.run_study("<name>", ...)``), if any."""
+    names = {m for c in nb.cells if c.cell_type == "code"
+             for m in re.findall(r"run_study\(\s*\"(\w+)\"", c.source)}
+    assert len(names) <= 1, names
+    return names.pop() if names else None
+
+
+def _finished_work(out: Path) -> dict:
+    """Each run's measurements and snapshots and each analysis step, with its modification time."""
+    paths = [*(out / pipeline.SWEEPS_DIR).rglob(pipeline.MEASURED_FILE), *(out / pipeline.SWEEPS_DIR).rglob("*.pt"),
+             *(out / pipeline.STEPS_DIR).glob("*.json")]
+    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in paths}
 
 
 def test_there_are_notebooks():
     assert NOTEBOOKS
 
 
+def test_each_study_notebook_writes_where_the_shared_smoke_output_is_placed():
+    """The smoke output is placed at ``runs/<study>-smoke``: a notebook that wrote elsewhere would
+    silently train its study again (and time out the suite) instead of reusing it."""
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        if (name := _study_of(nb)) is not None:
+            source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+            assert f'OUT = Path("runs") / f"{name}-{{PRESET}}"' in source, path.name
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_executes(path, tmp_path, monkeypatch):
+def test_notebook_executes(path, tmp_path, monkeypatch, study_smoke):
     monkeypatch.setenv("VAETRANSFER_PRESET", "smoke")  # studies' and sweeps' notebooks run at smoke size
     nb = nbformat.read(path, as_version=4)
+    if (name := _study_of(nb)) is not None:
+        # The study's smoke run itself is tested in test_studies.py; its finished output, copied
+        # where the notebook writes, is resumed (every run and step reused), so each notebook
+        # exercises its own code without training the study a second time.
+        out, _ = study_smoke(name)
+        shutil.copytree(out, tmp_path / "runs" / f"{name}-smoke")
+        finished = _finished_work(tmp_path / "runs" / f"{name}-smoke")
     NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
+    if name is not None:  # the notebook reused the copied output: nothing retrained, nothing written elsewhere
+        assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [f"{name}-smoke"]
+        assert _finished_work(tmp_path / "runs" / f"{name}-smoke") == finished

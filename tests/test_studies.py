@@ -6,7 +6,6 @@ import fcntl
 import json
 import os
 import textwrap
-import time
 
 import pytest
 
@@ -19,12 +18,9 @@ FINDING_KEYS = {"name", "claim", "source", "rule", "reproduced", "evidence", "re
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    """`vaetransfer run quickstart --preset smoke`, once for the module: (out_dir, seconds)."""
-    out = tmp_path_factory.mktemp("studies") / "quickstart"
-    start = time.perf_counter()
-    assert cli.main(["run", "quickstart", "--preset", "smoke", "--out", str(out), "--quiet"]) == 0
-    return out, time.perf_counter() - start
+def smoke(study_smoke):
+    """`vaetransfer run quickstart --preset smoke`, once for the test session: (out_dir, results)."""
+    return study_smoke("quickstart")
 
 
 def _files(out):
