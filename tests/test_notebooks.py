@@ -55,6 +55,7 @@ def test_notebook_executes(path, tmp_path, monkeypatch, study_smoke):
     NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
-    if name is not None:  # the notebook reused the copied output: nothing retrained, nothing written elsewhere
+    if name is not None:  # the notebook reused the copied output: nothing redone, nothing written elsewhere
         assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [f"{name}-smoke"]
-        assert _finished_work(tmp_path / "runs" / f"{name}-smoke") == finished
+        after = _finished_work(tmp_path / "runs" / f"{name}-smoke")
+        assert {k: after.get(k) for k in finished} == finished  # a notebook's own extra runs (a λ sweep) may add
