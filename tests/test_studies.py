@@ -5,6 +5,7 @@ import dataclasses
 import fcntl
 import json
 import os
+import shutil
 import textwrap
 
 import pytest
@@ -528,7 +529,7 @@ def _stage_files(out):
 
 
 @pytest.mark.parametrize("name", studies.available())
-def test_every_study_runs_at_smoke_with_one_schema_and_resumes(name, study_smoke):
+def test_every_study_runs_at_smoke_with_one_schema_and_resumes(name, study_smoke, tmp_path):
     out, r = study_smoke(name)
     study = studies.get_study(name)
     assert set(r) == {"schema", "study", "title", "preset", "config", "execution", "build_info", "runs", "analysis",
@@ -550,10 +551,14 @@ def test_every_study_runs_at_smoke_with_one_schema_and_resumes(name, study_smoke
         assert f"`{f['name']}`" in index
     for fig in r["figures"]:
         assert (out / fig).read_bytes()[:8] == PNG and f"({fig})" in index, fig
-    # A second run reuses everything: no run re-measured, no snapshot rewritten, no step redone.
+    # A second run reuses everything: no run re-measured, no snapshot rewritten, no step redone —
+    # also when the output folder has moved (a copy elsewhere: nothing may be keyed by its path).
     before = _stage_files(out)
     assert before
-    again = studies.run_study(name, out, preset="smoke", progress=False,
+    assert str(out) not in (out / pipeline.RESULTS_FILE).read_text()  # no absolute path of the output in its results
+    moved = tmp_path / "moved" / name
+    shutil.copytree(out, moved)
+    again = studies.run_study(name, moved, preset="smoke", progress=False,
                               execution=studies.Execution(workers=2, threads=1))
-    assert _stage_files(out) == before
+    assert _stage_files(moved) == before
     assert again["analysis"] == r["analysis"] and again["findings"] == r["findings"]

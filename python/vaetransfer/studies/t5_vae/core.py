@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -621,7 +622,10 @@ def late_curve(run: dict) -> dict:
 
 def _analyse(c: Config, runs: dict, ctx) -> dict:
     pretrained = runs[PRETRAIN]
-    folder = c.t5_folder if c.t5_folder is not None else str(pretrained[0].dir / t5_pretrain.MODEL_DIR)
+    # The study's own T5 is named relative to the output folder: as an absolute path it made the
+    # lm_baselines step's key (and the report) change when the folder was moved or published.
+    path = Path(c.t5_folder) if c.t5_folder is not None else pretrained[0].dir / t5_pretrain.MODEL_DIR
+    folder = c.t5_folder if c.t5_folder is not None else os.path.relpath(path, ctx.out)
     results = _measurements(runs[FINETUNE])
     models = _model_records(results)
     extra = {}
@@ -630,7 +634,7 @@ def _analyse(c: Config, runs: dict, ctx) -> dict:
         for peak in c.beta_peaks:
             models.update(_model_records(_measurements([r for r in runs[BETA_PEAKS]
                                                         if float(r.row["beta_peak"]) == float(peak)]), peak))
-    baselines = ctx.step("lm_baselines", lambda: _lm_baselines(c, folder), key={"t5_folder": folder})
+    baselines = ctx.step("lm_baselines", lambda: _lm_baselines(c, str(path)), key={"t5_folder": folder})
     t5_failures = None  # a given T5: not checked
     if pretrained:
         run = pretrained[0]

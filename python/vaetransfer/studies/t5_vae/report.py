@@ -88,7 +88,8 @@ def _report(r: dict) -> str:
           f"span-corruption cross-entropy {fmt(pre['untrained'])} → {fmt(pre['pretrained'])} nats per target token, "
           f"unigram reference {fmt(pre['unigram'])})") if pre else "given as `t5_folder`"
     L = ["## Recipe and units", "",
-         f"{len(c['variants'])} variants × {len(c['seeds'])} seeds finetuned from the T5 in `{a['t5_folder']}`, {t5}.",
+         f"{len(c['variants'])} variants × {len(c['seeds'])} seeds finetuned from the T5 in `{a['t5_folder']}`"
+         f"{' (in this output folder)' if pre else ''}, {t5}.",
          f"Recipe: {', '.join(f'{k}={v}' for k, v in BASE.items())}; phase 1 {c['phase1_epochs']} epoch(s), phase 2 "
          f"{c['phase2_epochs']} epoch(s), β linear from 0 at {1 / c['anneal_epochs']:.3g} per epoch of phase 2, "
          f"reaching {min(1.0, c['phase2_epochs'] / c['anneal_epochs']):.3g} (cyclical: {c['cycles']} cycles to 1); "
