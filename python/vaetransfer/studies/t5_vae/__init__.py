@@ -9,7 +9,8 @@ full finetuning with the KL back (linear annealing, Eq. 6, or cyclical, Fu et al
 thresholding Σ_i max(λ, KL_i) and token-deletion denoising (the ``t5-vae`` objective).
 
 The study starts from a pretrained T5 — a user's Hugging Face folder (``t5_folder``) or one the
-``t5_pretrain`` study makes here — and trains one model per *variant* and seed. The base variant
+``t5_pretrain`` study makes here (``analysis["t5_folder"]`` names it relative to the output
+folder, so a moved or published output stays whole) — and trains one model per *variant* and seed. The base variant
 is the paper's recipe: two phases, max pooling, 15 % deletion, KL threshold 0.5, linear
 annealing, cross-attention injection, the short built-in corpus. Every other variant changes
 a few settings (:data:`VARIANTS`): no warm-up, mean pooling, deletion 0 / 40 %, threshold
