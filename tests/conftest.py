@@ -34,6 +34,16 @@ def study_smoke(tmp_path_factory):
     return run
 
 
+def finished_work(out) -> dict:
+    """What resuming a finished study output must not redo: each run's measurements and snapshots
+    and each analysis step, path (relative to ``out``) → modification time."""
+    from vaetransfer.studies import pipeline
+
+    paths = sorted((out / pipeline.SWEEPS_DIR).rglob(pipeline.MEASURED_FILE)) + \
+        sorted((out / pipeline.SWEEPS_DIR).rglob("*.pt")) + sorted((out / pipeline.STEPS_DIR).glob("*.json"))
+    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in paths}
+
+
 def _devices():
     """``cpu`` always; ``cuda`` when torch has a usable CUDA device, else a skipped parameter that
     says why — so the same device tests validate a GPU machine."""

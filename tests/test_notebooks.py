@@ -5,9 +5,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import finished_work
 from nbclient import NotebookClient
-
-from vaetransfer.studies import pipeline
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 
@@ -18,13 +17,6 @@ def _study_of(nb) -> str | None:
              for m in re.findall(r"run_study\(\s*\"(\w+)\"", c.source)}
     assert len(names) <= 1, names
     return names.pop() if names else None
-
-
-def _finished_work(out: Path) -> dict:
-    """Each run's measurements and snapshots and each analysis step, with its modification time."""
-    paths = [*(out / pipeline.SWEEPS_DIR).rglob(pipeline.MEASURED_FILE), *(out / pipeline.SWEEPS_DIR).rglob("*.pt"),
-             *(out / pipeline.STEPS_DIR).glob("*.json")]
-    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in paths}
 
 
 def test_there_are_notebooks():
@@ -51,11 +43,11 @@ def test_notebook_executes(path, tmp_path, monkeypatch, study_smoke):
         # exercises its own code without training the study a second time.
         out, _ = study_smoke(name)
         shutil.copytree(out, tmp_path / "runs" / f"{name}-smoke")
-        finished = _finished_work(tmp_path / "runs" / f"{name}-smoke")
+        finished = finished_work(tmp_path / "runs" / f"{name}-smoke")
     NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
     if name is not None:  # the notebook reused the copied output: nothing redone, nothing written elsewhere
         assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [f"{name}-smoke"]
-        after = _finished_work(tmp_path / "runs" / f"{name}-smoke")
+        after = finished_work(tmp_path / "runs" / f"{name}-smoke")
         assert {k: after.get(k) for k in finished} == finished  # a notebook's own extra runs (a λ sweep) may add

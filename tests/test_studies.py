@@ -9,6 +9,7 @@ import shutil
 import textwrap
 
 import pytest
+from conftest import finished_work
 
 import vaetransfer
 from vaetransfer import cli, config as vconfig, studies
@@ -521,13 +522,6 @@ def test_step_runs_once_per_key_and_outputs(tmp_path):
 
 
 # ---------------------------------------------------------------------------------- every registered study
-def _stage_files(out):
-    """What a re-run must not touch: each run's measurements and snapshots, each analysis step."""
-    paths = sorted((out / pipeline.SWEEPS_DIR).rglob(pipeline.MEASURED_FILE)) + \
-        sorted((out / pipeline.SWEEPS_DIR).rglob("*.pt")) + sorted((out / pipeline.STEPS_DIR).glob("*.json"))
-    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in paths}
-
-
 @pytest.mark.parametrize("name", studies.available())
 def test_every_study_runs_at_smoke_with_one_schema_and_resumes(name, study_smoke, tmp_path):
     out, r = study_smoke(name)
@@ -553,12 +547,12 @@ def test_every_study_runs_at_smoke_with_one_schema_and_resumes(name, study_smoke
         assert (out / fig).read_bytes()[:8] == PNG and f"({fig})" in index, fig
     # A second run reuses everything: no run re-measured, no snapshot rewritten, no step redone —
     # also when the output folder has moved (a copy elsewhere: nothing may be keyed by its path).
-    before = _stage_files(out)
+    before = finished_work(out)
     assert before
     assert str(out) not in (out / pipeline.RESULTS_FILE).read_text()  # no absolute path of the output in its results
     moved = tmp_path / "moved" / name
     shutil.copytree(out, moved)
     again = studies.run_study(name, moved, preset="smoke", progress=False,
                               execution=studies.Execution(workers=2, threads=1))
-    assert _stage_files(moved) == before
+    assert finished_work(moved) == before
     assert again["analysis"] == r["analysis"] and again["findings"] == r["findings"]
