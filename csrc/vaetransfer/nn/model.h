@@ -55,7 +55,8 @@ class Model : public torch::nn::Module {
   // Whether training this family under a lower precision is supported (its training forward
   // goes through run_layers).
   virtual bool supports_precision() const { return true; }
-  // Per-example noise for n examples drawn from `gen` (undefined for deterministic models).
+  // Per-example noise for n examples drawn from `gen` on its device, then moved to the model's
+  // (undefined for deterministic models).
   virtual at::Tensor draw_noise(int64_t n, at::Generator& gen) const { return {}; }
   // The noise that makes the model deterministic (a VAE's zero ε: z = mean); undefined if none.
   virtual at::Tensor zero_noise(int64_t n) const { return {}; }

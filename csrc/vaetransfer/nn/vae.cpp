@@ -140,7 +140,9 @@ VAE::VAE(const std::string& architecture, const Params& p, uint64_t seed)
 }
 
 at::Tensor VAE::draw_noise(int64_t n, at::Generator& gen) const {
-  return at::randn({n, latent_dim_}, gen, at::TensorOptions().device(device()).dtype(at::kFloat));
+  // Drawn on the generator's device: a CPU generator gives the same ε for a seed whatever the
+  // model's device (analyses, evaluation); the trainer's own stream lives on the model's device.
+  return at::randn({n, latent_dim_}, gen, at::TensorOptions().device(gen.device()).dtype(at::kFloat)).to(device());
 }
 
 at::Tensor VAE::zero_noise(int64_t n) const {

@@ -53,7 +53,8 @@ std::map<std::string, at::Tensor> evaluate(nn::Model& model, const Task& task, c
   std::vector<std::string> order;
   for (int64_t s = 0, i = 0; s < n; s += o.batch_size, ++i) {
     const int64_t e = std::min(n, s + o.batch_size);
-    auto gen = nn::make_generator(model.device(), splitmix64(o.seed ^ splitmix64(static_cast<uint64_t>(i))));
+    // A CPU stream: sampled evaluations are the same on every device (dropout is off in eval mode).
+    auto gen = nn::make_generator(at::kCPU, splitmix64(o.seed ^ splitmix64(static_cast<uint64_t>(i))));
     EvalContext ctx{&gen, o.z.defined() ? o.z.slice(0, s, e).to(model.device()) : at::Tensor()};
     for (auto& [name, t] : task.evaluate(model, batch_of(model, x, y, s, e, o.data_scale), ctx)) {
       if (!parts.count(name)) order.push_back(name);
