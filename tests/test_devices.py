@@ -54,7 +54,8 @@ def test_a_seed_names_the_same_noise_on_every_device(images, device):
     assert set(a) == set(b)
     for name in a:
         assert b[name].device.type == "cpu"
-        torch.testing.assert_close(b[name], a[name], rtol=1e-4, atol=1e-3, msg=name)
+        # rtol as the other cross-device checks: cuDNN convolutions may run in TF32 on the GPU.
+        torch.testing.assert_close(b[name], a[name], rtol=1e-3, atol=1e-3, msg=name)
 
 
 @pytest.mark.parametrize("device", DEVICES)
