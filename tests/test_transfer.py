@@ -659,7 +659,7 @@ def test_annealed_settings_ramp_over_their_share_of_the_steps_and_bad_ones_are_n
     c = transfer.PRESETS["medium"]
     ramps = {v.label: transfer.core._objective(c, v).params["iteration_threshold"]
              for v in c.variants + c.annealed_settings if v.objective == "annealed-vae"}
-    assert ramps == {"annealed": 1333, "annealed-gamma100": 1333, "annealed-gamma10": 1333, "annealed-slowramp": 4000}
+    assert ramps == {"annealed": 666, "annealed-gamma100": 666, "annealed-gamma10": 666, "annealed-slowramp": 2000}
     assert "ramp_fraction" not in transfer.core._objective(c, c.annealed_settings[2]).params
     assert [r["variant"] for r in transfer.analysis._annealed_runs(c, {})] == [v.label for v in c.annealed_settings]
     assert transfer.analysis._annealed_runs(transfer.PRESETS["small"], {}) == []  # only with the diagnostics
