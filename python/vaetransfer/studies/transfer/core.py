@@ -208,10 +208,10 @@ PRESETS: dict[str, Config] = {
     # Retraining gets 400 steps: at 200, re-initialised layers had not recovered, so retraining
     # more of them made the loss worse. The cross-check twins start from torch's own
     # initialisation (independent of the core's, init "torch"). Measured on this machine's 2 cores
-    # (2 workers of 1 thread): 0.10 s a conv-VAE step per worker, so the 27 models ≈ 45 min, the
-    # 47 retraining runs ≈ 16 min, the 6 twins and 3 Annealed settings ≈ 15 min, the analysis
-    # (3 seeds, 20-block jackknife intervals) the rest. A 4,000-step version of this preset
-    # (both twin starts) took ~7 h here, too long for the two hours.
+    # (2 workers of 1 thread, 0.08–0.10 s a conv-VAE step per worker), the whole preset in one run:
+    # 7,218 s wall — the 27 models 36 min, the 47 retraining runs 8 min, the 6 twins and 3 Annealed
+    # settings 20 min, the analysis (3 seeds, 20-block jackknife intervals) ~1 h beside other work.
+    # A 4,000-step version (both twin starts) took ~7 h here, too long for the two hours.
     "medium": Config(seeds=(0, 1, 2), steps=2000, snapshots=8, retrain_steps=400, ci_resamples=20, crosscheck=True,
                      crosscheck_inits=("torch",)),
     # The paper (Table 5; §3): 5 seeds, 300k steps of batch 64, all images with a 90/10 split,
