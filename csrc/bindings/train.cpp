@@ -30,6 +30,7 @@ py::dict eval_dict(const train::EvalReport& e) {
 
 void init_train(py::module_& m) {
   using namespace vaetransfer::train;
+  using namespace vaetransfer::schedules;
   static py::handle diverged =
       py::exception<TrainingDivergedError>(m, "TrainingDivergedError", PyExc_FloatingPointError).release();
   py::register_exception_translator([](std::exception_ptr p) {

@@ -17,8 +17,8 @@ class AnnealedVAE : public VAEObjective {
   }
   std::vector<WeightSpec> weights() const override {
     const auto& p = params();
-    return {{"gamma", train::constant_schedule(p.number("gamma"))},
-            {"capacity", train::make_schedule("linear", {{"start", 0.0},
+    return {{"gamma", schedules::constant_schedule(p.number("gamma"))},
+            {"capacity", schedules::make_schedule("linear", {{"start", 0.0},
                                                          {"end", p.number("c_max")},
                                                          {"steps", p.integer("iteration_threshold")}})}};
   }

@@ -22,7 +22,7 @@ class BetaTCVAE : public VAEObjective {
   }
   bool computes_tc() const override { return true; }
   std::vector<WeightSpec> weights() const override {
-    return {{"beta", train::constant_schedule(params().number("beta"))}};
+    return {{"beta", schedules::constant_schedule(params().number("beta"))}};
   }
   at::Tensor regularizer(const nn::VAEOutputs& out, const Weights& w, VAETerms& t) const override {
     t.tc = estimators::minibatch_total_correlation(out.z, out.mean, out.logvar, dataset_size(), sampling_).tc;

@@ -9,7 +9,7 @@ class BetaVAE : public VAEObjective {
  public:
   explicit BetaVAE(const Params& p) : VAEObjective(p) { check_weight(p.number("beta"), "beta"); }
   std::vector<WeightSpec> weights() const override {
-    return {{"beta", train::constant_schedule(params().number("beta"))}};
+    return {{"beta", schedules::constant_schedule(params().number("beta"))}};
   }
   at::Tensor regularizer(const nn::VAEOutputs&, const Weights& w, VAETerms& t) const override {
     return w.at("beta") * t.kl;

@@ -16,7 +16,7 @@ class DIPVAEII : public VAEObjective {
   std::vector<WeightSpec> weights() const override {
     const auto& p = params();
     const double od = p.number("lambda_od"), d = p.given("lambda_d") ? p.number("lambda_d") : od;
-    return {{"lambda_od", train::constant_schedule(od)}, {"lambda_d", train::constant_schedule(d)}};
+    return {{"lambda_od", schedules::constant_schedule(od)}, {"lambda_d", schedules::constant_schedule(d)}};
   }
   at::Tensor regularizer(const nn::VAEOutputs& out, const Weights& w, VAETerms& t) const override {
     const auto& mu = out.mean;  // [m, L]

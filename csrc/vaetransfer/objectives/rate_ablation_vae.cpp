@@ -24,7 +24,7 @@ class RateAblationVAE : public VAEObjective {
                  dataset_size());
   }
   std::vector<WeightSpec> weights() const override {
-    return {{"beta", train::constant_schedule(params().number("beta"))}};
+    return {{"beta", schedules::constant_schedule(params().number("beta"))}};
   }
   std::vector<std::string> extra_columns() const override { return {"mutual_information", "marginal_kl"}; }
   at::Tensor regularizer(const nn::VAEOutputs& out, const Weights& w, VAETerms& t) const override {

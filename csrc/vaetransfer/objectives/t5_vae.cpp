@@ -29,7 +29,7 @@ class T5VAEObjective : public TextTask {
     VT_CHECK_ARG(std::isfinite(free_bits_) && free_bits_ >= 0, "free_bits", "expected >= 0 (0: off), got ", free_bits_);
     VT_CHECK_ARG(deletion_ >= 0 && deletion_ < 1, "deletion", "expected a deletion rate in [0, 1), got ", deletion_);
   }
-  std::vector<WeightSpec> weights() const override { return {{"beta", train::constant_schedule(beta_)}}; }
+  std::vector<WeightSpec> weights() const override { return {{"beta", schedules::constant_schedule(beta_)}}; }
   std::vector<std::string> columns(const nn::Model&) const override {
     return {"reconstruction", "kl", "kl_thresholded", "neg_elbo", "cross_entropy", "accuracy", "tokens"};
   }

@@ -15,7 +15,7 @@
 #include "vaetransfer/common/params.h"
 #include "vaetransfer/nn/model.h"
 #include "vaetransfer/nn/reversible.h"
-#include "vaetransfer/train/schedule.h"
+#include "vaetransfer/schedules/schedule.h"
 
 namespace vaetransfer::objectives {
 
@@ -53,7 +53,7 @@ struct EvalContext {
 
 struct WeightSpec {
   std::string name;
-  train::SchedulePtr schedule;  // the default, from the task's parameters
+  schedules::SchedulePtr schedule;  // the default, from the task's parameters
 };
 
 class Task : public Registered {

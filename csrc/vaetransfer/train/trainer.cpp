@@ -33,7 +33,7 @@ std::string fmt(double v) {
 }  // namespace
 
 Trainer::Trainer(nn::ModelPtr model, objectives::TaskPtr task, std::vector<RegularizerSlot> regularizers,
-                 std::map<std::string, SchedulePtr> schedules, OptimizerSpec optimizer, at::Tensor data,
+                 std::map<std::string, schedules::SchedulePtr> schedules, OptimizerSpec optimizer, at::Tensor data,
                  at::Tensor labels, at::Tensor eval_data, at::Tensor eval_labels, TrainSpec spec)
     : model_(std::move(model)),
       task_(std::move(task)),

@@ -25,7 +25,7 @@
 #include "vaetransfer/objectives/task.h"
 #include "vaetransfer/regularizers/regularizer.h"
 #include "vaetransfer/train/optimizer.h"
-#include "vaetransfer/train/schedule.h"
+#include "vaetransfer/schedules/schedule.h"
 
 namespace vaetransfer::train {
 
@@ -63,7 +63,7 @@ struct TrainSpec {
 struct RegularizerSlot {
   std::string label;  // history column of the term; the weight is "<label>_weight"
   regularizers::RegularizerPtr regularizer;
-  SchedulePtr weight;
+  schedules::SchedulePtr weight;
 };
 
 // One step's report (after the update of step `step`, 1-based): values aligned with columns().
@@ -100,7 +100,7 @@ class Trainer {
   // device); `labels`: int64 [N] or undefined; `eval_data`/`eval_labels`: the held-out set (may
   // be undefined). `schedules` override the task's weights by name.
   Trainer(nn::ModelPtr model, objectives::TaskPtr task, std::vector<RegularizerSlot> regularizers,
-          std::map<std::string, SchedulePtr> schedules, OptimizerSpec optimizer, at::Tensor data, at::Tensor labels,
+          std::map<std::string, schedules::SchedulePtr> schedules, OptimizerSpec optimizer, at::Tensor data, at::Tensor labels,
           at::Tensor eval_data, at::Tensor eval_labels, TrainSpec spec);
 
   int64_t step() const { return step_; }
@@ -134,7 +134,7 @@ class Trainer {
   nn::ModelPtr model_;
   objectives::TaskPtr task_;
   std::vector<RegularizerSlot> regularizers_;
-  std::map<std::string, SchedulePtr> weights_;  // every weight: task defaults overridden by `schedules`
+  std::map<std::string, schedules::SchedulePtr> weights_;  // every weight: task defaults overridden by `schedules`
   std::vector<std::string> logged_weights_;     // non-constant ones: reported as columns
   Optimizer optimizer_;
   at::Tensor data_, labels_, eval_data_, eval_labels_;

@@ -15,7 +15,7 @@
 
 #include "vaetransfer/common/params.h"
 
-namespace vaetransfer::train {
+namespace vaetransfer::schedules {
 
 class Schedule : public Registered {
  public:
@@ -35,4 +35,4 @@ using ScheduleRegistry = Registry<Schedule>;
 SchedulePtr make_schedule(const std::string& kind, const std::map<std::string, ParamValue>& params);
 SchedulePtr constant_schedule(double value);
 
-}  // namespace vaetransfer::train
+}  // namespace vaetransfer::schedules

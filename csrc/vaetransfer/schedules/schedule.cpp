@@ -1,4 +1,4 @@
-#include "vaetransfer/train/schedule.h"
+#include "vaetransfer/schedules/schedule.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "vaetransfer/common/check.h"
 
-namespace vaetransfer::train {
+namespace vaetransfer::schedules {
 
 std::string Schedule::describe() const {
   std::ostringstream out;
@@ -110,4 +110,4 @@ VT_REGISTER(ScheduleRegistry,
               {"delay", ParamType::Int, int64_t{0}, "steps at `start` before the first cycle"}},
              [](const Params& p) -> std::unique_ptr<Schedule> { return std::make_unique<Cyclical>(p); }});
 
-}  // namespace vaetransfer::train
+}  // namespace vaetransfer::schedules
