@@ -9,7 +9,9 @@
 
 Models run under ``torch.no_grad()`` in their current train/eval mode (trained runs load in eval
 mode). Activations are stored flattened after the example axis, as ``dtype`` (float16/bfloat16
-halve the memory of n = 5,000 conv activations).
+halve the memory of n = 5,000 conv activations), in an :class:`Activations` mapping whose
+``parts`` say which part of the model each layer is in (core models declare them; the similarity
+quadrants read them).
 """
 from __future__ import annotations
 
@@ -22,10 +24,23 @@ import torch
 from ._C import ArgumentError, ArgumentTypeError
 from ._checks import argument_error as _error
 from ._checks import check_device, check_flag, check_seed
+from .nn import Model
 
-__all__ = ["activations"]
+__all__ = ["Activations", "activations"]
 
 _STORAGE_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+class Activations(OrderedDict):
+    """``name → (n, p)`` activations in the network's order, with ``parts``: ``name → part``
+    (``input``, ``encoder``, ``latent``, ``decoder``, ``head``) as the model declares them
+    (:attr:`vaetransfer.nn.Model.layers`), or None when the model declares none (a plain
+    ``torch.nn.Module``). An ordinary ``OrderedDict`` otherwise: a new mapping built from it (e.g.
+    a dict comprehension) carries no parts."""
+
+    def __init__(self, *args, parts: Mapping[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.parts = None if parts is None else dict(parts)
 
 
 def _first_tensor(out):
@@ -100,25 +115,26 @@ def _custom_forward(custom: Callable, layers: Sequence[str] | None) -> Callable:
         missing = [k for k in names if k not in acts]
         if missing:
             raise _error(ArgumentError, "layers", f"unknown layers {missing} (known: {list(acts)})")
-        return OrderedDict((k, acts[k]) for k in names)
+        parts = getattr(acts, "parts", None)
+        return Activations(((k, acts[k]) for k in names), parts=parts if isinstance(parts, Mapping) else None)
 
     return forward
 
 
 def activations(model, x: torch.Tensor, layers: Sequence[str] | str | None = None, *, batch_size: int = 256,
                 seed: int = 0, use_mean: bool = False, dtype: torch.dtype = torch.float32,
-                device: torch.device | str | None = "cpu", **model_kwargs) -> "OrderedDict[str, torch.Tensor]":
+                device: torch.device | str | None = "cpu", **model_kwargs) -> Activations:
     """Activations of ``model`` on the ``n`` examples ``x: (n, ...)``, in chunks of ``batch_size``.
 
-    Returns ``OrderedDict[name, (n, p)]`` in the network's order, stored as ``dtype`` on ``device``.
+    Returns ``OrderedDict[name, (n, p)]`` in the network's order, stored as ``dtype`` on ``device``:
+    an :class:`Activations` whose ``parts`` are the layers' parts for a core model (None for a
+    plain ``torch.nn.Module``; those of a custom ``activations`` result when it has them).
     ``layers``: names to keep (default: every named layer; for a plain ``torch.nn.Module``, ``"input"``
     and every leaf submodule). ``seed`` / ``use_mean``: the noise of a core model's stochastic layers
     (one draw for all n rows). ``model_kwargs`` go to a plain module's forward or a custom
     ``activations``; a tensor whose first dimension is ``n`` is treated as per-example and sliced
     per chunk. Hooks are always removed, even when forward raises.
     """
-    from .nn import Model
-
     if not isinstance(x, torch.Tensor):
         raise _error(ArgumentTypeError, "x", f"expected a tensor of examples, got {type(x).__name__}")
     if x.dim() < 1 or x.shape[0] < 1:
@@ -162,6 +178,7 @@ def activations(model, x: torch.Tensor, layers: Sequence[str] | str | None = Non
                                                  "activations(x, layers)")
 
     out: "OrderedDict[str, torch.Tensor]" = OrderedDict()
+    declared = None
     with torch.no_grad():
         for start in range(0, n, batch_size):
             xb = x[start:start + batch_size].to(model_device)
@@ -169,6 +186,8 @@ def activations(model, x: torch.Tensor, layers: Sequence[str] | str | None = Non
                       if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == n else v)
                   for k, v in model_kwargs.items()}
             acts = forward(xb, **kw)
+            if declared is None and isinstance(getattr(acts, "parts", None), Mapping):
+                declared = acts.parts
             for name, a in acts.items():
                 if not isinstance(a, torch.Tensor) or a.dim() < 1 or a.shape[0] != xb.shape[0]:
                     got = f"shape {list(a.shape)}" if isinstance(a, torch.Tensor) else type(a).__name__
@@ -181,4 +200,6 @@ def activations(model, x: torch.Tensor, layers: Sequence[str] | str | None = Non
     if isinstance(model, Model):  # the core returns a dict: restore the network's order
         order = model.layer_names
         out = OrderedDict(sorted(out.items(), key=lambda kv: order.index(kv[0])))
-    return out
+        declared = dict(model.layers)
+    parts = None if declared is None else {k: declared[k] for k in out if k in declared}
+    return Activations(out, parts=parts if parts is not None and len(parts) == len(out) else None)

@@ -14,7 +14,8 @@ import torch  # noqa: E402
 
 from ._checks import check_int, check_number, check_tensor, type_error, value_error  # noqa: E402
 from .io import atomic_path  # noqa: E402
-from .similarity import decoder_start  # noqa: E402
+from .similarity.layout import decoder_start  # noqa: E402
+from .similarity.measures import display_name  # noqa: E402
 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> None:
@@ -145,13 +146,18 @@ def similarity_heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence
     averaged seed pairs are taken from it) or an ``(L_a, L_b)`` tensor/array with ``rows``/``cols``.
     Rows (y-axis) are model A's layers, columns (x-axis) model B's. The colour scale is fixed to
     [0, 1]. ``split_rows``/``split_cols``: index of the first decoder layer where the encoder/decoder
-    quadrant separators are drawn (``"auto"``: after ``sampled``, else before the first ``dec*``
-    layer; ``None``: no separator). The default title names the measure and, for Eq. 6 averages,
-    the number of seed pairs. Returns the axes.
+    quadrant separators are drawn (``"auto"``: before the first layer of the ``decoder`` part, from
+    the matrix's ``row_parts``/``col_parts``; for a tensor, or a matrix without parts, after
+    ``sampled``, else before the first ``dec*`` layer: :func:`vaetransfer.similarity.layout.decoder_start`;
+    ``None``: no separator). The default title names the measure
+    (:func:`vaetransfer.similarity.measures.display_name`) and, for Eq. 6 averages, the number of
+    seed pairs. Returns the axes.
     """
 
     measure, n_pairs = None, 1
+    row_parts = col_parts = None
     if hasattr(matrix, "values") and hasattr(matrix, "rows"):
+        row_parts, col_parts = getattr(matrix, "row_parts", None), getattr(matrix, "col_parts", None)
         rows = rows or matrix.rows
         cols = cols or matrix.cols
         measure, n_pairs = matrix.measure, matrix.n_pairs
@@ -186,8 +192,8 @@ def similarity_heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence
     ax.set_xticklabels(cols, rotation=90)
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(rows)
-    sr = decoder_start(rows) if split_rows == "auto" else split_rows
-    sc = decoder_start(cols) if split_cols == "auto" else split_cols
+    sr = decoder_start(rows, row_parts) if split_rows == "auto" else split_rows
+    sc = decoder_start(cols, col_parts) if split_cols == "auto" else split_cols
     if sr is not None and 0 < sr < len(rows):
         ax.axhline(sr - 0.5, color="white", linewidth=1.5)
     if sc is not None and 0 < sc < len(cols):
@@ -199,8 +205,7 @@ def similarity_heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence
                 ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6,
                         color="black" if v > 0.6 else "white")
     if title is None:
-        label = {"cka": "CKA", "cka_debiased": "debiased CKA", "procrustes": "Procrustes similarity",
-                 "min": "min(CKA, Procrustes)"}.get(measure, measure or "similarity")
+        label = display_name(measure) if measure else "similarity"
         title = f"{label}, averaged over {n_pairs} seed pairs" if n_pairs > 1 else label
     ax.set_title(title)
     if xlabel:
