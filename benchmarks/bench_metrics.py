@@ -17,7 +17,7 @@ implementations of the same definitions, side by side in one run.
    encoding (encode-bound), which the table shows.
 2. **Similarity** (``vaetransfer.similarity.similarity_matrix`` vs ``tests/reference_similarity_cca.py`` and
    ``tests/reference_similarity_neighbours.py``): two Locatello conv VAEs with random weights (seeds 0 and 1,
-   ``vaetransfer.torch_reference.ReferenceVAE``, as ``bench_similarity.py``), ``--n`` dSprites images, their
+   ``vaetransfer.export.ReferenceVAE``, as ``bench_similarity.py``), ``--n`` dSprites images, their
    15 named layers. Ours computes the whole 15 × 15 heatmap of each new measure; the per-pair NumPy reference
    runs on the block of layers with at most ``--ref-max`` features (it cannot finish the wide ones here), its
    mean time per pair × 225 is printed as the *extrapolated* full reference, with the agreement on the pairs
@@ -66,7 +66,7 @@ from _common import best_of, header, mem_available_gib, rss_kib  # noqa: E402
 import vaetransfer  # noqa: E402
 from vaetransfer import metrics  # noqa: E402
 from vaetransfer import similarity as sim  # noqa: E402
-from vaetransfer.torch_reference import ReferenceVAE  # noqa: E402
+from vaetransfer.export import ReferenceVAE  # noqa: E402
 
 TOLERANCE = 1e-9
 SECTIONS = ("disentanglement", "similarity", "ci")

@@ -1,5 +1,5 @@
 """RR reverse-pass cost: time per epoch of RR vs Std in our C++ loop (the paper reports +41.86 %),
-and our RR step vs the same RR written in plain PyTorch (torch_reference.train_python_rr: the
+and our RR step vs the same RR written in plain PyTorch (tests/reference_torch.py's train_python_rr: the
 twin with the same initial weights, idiomatic autograd, torch.optim.Adam), same batches, same
 thread count — all in one run.
 
@@ -18,15 +18,19 @@ errors and their backward) comes on top.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import tempfile
 import time
 
 import torch
 
-from _common import header
-import vaetransfer as vt
-from vaetransfer import rr
-from vaetransfer.torch_reference import train_python_rr
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+
+from _common import header  # noqa: E402
+from reference_torch import train_python_rr  # noqa: E402  (tests/: the plain-PyTorch RR baseline)
+import vaetransfer as vt  # noqa: E402
+from vaetransfer import rr  # noqa: E402
 
 
 def ours_epoch(model_cfg, x, y, batch, regs, epochs) -> float:

@@ -1,6 +1,6 @@
 """Similarity engine vs the per-pair formulations of the public libraries.
 
-Two Locatello conv VAEs (plain-PyTorch twins from ``vaetransfer.torch_reference``, random
+Two Locatello conv VAEs (plain-PyTorch twins from ``vaetransfer.export``, random
 weights with seeds 0 and 1 — timings do not depend on training), n dSprites images (64×64×1),
 their named layers (``input, enc1..enc5, mean, logvar, sampled, dec1..dec6``).
 
@@ -36,7 +36,7 @@ import torch
 
 import vaetransfer
 from vaetransfer import similarity as sim
-from vaetransfer.torch_reference import ReferenceVAE
+from vaetransfer.export import ReferenceVAE
 
 PAPER_CKA_CPU_S = 0.05  # ≈ 7,000 CPU-hours / 470 M scores (paper §"ethics": Xeon Gold 6136)
 PAPER_PROCRUSTES_A100_H = 30_000

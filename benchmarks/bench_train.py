@@ -24,16 +24,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import torch
 from torch import nn
 
-from _common import header
-import vaetransfer as vt
-from vaetransfer import _C
-from vaetransfer.torch_reference import train_python, train_python_classifier
-from vaetransfer.train import PRECISIONS
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+
+from _common import header  # noqa: E402
+from reference_torch import train_python_classifier  # noqa: E402  (tests/: the classifier baseline)
+import vaetransfer as vt  # noqa: E402
+from vaetransfer import _C  # noqa: E402
+from vaetransfer.studies.transfer.twin_training import train_python  # noqa: E402
+from vaetransfer.train import PRECISIONS  # noqa: E402
 
 
 def forward_macs(ref: nn.Module, shape) -> int:

@@ -25,7 +25,7 @@ from vaetransfer._C import ArgumentError, ArgumentTypeError
 from vaetransfer._checks import check_device
 from vaetransfer.text import T5Config, T5VAE, T5VAEConfig
 from vaetransfer.text import corpus
-from vaetransfer.text import t5_vae
+from vaetransfer.studies.kit import t5_vae_metrics
 
 E, T = ArgumentError, ArgumentTypeError
 
@@ -426,19 +426,19 @@ CASES = [
     ("T5VAE.generate_latent z NaN", lambda: _t5vae().generate_latent(torch.full((2, 4), math.nan)), E, "z", "finite"),
     ("T5VAE.forward noise shape (was RuntimeError)",
      lambda: _t5vae().forward(_ids(), labels=_ids(), noise=torch.zeros(6, 3)), E, "noise", "shape"),
-    ("t5_vae.evaluate batch float", lambda: t5_vae.evaluate(_t5vae(), _ids(), batch_size=2.5), T, "batch_size",
+    ("t5_vae_metrics.evaluate batch float", lambda: t5_vae_metrics.evaluate(_t5vae(), _ids(), batch_size=2.5), T, "batch_size",
      "batch"),
-    ("t5_vae.evaluate iw_samples negative", lambda: t5_vae.evaluate(_t5vae(), _ids(), iw_samples=-1), E, "iw_samples",
+    ("t5_vae_metrics.evaluate iw_samples negative", lambda: t5_vae_metrics.evaluate(_t5vae(), _ids(), iw_samples=-1), E, "iw_samples",
      ">= 0"),
-    ("t5_vae.evaluate mi_samples zero", lambda: t5_vae.evaluate(_t5vae(), _ids(), mi_samples=0), E, "mi_samples",
+    ("t5_vae_metrics.evaluate mi_samples zero", lambda: t5_vae_metrics.evaluate(_t5vae(), _ids(), mi_samples=0), E, "mi_samples",
      ">= 1"),
-    ("t5_vae.evaluate attributes list (was AttributeError)", lambda: t5_vae.evaluate(_t5vae(), _ids(), attributes=[1]),
+    ("t5_vae_metrics.evaluate attributes list (was AttributeError)", lambda: t5_vae_metrics.evaluate(_t5vae(), _ids(), attributes=[1]),
      T, "attributes", "mapping"),
-    ("t5_vae.evaluate attributes negative (was RuntimeError)",
-     lambda: t5_vae.evaluate(_t5vae(), _ids(), attributes={"a": [-1] * 6}), E, "attributes", ">= 0"),
-    ("t5_vae.evaluate attributes float (was truncated)",
-     lambda: t5_vae.evaluate(_t5vae(), _ids(), attributes={"a": [0.5] * 6}), T, "attributes", "integer"),
-    ("t5_vae.evaluate seed negative", lambda: t5_vae.evaluate(_t5vae(), _ids(), seed=-1), E, "seed", "seed"),
+    ("t5_vae_metrics.evaluate attributes negative (was RuntimeError)",
+     lambda: t5_vae_metrics.evaluate(_t5vae(), _ids(), attributes={"a": [-1] * 6}), E, "attributes", ">= 0"),
+    ("t5_vae_metrics.evaluate attributes float (was truncated)",
+     lambda: t5_vae_metrics.evaluate(_t5vae(), _ids(), attributes={"a": [0.5] * 6}), T, "attributes", "integer"),
+    ("t5_vae_metrics.evaluate seed negative", lambda: t5_vae_metrics.evaluate(_t5vae(), _ids(), seed=-1), E, "seed", "seed"),
     # text.T5, data loaders, registered configs, the core's density options and float32 overflow
     ("T5.generate max_new_tokens float (was truncated)", lambda: _t5().generate(_ids(), max_new_tokens=2.5), T,
      "max_new_tokens", "int"),

@@ -470,9 +470,9 @@ def test_public_lambda_conversion():
                                                   ("local", lambda: _mlp(seed=8, hidden=[12, 8, 8], residual=True),
                                                    (10, 12))])
 def test_the_benchmark_reference_reverse_pass_matches_ours(variant, make, x_shape):
-    """torch_reference.rr_reverse_pass (the Python baseline of benchmarks/bench_rr.py) computes the
+    """reference_torch.rr_reverse_pass (the Python baseline of benchmarks/bench_rr.py) computes the
     same pass as the core."""
-    from vaetransfer.torch_reference import rr_reverse_pass
+    from reference_torch import rr_reverse_pass
     model = make()
     x = torch.rand(*x_shape)
     twin = model.to_torch()

@@ -317,7 +317,7 @@ def test_activations_by_hooks_chunked_and_removed():
 
 
 def test_activations_protocol_and_reference_vae():
-    from vaetransfer.torch_reference import ReferenceVAE
+    from vaetransfer.export import ReferenceVAE
 
     torch.manual_seed(1)
     vae = ReferenceVAE("conv")

@@ -14,7 +14,7 @@ import torch
 from vaetransfer import objectives
 from vaetransfer._C import ArgumentError
 from vaetransfer.text import T5Config, T5VAE, T5VAEConfig
-from vaetransfer.text.t5_vae import AU_THRESHOLD, active_units_public, evaluate
+from vaetransfer.studies.kit.t5_vae_metrics import AU_THRESHOLD, active_units_public, evaluate
 
 VOCAB, EOS, PAD = 40, 1, 0
 
@@ -227,6 +227,7 @@ def _run_metrics(seed: int, new: bool = True) -> dict:
 
 
 def test_the_study_reports_each_metric_in_both_conventions():
+    from vaetransfer.config import config_to_dict
     from vaetransfer.studies import t5_vae as study
 
     results = {v: [{"seed": s, "settings": study.settings(v), "metrics": _run_metrics(s), "examples": {}}
@@ -234,7 +235,7 @@ def test_the_study_reports_each_metric_in_both_conventions():
     # A run measured before the public code's convention existed: its cells are empty, not wrong.
     results["plain"] = [{"seed": 0, "settings": study.settings("plain"), "metrics": _run_metrics(0, new=False),
                          "examples": {}}]
-    a = study.core._analysis(results)
+    a = study.analysis.summarise(results)
     row = a["summary"]["two-phase"]
     assert row["ppl_elbo_no_eos"] == {"mean": 60.5, "se": 0.5, "n": 2}
     assert row["ppl_iw_no_eos"]["mean"] == 44.5 and row["active_units_public"]["mean"] == 6.5
@@ -251,9 +252,9 @@ def test_the_study_reports_each_metric_in_both_conventions():
         for side in ("ours_key", "public_code_key"):
             assert d[side] is None or d[side] in study.METRICS
     # The report: the conventions table and every variant's values, each column labelled.
-    r = {"config": {**study.config_to_dict(study.Config()), "variants": list(results), "seeds": [0, 1]},
+    r = {"config": {**config_to_dict(study.Config()), "variants": list(results), "seeds": [0, 1]},
          "analysis": {**a, "t5_folder": "t5", "pretrain": None}, "figures": []}
-    text = study.report._report(r)
+    text = study.report.render_report(r)
     assert "## Conventions" in text and "| metric | ours | the paper's public code |" in text
     table = text[text.index("| metric | ours"):].split("\n\n")[0].splitlines()
     assert len(table) == 2 + len(conv) and all(line.count("|") == 4 for line in table)  # 3 cells a row

@@ -137,7 +137,7 @@ def test_two_phase_training_freezes_decoder_and_memory_projection_then_trains_al
 
 
 def test_evaluate_reports_the_elbo_terms_iw_bound_mi_and_active_units():
-    from vaetransfer.text.t5_vae import evaluate
+    from vaetransfer.studies.kit.t5_vae_metrics import evaluate
 
     model = T5VAE(config(pooling="max"), seed=0)
     x = sentences(120, seed=3)

@@ -13,7 +13,8 @@ import torch
 
 import vaetransfer as vt
 from vaetransfer import _C
-from vaetransfer.torch_reference import ReferenceVAE, kl_per_dim, reconstruction_loss
+from vaetransfer.export import ReferenceVAE
+from vaetransfer.studies.transfer.twin_training import kl_per_dim, reconstruction_loss
 from vaetransfer.train import load_snapshot, train_main
 
 ARCHS = [

@@ -4,6 +4,8 @@ A C++/LibTorch core (``vaetransfer._C``) with a thin, typed Python API.
 """
 from __future__ import annotations
 
+import importlib
+
 import torch  # noqa: F401  (loads libtorch before the compiled core)
 
 try:
@@ -13,7 +15,7 @@ except ImportError as e:  # typically an extension built against another torch (
                       "built against the torch installed now (>= 2.11): reinstall vaetransfer with "
                       "`pip install --no-build-isolation --no-deps -e .` (or `make build`)") from e
 from ._C import ArgumentError, ArgumentTypeError
-from . import data, estimators, io, plots, similarity
+from . import data, estimators, io, similarity
 from . import activations, nn, objectives, regularizers, schedules
 from .nn import VAE, Classifier, Model, ModelConfig, build_model
 from .objectives import ObjectiveConfig, TaskConfig
@@ -23,13 +25,27 @@ from .schedules import ScheduleConfig
 # `from vaetransfer.train import ...` statements.
 from .train import OptimizerConfig, PhaseConfig, Run, TrainConfig, TrainingDivergedError, load_run, train
 from . import rr  # noqa: E402  (after train: greedy_pretraining uses it)
-from . import text  # noqa: E402  (registers the T5 and T5-VAE wrappers with vaetransfer.nn)
 
 __version__ = "0.1.0"
 __all__ = ["ArgumentError", "ArgumentTypeError", "build_info", "activations", "data", "estimators", "nn", "objectives",
            "regularizers", "rr", "schedules", "similarity", "text", "Model", "VAE", "Classifier", "ModelConfig", "build_model",
            "ObjectiveConfig", "TaskConfig", "RegularizerConfig", "ScheduleConfig", "OptimizerConfig", "PhaseConfig",
            "TrainConfig", "Run", "TrainingDivergedError", "train", "load_run", "__version__"]
+
+# Loaded on first access (``vaetransfer.plots``, ``vaetransfer.text``), not by ``import vaetransfer``:
+# plots needs matplotlib, text the text stack. vaetransfer.nn imports vaetransfer.text itself when a
+# T5 or T5-VAE model is first built (nn.WRAPPER_MODULES).
+_LAZY_SUBMODULES = ("plots", "text")
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")  # the import binds it here as well
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES))
 
 
 def build_info() -> dict:

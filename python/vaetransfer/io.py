@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ._checks import bare_message, type_error, value_error
+
 __all__ = ["atomic_path", "write_json", "write_text", "read_json", "read_jsonl", "read_csv", "load_torch", "file_size", "read_bounded", "set_aside",
            "inside", "DirectoryLock",
            "output_dir", "TornRecordWarning", "CorruptFileWarning", "LOCK_FILE"]
@@ -86,7 +88,6 @@ def read_json(path: str | os.PathLike, argument: str, expect: type | None = None
     another type, e.g. ``[]`` where an object belongs; or, with ``limit``, is larger than that many
     bytes — checked before it is read) is an ArgumentError naming ``argument`` and the path (never
     a bare OSError, JSONDecodeError or a later AttributeError)."""
-    from ._checks import value_error
 
     path = Path(path)
     if limit is not None:
@@ -107,7 +108,6 @@ def read_json(path: str | os.PathLike, argument: str, expect: type | None = None
 def file_size(path: str | os.PathLike, argument: str, limit: int | None = None) -> int:
     """The size of the file ``path``, checked before the file is read: a missing file, or one over
     ``limit`` bytes, is an ArgumentError naming ``argument`` and the file."""
-    from ._checks import value_error
 
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -131,7 +131,6 @@ def inside(folder: str | os.PathLike, name, argument: str, source: str | os.Path
     a relative path that stays in the folder — no absolute path, no ``..`` part. The check is on
     the name, not on where links lead: links the folder's owner made are theirs (a Hugging Face
     cache's shards link to ``../../blobs``)."""
-    from ._checks import value_error
 
     if not isinstance(name, str) or not name or "\0" in name:
         raise value_error(argument, f"{str(source)!r} names {name!r}, which is not a file name")
@@ -144,9 +143,7 @@ def inside(folder: str | os.PathLike, name, argument: str, source: str | os.Path
 def load_torch(path: str | os.PathLike, argument: str, safe_globals: tuple = ()):
     """``torch.load(path, weights_only=True)`` on the CPU (never running a pickle's code); a file
     that cannot be read or is not such a file is an ArgumentError naming ``argument`` and the path."""
-    import torch
-
-    from ._checks import value_error
+    import torch  # only here: the file layer stays importable without it
 
     try:
         with torch.serialization.safe_globals(list(safe_globals)):
@@ -160,7 +157,6 @@ def load_torch(path: str | os.PathLike, argument: str, safe_globals: tuple = ())
 
 def _complete_lines(path: Path, argument: str) -> list[str]:
     """The lines of an appended log; a last line without its newline is torn and dropped."""
-    from ._checks import value_error
 
     try:
         text = path.read_bytes().decode("utf-8", errors="replace")
@@ -180,7 +176,6 @@ def set_aside(path: str | os.PathLike, problem: str | Exception, redo: str, *, a
     ``<name>.corrupt`` (replacing an earlier one) and warns with a :class:`CorruptFileWarning`:
     ``problem`` (what is wrong, naming the file) and ``redo`` (what happens now). A file that
     cannot be moved is an ArgumentError naming ``argument``."""
-    from ._checks import bare_message, value_error
 
     problem = bare_message(problem)
     moved = []
@@ -197,7 +192,6 @@ def set_aside(path: str | os.PathLike, problem: str | Exception, redo: str, *, a
 def read_jsonl(path: str | os.PathLike, argument: str) -> list[dict]:
     """The records of a JSON-lines log. A torn last record is dropped with a :class:`TornRecordWarning`;
     an unreadable record before the last is corruption: an ArgumentError naming the path and line."""
-    from ._checks import value_error
 
     path = Path(path)
     if not path.exists():
@@ -223,7 +217,6 @@ def read_jsonl(path: str | os.PathLike, argument: str) -> list[dict]:
 def read_csv(path: str | os.PathLike, argument: str) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of an appended CSV log. A torn last row (no newline, or too few fields) is
     dropped with a :class:`TornRecordWarning`; a short row before it is corruption."""
-    from ._checks import value_error
 
     path = Path(path)
     lines = _complete_lines(path, argument)
@@ -246,7 +239,6 @@ def read_csv(path: str | os.PathLike, argument: str) -> tuple[list[str], list[li
 def output_dir(path: str | os.PathLike, argument: str = "out_dir") -> Path:
     """``path`` as an output directory, created if missing; a path naming a file (or below one), or
     one that cannot be created, is an ArgumentError naming ``argument``."""
-    from ._checks import type_error, value_error
 
     if not isinstance(path, (str, os.PathLike)) or str(path) == "":
         raise type_error(argument, f"expected a directory path, got {path!r}")
@@ -280,7 +272,6 @@ class DirectoryLock:
         self._key: str | None = None
 
     def __enter__(self) -> "DirectoryLock":
-        from ._checks import value_error
 
         path = output_dir(self.directory, self.argument) / LOCK_FILE
         key = os.path.realpath(path)

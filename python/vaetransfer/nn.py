@@ -19,6 +19,7 @@ layer, a parameter name or any dotted prefix (``"block1.bn"``).
 """
 from __future__ import annotations
 
+import importlib
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Sequence
@@ -28,6 +29,7 @@ import torch
 from . import _C
 from ._checks import (check_device, check_flag, check_int, check_number, check_seed, check_str, check_tensor, is_int,
                       type_error, value_error)
+from .export import to_torch
 
 __all__ = ["ModelConfig", "Model", "VAE", "Classifier", "build_model", "architectures"]
 
@@ -138,13 +140,25 @@ def build_model(config: ModelConfig | None = None, seed: int = 0, device: str = 
     """The model ``config`` describes, initialised from ``seed``: a :class:`VAE` or a :class:`Classifier`."""
     config = config if config is not None else ModelConfig()
     impl = _build(config, seed, device)
-    return WRAPPERS.get(impl.family, Model)._wrap(impl, config)
+    return wrapper(impl.family)._wrap(impl, config)
 
 
 #: The Python wrapper of each model family of the core (``family`` → class). A subclass of
 #: :class:`Model` that sets ``_family`` registers itself (the text package registers T5 and T5-VAE),
 #: so this module needs to know no family but its own.
 WRAPPERS: dict[str, type] = {}
+
+#: The module that defines (and so registers) the wrapper of a family built elsewhere, imported by
+#: name when such a model is first built: ``import vaetransfer`` does not load the text stack.
+WRAPPER_MODULES: dict[str, str] = {"t5": "vaetransfer.text", "t5-vae": "vaetransfer.text"}
+
+
+def wrapper(family: str) -> type:
+    """The Python class of the core's model family ``family`` (:class:`Model` when none is
+    registered), importing the module of :data:`WRAPPER_MODULES` that registers it on first use."""
+    if family not in WRAPPERS and family in WRAPPER_MODULES:
+        importlib.import_module(WRAPPER_MODULES[family])
+    return WRAPPERS.get(family, Model)
 
 
 class Model:
@@ -296,31 +310,8 @@ class Model:
                                 check_flag(use_mean, "use_mean"))
 
     def to_torch(self) -> torch.nn.Module:
-        """The plain-PyTorch twin (``vaetransfer.torch_reference``) with these weights and buffers, on the CPU."""
-        from . import torch_reference as ref
-
-        p = self.params
-        empty_none = lambda v: tuple(v) if v else None  # noqa: E731
-        arch = self.architecture
-        if self.family == "vae":
-            twin = ref.ReferenceVAE(arch, tuple(p["input_shape"]), p["latent_dim"], empty_none(p.get("kernel_sizes")),
-                                    empty_none(p.get("decoder_kernel_sizes")), p.get("depth"), p.get("width"),
-                                    empty_none(p.get("hidden")))
-        elif arch == "conv4":
-            twin = ref.ReferenceConv4Classifier(tuple(p["input_shape"]), p["num_classes"], p["channels"], p["blocks"],
-                                                p["block_order"])
-        elif arch == "conv-classifier":
-            twin = ref.ReferenceConvClassifier(tuple(p["input_shape"]), p["num_classes"],
-                                               empty_none(p["kernel_sizes"]) or (4, 4, 4, 4))
-        elif arch == "mlp-classifier":
-            hidden = tuple(p["hidden"]) or (p["width"],) * p["depth"]
-            twin = ref.ReferenceMLPClassifier(tuple(p["input_shape"]), p["num_classes"], hidden, p["batch_norm"],
-                                              p["activation"], p.get("residual", False))
-        else:
-            raise value_error("architecture", f"no plain-PyTorch twin for {arch!r}")
-        twin.load_state_dict({k: v.cpu() for k, v in self.state_dict().items()})
-        twin.train(self.training)
-        return twin
+        """The plain-PyTorch twin (:func:`vaetransfer.export.to_torch`) with these weights and buffers, on the CPU."""
+        return to_torch(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.architecture!r}, {len(self.parameter_names)} parameters, {self.device})"

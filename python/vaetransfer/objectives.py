@@ -22,6 +22,9 @@ import torch
 from . import _C
 from ._checks import check_int, check_number, check_seed, check_str, check_tensor, type_error, value_error
 from ._registry import RegisteredConfig, listing
+from .data import as_dataset
+from .estimators import check_sampled_logvar
+from .nn import Model
 
 __all__ = ["ObjectiveConfig", "TaskConfig", "make_objective", "registered", "objective_names", "OBJECTIVES",
            "log_likelihood", "negative_log_likelihood", "gaussian_kl", "evaluate", "importance_weighted_log_likelihood"]
@@ -118,7 +121,6 @@ def gaussian_kl(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     return _C.objectives.gaussian_kl(mean, logvar)
 
 
-
 def _task(objective, n: int) -> "_C.objectives.Task":
     """The core task of ``objective``; its minibatch estimators' data-set size (unused by the
     evaluation, required by some objectives) is the ``n`` evaluated examples."""
@@ -132,8 +134,6 @@ def _task(objective, n: int) -> "_C.objectives.Task":
 
 
 def _model_impl(model):
-    from .nn import Model
-
     if not isinstance(model, Model):
         raise type_error("model", f"expected a vaetransfer model, got {type(model).__name__}")
     return model._impl
@@ -141,8 +141,6 @@ def _model_impl(model):
 
 def _examples(data, label: str | None):
     """(x, y, data_scale) of anything :func:`vaetransfer.data.as_dataset` accepts."""
-    from .data import as_dataset
-
     ds = as_dataset(data, label=label)
     return ds.images, ds.labels, float(ds.scale)
 
@@ -182,8 +180,6 @@ def importance_weighted_log_likelihood(model, objective="beta-vae", data=None, *
     :func:`evaluate`) and the objective's own likelihood decoded by the core model — no Python
     callback. Returns :class:`vaetransfer.estimators.IWEstimate` (``log_px`` and the Monte-Carlo
     ``elbo`` of the same samples, [N] each)."""
-    from .estimators import check_sampled_logvar
-
     impl = _model_impl(model)
     check_tensor(mean, "mean")
     check_tensor(logvar, "logvar")

@@ -31,6 +31,7 @@ from typing import Callable, Sequence
 import torch
 
 from . import _C
+from . import data as vdata
 from ._checks import ArgumentError, type_error, value_error
 from .data import Dataset, as_dataset
 from .config import config_from_dict, config_to_dict
@@ -521,8 +522,6 @@ def _parse_value(text: str):
 
 def train_main(argv: Sequence[str] | None = None) -> int:
     """``vaetransfer train --dataset dsprites --objective beta-tc-vae --set beta=4 --steps 3000 --out runs/x``."""
-    from . import data as vdata
-
     p = argparse.ArgumentParser(prog="vaetransfer train", description="Train a model (resumes a half-finished run).")
     p.add_argument("--dataset", choices=sorted(vdata.DOMAINS), required=True, help="a registered data set")
     p.add_argument("--data-dir", default=None, help="the folder of a data set read from files (e.g. cifar10)")

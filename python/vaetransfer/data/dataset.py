@@ -10,16 +10,13 @@ import numpy as np
 import torch
 
 from .. import _C
-from .._checks import argument_error, check_device, check_flag, check_seed, is_int, type_error, value_error
+from .._checks import argument_error, check_device, check_seed, is_int, type_error, value_error
 
 Indices = Union[None, slice, range, Sequence[int], np.ndarray, torch.Tensor]
 
 
 # ---------------------------------------------------------------- argument checks
-# (the package's one set, under the names this package's data modules use)
-_is_int, _check_seed, _check_flag = is_int, check_seed, check_flag
-
-
+# Shared by this package's generators and loaders: public names, internal to vaetransfer.data.
 def _slice_rows(indices: slice, n: int, argument: str) -> torch.Tensor:
     """The rows of ``range(n)[indices]`` (negative steps included) as int64."""
     try:
@@ -29,14 +26,14 @@ def _slice_rows(indices: slice, n: int, argument: str) -> torch.Tensor:
     return torch.from_numpy(np.arange(rows.start, rows.stop, rows.step, dtype=np.int64))
 
 
-def _index_tensor(indices: Indices, count: int) -> torch.Tensor | None:
+def index_tensor(indices: Indices, count: int) -> torch.Tensor | None:
     """The accepted index forms as an int64 tensor for the core's generators, which check the
     range themselves (None: every row)."""
     if indices is None:
         return None
     if isinstance(indices, slice):
         return _slice_rows(indices, count, "indices")
-    if _is_int(indices):
+    if is_int(indices):
         raise type_error("indices", "expected a sequence of indices, got a single int (wrap it in a list)")
     try:
         idx = torch.as_tensor(np.asarray(indices) if isinstance(indices, range) else indices)
@@ -45,12 +42,12 @@ def _index_tensor(indices: Indices, count: int) -> torch.Tensor | None:
     return idx.long() if idx.numel() == 0 else idx  # `[]` comes out as float
 
 
-def _checked_indices(indices, n: int, argument: str) -> torch.Tensor:
+def checked_indices(indices, n: int, argument: str) -> torch.Tensor:
     """int64 [k] row indices in [0, n) from a sequence, range, slice, array, integer tensor or
     boolean mask of length n; anything else raises a named error for ``argument``."""
     if isinstance(indices, slice):
         return _slice_rows(indices, n, argument)
-    if _is_int(indices):
+    if is_int(indices):
         raise type_error(argument, "expected a sequence of indices, got a single int (wrap it in a list)")
     if indices is None or isinstance(indices, (str, bytes)):
         raise type_error(argument, f"expected a sequence of integers, got {type(indices).__name__}")
@@ -76,15 +73,15 @@ def _checked_indices(indices, n: int, argument: str) -> torch.Tensor:
     return idx
 
 
-def _rows(indices: Indices, count: int) -> torch.Tensor:
+def row_indices(indices: Indices, count: int) -> torch.Tensor:
     """The rows a loader reads: all ``count`` of them, or the checked ``indices``."""
-    return torch.arange(count) if indices is None else _checked_indices(indices, count, "indices")
+    return torch.arange(count) if indices is None else checked_indices(indices, count, "indices")
 
 
-def _label_tensor(labels) -> torch.Tensor:
+def label_tensor(labels) -> torch.Tensor:
     if isinstance(labels, torch.Tensor):
         return labels
-    if isinstance(labels, (str, bytes)) or _is_int(labels):
+    if isinstance(labels, (str, bytes)) or is_int(labels):
         raise type_error("labels", f"expected a sequence of class labels, got {type(labels).__name__}")
     try:
         return torch.as_tensor(np.asarray(labels))
@@ -92,7 +89,7 @@ def _label_tensor(labels) -> torch.Tensor:
         raise type_error("labels", f"expected a sequence of class labels, got {type(labels).__name__}") from exc
 
 
-def _as_tensor(value, argument: str) -> torch.Tensor:
+def as_tensor(value, argument: str) -> torch.Tensor:
     """``value`` (a tensor, an array or nested numbers) as a tensor; anything else a named error."""
     if isinstance(value, torch.Tensor):
         return value
@@ -104,7 +101,7 @@ def _as_tensor(value, argument: str) -> torch.Tensor:
         raise type_error(argument, f"expected a tensor or an array of numbers, got {type(value).__name__}") from exc
 
 
-def _core_call(call, argument: str):
+def core_call(call, argument: str):
     """Runs ``call``, a renderer of the core whose one tensor argument keeps the name of the public
     files' key, so that its errors name this module's ``argument`` instead."""
     try:
@@ -220,7 +217,7 @@ class Dataset:
         put = object.__setattr__
         k = self.num_classes
         if k is not None:
-            if not _is_int(k):
+            if not is_int(k):
                 raise type_error("num_classes", f"expected an int, got {type(k).__name__}")
             if k < 1:
                 raise value_error("num_classes", f"expected at least 1 class, got {k}")
@@ -304,7 +301,7 @@ class Dataset:
             if not f.shape[0]:
                 raise value_error("factor_sizes", "cannot be inferred from an empty set of factors; give it")
             return tuple(int(v) + 1 for v in f.amax(0))
-        if isinstance(sizes, str) or not isinstance(sizes, (tuple, list)) or not all(_is_int(s) and s >= 1 for s in sizes):
+        if isinstance(sizes, str) or not isinstance(sizes, (tuple, list)) or not all(is_int(s) and s >= 1 for s in sizes):
             raise type_error("factor_sizes", f"expected a tuple of class counts >= 1, got {sizes!r}")
         if len(sizes) != columns:
             raise value_error("factor_sizes", f"expected {columns} sizes (one per factor column), got {len(sizes)}")
@@ -332,7 +329,7 @@ class Dataset:
     def subset(self, indices: Indices) -> "Dataset":
         """The rows ``indices`` (a sequence, range, slice, array, integer tensor in [0, N) or
         boolean mask of length N), in that order, with the other fields unchanged."""
-        idx = _checked_indices(indices, len(self), "indices")
+        idx = checked_indices(indices, len(self), "indices")
 
         def pick(t):
             if t is None:
@@ -348,7 +345,7 @@ class Dataset:
         ``indices``, on ``device`` (default: the CPU). Shares memory with ``images`` only when
         they are float32 already, ``scale`` is 1 and no indices/device change them."""
         images = self._images()
-        x = images if indices is None else images[_checked_indices(indices, len(self), "indices")]
+        x = images if indices is None else images[checked_indices(indices, len(self), "indices")]
         if device is not None:
             x = x.to(check_device(device))
         out = x.to(torch.float32)
@@ -366,7 +363,7 @@ class Dataset:
                 f"labels={labels}, factors={list(self.factor_names) or None}{extras}{rows})")
 
 
-def _labelled_by(ds: Dataset, label) -> Dataset:
+def labelled_by(ds: Dataset, label) -> Dataset:
     """``ds`` with the classes of its factor ``label`` as labels, that factor's class count as
     ``num_classes``."""
     if not isinstance(label, str):
@@ -380,7 +377,7 @@ def _labelled_by(ds: Dataset, label) -> Dataset:
     return replace(ds, labels=ds.factors[:, column].contiguous(), num_classes=ds.factor_sizes[column])
 
 
-def _dataset_from_tensor(images) -> Dataset:
+def dataset_from_tensor(images) -> Dataset:
     """Images [N, *input_shape] as a Dataset: uint8 gets scale 1/255 when its maximum exceeds 1
     (else 1) and a channel axis when 3-D; floating and int64 (token ids) get scale 1."""
     if isinstance(images, np.ndarray):
@@ -412,14 +409,14 @@ def split_indices(n: int, test_fraction: float = 0.1, *, seed: int = 0) -> tuple
     code of *How good are variational autoencoders at transfer learning?*, whose Table 5 sets
     a 90/10 train/test split, never put the last example in its test split.) Both parts must
     be non-empty."""
-    if not _is_int(n) or n < 0:
+    if not is_int(n) or n < 0:
         raise value_error("n", f"expected a count >= 0, got {n!r}")
     if isinstance(test_fraction, (bool, np.bool_)) or not isinstance(test_fraction, (int, float, np.integer, np.floating)):
         raise type_error("test_fraction", f"expected a number in (0, 1), got {type(test_fraction).__name__}")
     f = float(test_fraction)
     if not 0.0 < f < 1.0:  # NaN fails too
         raise value_error("test_fraction", f"expected a fraction in (0, 1), got {test_fraction!r}")
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     k = round(f * int(n))
     if not 0 < k < n:
         raise value_error("test_fraction", f"{f:g} of {n} examples gives {k} test examples; "
@@ -449,7 +446,7 @@ def split(dataset: Dataset, test_fraction: float | None = None, *, seed: int = 0
     else:
         if test_fraction is not None:
             raise value_error("test_fraction", "give either test_fraction or test (explicit indices), not both")
-        test_idx = _checked_indices(test, n, "test")
+        test_idx = checked_indices(test, n, "test")
         if torch.unique(test_idx).numel() != test_idx.numel():
             raise value_error("test", "expected distinct indices, got repeats")
         if not 0 < test_idx.numel() < n:

@@ -3,7 +3,7 @@
 A :class:`Domain` says how to build a set's rows (a generator, or a loader that reads a folder), how
 many rows it has (or how to read that from its files), its train/test parts, its factor names and
 its default label. Training (``vaetransfer train --dataset``), sweeps
-(:class:`vaetransfer.sweep.DataSpec`) and the studies reach data sets by name through it and hold
+(:class:`vaetransfer.data.DataSpec`) and the studies reach data sets by name through it and hold
 no table or row ranges of their own. Registering a new data set is one call::
 
     data.register("cars", functools.partial(data.load_cars3d, "/data/cars"), count=183 * 96,
@@ -29,9 +29,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
-from .._checks import type_error, value_error
-from .dataset import (Dataset, Indices, _check_seed, _checked_indices, _dataset_from_tensor, _is_int, _label_tensor,
-                      _labelled_by)
+from .._checks import check_seed, is_int, type_error, value_error
+from .dataset import Dataset, Indices, checked_indices, dataset_from_tensor, label_tensor, labelled_by
 from .dsprites import DSPRITES_COUNT, DSPRITES_FACTORS, color_dsprites, dsprites, noisy_dsprites
 from .labelled import (OBJECT_SHAPES_COUNT, OBJECT_SHAPES_FACTORS, STREET_DIGITS_COUNT, STREET_DIGITS_FACTORS,
                        TEXTURE_SHAPES_COUNT, TEXTURE_SHAPES_FACTORS, TEXTURE_SHAPES_NAMES, object_shapes, street_digits,
@@ -93,7 +92,7 @@ class Domain:
             raise value_error("label", f"expected one of the factors {list(self.factor_names)} or None, got {self.label!r}")
         if self.count is None and not self.files:
             raise value_error("count", "expected the number of rows (only a loader of files reads it from them)")
-        if self.count is not None and (not _is_int(self.count) or self.count < 0):
+        if self.count is not None and (not is_int(self.count) or self.count < 0):
             raise value_error("count", f"expected a number of rows >= 0, got {self.count!r}")
         put(self, "parts", self._checked_parts())
         if not isinstance(self.splits, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
@@ -111,8 +110,8 @@ class Domain:
         parts = {}
         for part, bounds in self.parts.items():
             start, stop = bounds if isinstance(bounds, (tuple, list)) and len(bounds) == 2 else (None, None)
-            if not isinstance(part, str) or not _is_int(start) or start < 0 or not (
-                    stop is None or (_is_int(stop) and stop >= start)):
+            if not isinstance(part, str) or not is_int(start) or start < 0 or not (
+                    stop is None or (is_int(stop) and stop >= start)):
                 raise value_error("parts", f"expected {{name: (start, stop)}} with 0 <= start <= stop (stop None: "
                                            f"to the end), got {part!r}: {bounds!r}")
             parts[part] = (int(start), None if stop is None else int(stop))
@@ -173,7 +172,7 @@ class Domain:
         r = ranges[part]
         if not self.shuffled:
             return torch.arange(r.start, r.stop)
-        order = torch.randperm(self.size(data_dir), generator=torch.Generator().manual_seed(_check_seed(seed)))
+        order = torch.randperm(self.size(data_dir), generator=torch.Generator().manual_seed(check_seed(seed)))
         return order[r.start:r.stop]
 
     def build(self, indices: Indices = None, *, images: bool = True, seed: int = 0,
@@ -183,7 +182,7 @@ class Domain:
         labels. ``seed`` is the data seed of a seeded generator (others ignore it); ``data_dir``
         the folder of a loader's files."""
         folder = self._folder(data_dir)
-        seed = _check_seed(seed)
+        seed = check_seed(seed)
         if not self.files:
             return self.source(indices=indices, images=images, **({"seed": seed} if self.seeded else {}))
         if not self.splits:
@@ -196,9 +195,9 @@ class Domain:
         order of :meth:`part_rows`, built in increasing row order. ArgumentError naming ``count``
         when the part holds too few rows."""
         rows = self.part_rows(part, seed=seed, data_dir=data_dir)
-        if _is_int(start) and count is None:
+        if is_int(start) and count is None:
             count = len(rows) - start
-        if not (_is_int(start) and _is_int(count)) or start < 0 or count < 0 or start + count > len(rows):
+        if not (is_int(start) and is_int(count)) or start < 0 or count < 0 or start + count > len(rows):
             raise value_error("count", f"the {part} part of {self.name!r} has {len(rows):,} rows; asked for "
                                        f"{count!r} rows from row {start!r}")
         return self.build(rows[start:start + count].sort().values, images=images, seed=seed, data_dir=data_dir)
@@ -207,7 +206,7 @@ class Domain:
         """Rows of the splits concatenated: each split's rows read from its files (only the splits
         the rows touch), then put in the order asked for."""
         ends = np.cumsum((0,) + self._file_sizes(folder)).tolist()
-        idx = torch.arange(ends[-1]) if indices is None else _checked_indices(indices, ends[-1], "indices")
+        idx = torch.arange(ends[-1]) if indices is None else checked_indices(indices, ends[-1], "indices")
         which = torch.bucketize(idx, torch.tensor(ends[1:-1], dtype=torch.int64), right=True)
         pieces, positions = [], []
         for k, split in enumerate(self.splits.values()):
@@ -263,7 +262,7 @@ def register(name: str, source: Callable[..., Dataset], *, factor_names, count: 
              overwrite: bool = False) -> Domain:
     """Registers a data set under ``name`` (the fields of :class:`Domain`) and returns its record;
     it can then be used by name everywhere (:func:`load`, :func:`as_dataset`, ``vaetransfer train
-    --dataset``, :class:`vaetransfer.sweep.DataSpec`, the studies). ArgumentError naming ``name``
+    --dataset``, :class:`vaetransfer.data.DataSpec`, the studies). ArgumentError naming ``name``
     when it is taken, unless ``overwrite``."""
     record = Domain(name, source, factor_names, count=count, label=label, parts=parts or {}, shuffled=shuffled,
                     splits=splits or {}, seeded=seeded, files=files)
@@ -325,17 +324,17 @@ def as_dataset(data: Any, *, label: str | None = None, labels=None, num_classes:
             raise value_error("data", f"expected an (images, labels) pair, got a tuple of {len(data)}")
         if labels is not None:
             raise value_error("labels", "given twice: in the (images, labels) pair and as labels=")
-        ds, labels = _dataset_from_tensor(data[0]), data[1]
+        ds, labels = dataset_from_tensor(data[0]), data[1]
     elif isinstance(data, (torch.Tensor, np.ndarray)):
-        ds = _dataset_from_tensor(data)
+        ds = dataset_from_tensor(data)
     else:
         raise type_error("data", "expected a Dataset, a registered name, a tensor or an (images, labels) tuple, got "
                                  f"{type(data).__name__}")
     if label is not None:
-        ds = _labelled_by(ds, label)
+        ds = labelled_by(ds, label)
     changes: dict[str, Any] = {}
     if labels is not None:
-        changes["labels"], changes["num_classes"] = _label_tensor(labels), num_classes
+        changes["labels"], changes["num_classes"] = label_tensor(labels), num_classes
     elif num_classes is not None:
         if ds.labels is None:
             raise value_error("num_classes", f"given ({num_classes}) without labels")

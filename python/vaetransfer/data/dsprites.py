@@ -6,7 +6,8 @@ import numpy as np
 import torch
 
 from .. import _C
-from .dataset import Dataset, Indices, _as_tensor, _check_flag, _check_seed, _core_call, _index_tensor
+from .._checks import check_flag, check_seed
+from .dataset import Dataset, Indices, as_tensor, core_call, index_tensor
 
 DSPRITES_COUNT: int = _C.data.DSPRITES_COUNT
 DSPRITES_FACTORS = ("color", "shape", "scale", "orientation", "posX", "posY")
@@ -30,22 +31,22 @@ def dsprites(indices: Indices = None, *, images: bool = True) -> Dataset:
 
     ``images=False`` builds only the factors (cheap). The full set takes ~3 GB.
     """
-    images = _check_flag(images, "images")
-    pixels, values, classes = _C.data.dsprites(_index_tensor(indices, DSPRITES_COUNT), images)
+    images = check_flag(images, "images")
+    pixels, values, classes = _C.data.dsprites(index_tensor(indices, DSPRITES_COUNT), images)
     return _grid(None if pixels is None else pixels.unsqueeze(1), values, classes, "dsprites", 1.0)
 
 
 def render_dsprites(factors: torch.Tensor | np.ndarray) -> torch.Tensor:
     """Images (uint8 [N, 64, 64]) for arbitrary rows of grid classes (int64 [N, 6], the columns
     of :func:`dsprites`' ``factors``)."""
-    factors = _as_tensor(factors, "factors")
-    return _core_call(lambda: _C.data.render_dsprites(factors), "factors")
+    factors = as_tensor(factors, "factors")
+    return core_call(lambda: _C.data.render_dsprites(factors), "factors")
 
 
 def _variant(kind: str, indices: Indices, seed: int, images: bool) -> tuple:
-    seed = _check_seed(seed)
-    images = _check_flag(images, "images")
-    return _C.data.dsprites_variant(_index_tensor(indices, DSPRITES_COUNT), kind, seed, images) + (seed,)
+    seed = check_seed(seed)
+    images = check_flag(images, "images")
+    return _C.data.dsprites_variant(index_tensor(indices, DSPRITES_COUNT), kind, seed, images) + (seed,)
 
 
 def color_dsprites(indices: Indices = None, *, seed: int = 0, images: bool = True) -> Dataset:

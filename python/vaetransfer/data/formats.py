@@ -78,7 +78,7 @@ _MAT_TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 2, 5: 4, 6: 4, 7: 4, 9: 8, 12: 8, 13: 8,
 _MAT_NUMERIC_CLASSES = range(6, 16)  # mxDOUBLE_CLASS … mxUINT64_CLASS
 
 
-def _mat_shapes(path: str, argument: str, wanted: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+def mat_shapes(path: str, argument: str, wanted: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
     """The shapes of the ``wanted`` numeric variables of a MATLAB v5 file, read from its element
     tags, which are checked first: SciPy allocates whatever size a tag claims, so every variable's
     header (flags, dimensions, name) must fit inside its element, and a wanted variable's data must
@@ -154,7 +154,7 @@ def _mat_header(body: bytes, length: int, order: str, bad):
     return parts[2][2].decode("latin1"), shape, data
 
 
-def _npz_headers(path: str, argument: str, limit: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+def npz_headers(path: str, argument: str, limit: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """(shape, dtype) of each array of an ``.npz`` archive, from its ``.npy`` header, checked
     before any array is read (NumPy allocates what a header says): no Python objects, exactly
     the bytes the zip member declares, a member no larger than the archive or, deflated, than
@@ -329,7 +329,7 @@ class _ArrayUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a data file")
 
 
-def _read_cifar_batch(path: str) -> tuple[np.ndarray, np.ndarray]:
+def read_cifar_batch(path: str) -> tuple[np.ndarray, np.ndarray]:
     name = os.path.basename(path)
     raw = read_bounded(path, "path", _MAX_PICKLE_BYTES)
     try:  # the opcodes are counted before any is run

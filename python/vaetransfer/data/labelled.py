@@ -6,8 +6,8 @@ Fine-tuned Representations*, and :func:`texture_shapes`, the texture–shape tra
 from __future__ import annotations
 
 from .. import _C
-from .._checks import type_error, value_error
-from .dataset import Dataset, Indices, _check_flag, _check_seed, _index_tensor
+from .._checks import check_flag, check_seed, type_error, value_error
+from .dataset import Dataset, Indices, index_tensor
 
 OBJECT_SHAPES_COUNT: int = _C.data.OBJECT_SHAPES_COUNT
 OBJECT_SHAPES_CLASSES = ("disk", "square", "triangle", "star", "cross", "ring", "crescent", "arrow", "heart",
@@ -33,9 +33,9 @@ TEXTURE_SHAPES_NAMES = {"textured": "texture_shapes", "filled": "texture_shapes_
 
 
 def _labelled(generate, count: int, indices: Indices, seed: int, images: bool, name: str, names, sizes) -> Dataset:
-    seed = _check_seed(seed)
-    images = _check_flag(images, "images")
-    pixels, factors = generate(_index_tensor(indices, count), seed, images)
+    seed = check_seed(seed)
+    images = check_flag(images, "images")
+    pixels, factors = generate(index_tensor(indices, count), seed, images)
     return Dataset(pixels, factors=factors, factor_names=names, factor_sizes=sizes, scale=1.0 / 255.0, name=name,
                    extras={"seed": seed})
 
@@ -98,9 +98,9 @@ def texture_shapes(indices: Indices = None, *, seed: int = 0, style: str = "text
         raise type_error("style", f"expected one of {list(TEXTURE_SHAPES_STYLES)}, got {type(style).__name__}")
     if style not in TEXTURE_SHAPES_STYLES:
         raise value_error("style", f"expected one of {list(TEXTURE_SHAPES_STYLES)}, got {style!r}")
-    seed = _check_seed(seed)
-    images = _check_flag(images, "images")
-    pixels, factors, masks = _C.data.texture_shapes(_index_tensor(indices, TEXTURE_SHAPES_COUNT), seed, style, images)
+    seed = check_seed(seed)
+    images = check_flag(images, "images")
+    pixels, factors, masks = _C.data.texture_shapes(index_tensor(indices, TEXTURE_SHAPES_COUNT), seed, style, images)
     return Dataset(pixels, factors=factors, factor_names=TEXTURE_SHAPES_FACTORS, factor_sizes=TEXTURE_SHAPES_SIZES,
                    scale=1.0 / 255.0, name=TEXTURE_SHAPES_NAMES[style], extras={"seed": seed, "style": style},
                    row_extras={} if masks is None else {"masks": masks})

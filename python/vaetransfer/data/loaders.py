@@ -15,10 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from .._checks import check_flag, type_error, value_error
-from .dataset import Dataset, Indices, _is_int, _rows
+from .._checks import check_flag, is_int, type_error, value_error
+from .dataset import Dataset, Indices, row_indices
 from ..io import file_size, inside
-from .formats import _mat_shapes, _npz_headers, _read_cifar_batch, read_idx, read_norb_matrix
+from .formats import mat_shapes, npz_headers, read_cifar_batch, read_idx, read_norb_matrix
 from .dsprites import DSPRITES_COUNT, DSPRITES_FACTORS, DSPRITES_SIZES
 
 _MAX_TEXT_BYTES = 1 << 28  # a text file of these sets: CelebA's attribute list is 26 MB
@@ -34,7 +34,7 @@ def load_dsprites_npz(path: str | os.PathLike, indices: Indices = None) -> Datas
     path = os.fspath(path)
     # The shapes come from the headers, checked before any array is read: at most the public
     # file's rows (its images are 3 GB inflated).
-    headers = _npz_headers(path, "path", DSPRITES_COUNT * 64 * 64)
+    headers = npz_headers(path, "path", DSPRITES_COUNT * 64 * 64)
     missing = {"imgs", "latents_values", "latents_classes"} - set(headers)
     if missing:
         raise value_error("path", f"expected keys imgs, latents_values, latents_classes; missing {sorted(missing)}")
@@ -52,7 +52,7 @@ def load_dsprites_npz(path: str | os.PathLike, indices: Indices = None) -> Datas
             pixels, values, classes = archive["imgs"], archive["latents_values"], archive["latents_classes"]
     except (OSError, ValueError, zipfile.BadZipFile, zlib.error) as exc:  # a corrupt member (bad CRC, truncated)
         raise value_error("path", f"not a readable .npz file: {path!r} ({exc})") from exc
-    rows = _rows(indices, n)
+    rows = row_indices(indices, n)
     return Dataset(torch.from_numpy(np.ascontiguousarray(pixels[rows.numpy()], dtype=np.uint8)).unsqueeze(1),
                    factors=torch.from_numpy(np.ascontiguousarray(classes[rows.numpy()], dtype=np.int64)),
                    factor_values=torch.from_numpy(np.ascontiguousarray(values[rows.numpy()], dtype=np.float64)),
@@ -69,7 +69,7 @@ SMALLNORB_SPLITS = ("training", "testing")
 def _check_image_size(image_size, argument: str = "image_size") -> int | None:
     if image_size is None:
         return None
-    if not _is_int(image_size):
+    if not is_int(image_size):
         raise type_error(argument, f"expected an int or None, got {type(image_size).__name__}")
     if image_size < 1:
         raise value_error(argument, f"expected a size >= 1, got {image_size}")
@@ -113,7 +113,7 @@ def load_cars3d(path: str | os.PathLike, *, indices: Indices = None, images: boo
     files = sorted(f for f in os.listdir(folder) if f.endswith(".mat") and os.path.isfile(os.path.join(folder, f)))
     if not files:
         raise value_error("path", f"no .mat files in {folder!r}")
-    rows = _rows(indices, 96 * len(files))
+    rows = row_indices(indices, 96 * len(files))
     classes = torch.stack([rows // 96, rows % 96 // 24, rows % 24], 1)
     pixels = None
     if images:
@@ -125,7 +125,7 @@ def load_cars3d(path: str | os.PathLike, *, indices: Indices = None, images: boo
         objects = classes[:, 0]
         for obj in torch.unique(objects).tolist():
             file = os.path.join(folder, files[obj])
-            shape = _mat_shapes(file, "path", ("im",)).get("im")  # its size checked before SciPy reads it
+            shape = mat_shapes(file, "path", ("im",)).get("im")  # its size checked before SciPy reads it
             im = None
             if shape is not None and len(shape) == 5 and shape[2:] == (3, 24, 4):
                 try:
@@ -182,7 +182,7 @@ def load_smallnorb(path: str | os.PathLike, split: str = "training", *, indices:
         raise value_error("split", f"expected one of {list(SMALLNORB_SPLITS)}, got {split!r}")
     images = check_flag(images, "images")
     size = _check_image_size(image_size)
-    if camera is not None and not _is_int(camera):
+    if camera is not None and not is_int(camera):
         raise type_error("camera", f"expected 0, 1 or None, got {type(camera).__name__}")
     if camera not in (0, 1, None):
         raise value_error("camera", f"expected 0, 1 or None, got {camera}")
@@ -199,7 +199,7 @@ def load_smallnorb(path: str | os.PathLike, split: str = "training", *, indices:
     if n and ((classes < 0).any() or (classes >= np.array(SMALLNORB_SIZES)).any() or (info[:, 2] % 2).any()):
         raise value_error("path", "expected category 0–4, instance 0–9, elevation 0–8, azimuth 0, 2, ..., 34 and "
                                   "lighting 0–5 in the cat/info files")
-    rows = _rows(indices, n)
+    rows = row_indices(indices, n)
     classes = torch.from_numpy(classes)[rows]
     values = classes.double()
     values[:, 2] = 30.0 + 5.0 * values[:, 2]
@@ -282,7 +282,7 @@ def load_celeba(image_dir: str | os.PathLike, attr_file: str | os.PathLike | Non
     elif not isinstance(attr_file, (str, os.PathLike)):
         raise type_error("attr_file", f"expected a path, got {type(attr_file).__name__}")
     filenames, names, attributes = read_celeba_attributes(attr_file)
-    rows = _rows(indices, len(filenames))
+    rows = row_indices(indices, len(filenames))
     values = torch.from_numpy(attributes.astype(np.float64))[rows]
     classes = (values > 0).long()
     picked = tuple(filenames[i] for i in rows.tolist())
@@ -366,7 +366,7 @@ def load_mnist(path: str | os.PathLike, split: str = "train", *, indices: Indice
         raise value_error("path", f"{prefix}-labels: expected a 1-D array of labels, got shape {list(labels.shape)}")
     if labels.size and (labels.min() < 0 or labels.max() > 9):
         raise value_error("path", f"{prefix}-labels: expected labels 0..9, got {int(labels.min())}..{int(labels.max())}")
-    rows = _rows(indices, len(labels))
+    rows = row_indices(indices, len(labels))
     pixels = None
     if images:
         raw = read_idx(_idx_file(folder, f"{prefix}-images-idx3-ubyte"), argument="path")
@@ -400,10 +400,10 @@ def load_cifar10(path: str | os.PathLike, split: str = "train", *, indices: Indi
         full = os.path.join(folder, stem)
         if not os.path.isfile(full):
             raise value_error("path", f"expected {stem} in {folder!r}")
-        parts.append(_read_cifar_batch(full))
+        parts.append(read_cifar_batch(full))
     x = np.concatenate([p[0] for p in parts])
     y = torch.from_numpy(np.concatenate([p[1] for p in parts]))
-    rows = _rows(indices, len(y))
+    rows = row_indices(indices, len(y))
     pixels = torch.from_numpy(x[rows.numpy()].copy()) if images else None
     classes = y[rows].unsqueeze(1).contiguous()
     return _class_labelled(pixels, classes, "cifar10", {"classes": CIFAR10_CLASSES, "split": split})
@@ -430,7 +430,7 @@ def load_svhn(path: str | os.PathLike, split: str = "train", *, indices: Indices
         raise value_error("path", f"expected {split}_32x32.mat in {folder!r}")
     import scipy.io
 
-    shapes = _mat_shapes(full, "path", ("X", "y"))  # their sizes checked before SciPy reads them
+    shapes = mat_shapes(full, "path", ("X", "y"))  # their sizes checked before SciPy reads them
     if shapes.keys() != {"X", "y"}:
         raise value_error("path", f"{split}_32x32.mat: expected the variables X and y")
     if len(shapes["X"]) != 4 or shapes["X"][:3] != (32, 32, 3) or math.prod(shapes["y"]) != shapes["X"][3]:
@@ -449,7 +449,7 @@ def load_svhn(path: str | os.PathLike, split: str = "train", *, indices: Indices
     if y.size and (y.min() < 1 or y.max() > 10):
         raise value_error("path", f"{split}_32x32.mat: expected labels 1..10 (10 for the digit 0), "
                                   f"got {int(y.min())}..{int(y.max())}")
-    rows = _rows(indices, len(y))
+    rows = row_indices(indices, len(y))
     pixels = None
     if images:
         pixels = torch.from_numpy(np.ascontiguousarray(x[..., rows.numpy()].transpose(3, 2, 0, 1)))
@@ -466,14 +466,14 @@ def load_sklearn_digits(*, image_size: int = 32, channels: int = 3, indices: Ind
     (scale 1/255), with one factor, ``label``; ``extras``: ``classes`` (the digits) and ``split``
     (``"all"``)."""
     size = _check_image_size(image_size)
-    if not _is_int(channels) or channels not in (1, 3):
+    if not is_int(channels) or channels not in (1, 3):
         raise value_error("channels", f"expected 1 or 3, got {channels!r}")
     images = check_flag(images, "images")
     from sklearn.datasets import load_digits
 
     d = load_digits()
     y = torch.from_numpy(np.asarray(d.target, dtype=np.int64))
-    rows = _rows(indices, len(y))
+    rows = row_indices(indices, len(y))
     pixels = None
     if images:
         x = torch.from_numpy(np.asarray(d.images, dtype=np.float32))[rows].unsqueeze(1) * (255.0 / 16.0)

@@ -6,8 +6,8 @@ import numpy as np
 import torch
 
 from .. import _C
-from .._checks import type_error, value_error
-from .dataset import Dataset, Indices, _as_tensor, _check_flag, _core_call, _index_tensor
+from .._checks import check_flag, type_error, value_error
+from .dataset import Dataset, Indices, as_tensor, core_call, index_tensor
 
 SOLIDS_COUNT: int = _C.data.SOLIDS_COUNT
 SOLIDS_FACTORS = ("shape", "azimuth", "elevation", "light", "scale", "posX", "posY")
@@ -54,9 +54,9 @@ def solids(indices: Indices = None, *, images: bool = True, shading: str = "lamb
     The grid is 40 % of dSprites' 737,280 rows: coarser position and scale steps buy the
     shape, elevation and light factors. The whole set is 1.2 GB of uint8.
     """
-    images = _check_flag(images, "images")
+    images = check_flag(images, "images")
     shading = _check_shading(shading)
-    pixels, values, classes = _C.data.solids(_index_tensor(indices, SOLIDS_COUNT), images, shading)
+    pixels, values, classes = _C.data.solids(index_tensor(indices, SOLIDS_COUNT), images, shading)
     return Dataset(None if pixels is None else pixels.unsqueeze(1), factors=classes, factor_values=values,
                    factor_names=SOLIDS_FACTORS, factor_sizes=SOLIDS_SIZES, scale=1.0 / 255.0, name="solids",
                    extras={"shading": shading})
@@ -67,5 +67,5 @@ def render_solids(factor_values: torch.Tensor | np.ndarray, *, shading: str = "l
     :func:`solids`' ``factor_values``): shape an integer class in [0, 6), any finite angles
     (radians), scale in (0, 1], posX/posY in [0, 1]; e.g. for factor traversals."""
     shading = _check_shading(shading)
-    factor_values = _as_tensor(factor_values, "factor_values")
-    return _core_call(lambda: _C.data.render_solids(factor_values, shading), "factor_values")
+    factor_values = as_tensor(factor_values, "factor_values")
+    return core_call(lambda: _C.data.render_solids(factor_values, shading), "factor_values")

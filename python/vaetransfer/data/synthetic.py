@@ -10,8 +10,8 @@ import math
 import numpy as np
 import torch
 
-from .._checks import type_error, value_error
-from .dataset import Dataset, _check_seed, _is_int, split_indices
+from .._checks import check_seed, is_int, type_error, value_error
+from .dataset import Dataset, split_indices
 
 #: The classes of :func:`peak_images`: where the peak sits.
 PEAK_CLASSES = ("top_left", "bottom_right")
@@ -46,11 +46,11 @@ def peak_images(count: int = 110, *, size: int = 28, seed: int = 0) -> Dataset:
     2 classes); ``extras``: ``patterns``, float32 [2, 1, size, size], the noise-free peak of each
     class (a property of the task, not of a row: the targets the learned weights are compared
     with), and ``seed``."""
-    if not _is_int(count) or count < 2 or count % 2:
+    if not is_int(count) or count < 2 or count % 2:
         raise value_error("count", f"expected an even count >= 2 (half of each class), got {count!r}")
-    if not _is_int(size) or size < 8:
+    if not is_int(size) or size < 8:
         raise value_error("size", f"expected an image size >= 8, got {size!r}")
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     size, count = int(size), int(count)
     axis = np.arange(size, dtype=np.float64)
     sigma = size / 10.0
@@ -80,9 +80,9 @@ def peak_split(count: int = 110, train: int = 100) -> tuple[torch.Tensor, torch.
     """(train, test) int64 row indices of :func:`peak_images` (``count`` rows): the first
     ``train`` rows and the rest, as the paper's 100/10 split (App. A.4). Both ``train`` and
     ``count − train`` are even, so with alternating labels each part holds both classes equally."""
-    if not _is_int(count) or count < 4 or count % 2:
+    if not is_int(count) or count < 4 or count % 2:
         raise value_error("count", f"expected an even count >= 4, got {count!r}")
-    if not _is_int(train) or train % 2 or not 0 < train < count:
+    if not is_int(train) or train % 2 or not 0 < train < count:
         raise value_error("train", f"expected an even number of training rows in (0, {count}), got {train!r}")
     return torch.arange(int(train)), torch.arange(int(train), int(count))
 
@@ -162,7 +162,7 @@ def twelve_bit_task(*, seed: int = 0, gamma: float | None = None) -> Dataset:
     ``spectrum`` float64 [4096, 4] its power spectrum P_1..P_4. ``extras``: ``vertices`` float64
     [12, 3] (bit k sits on vertex k), ``theta``, ``gamma``, ``mutual_information_bits`` = I(X; Y)
     for uniform p(x), and ``seed``."""
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     if gamma is not None:
         if isinstance(gamma, (bool, np.bool_)) or not isinstance(gamma, (int, float, np.integer, np.floating)):
             raise type_error("gamma", f"expected a number or None, got {type(gamma).__name__}")

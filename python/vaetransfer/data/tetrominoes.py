@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from .. import _C
-from .._checks import type_error, value_error
-from .dataset import Dataset, Indices, _as_tensor, _check_flag, _check_seed, _core_call, _index_tensor
+from .._checks import check_flag, check_seed, type_error, value_error
+from .dataset import Dataset, Indices, as_tensor, core_call, index_tensor
 
 TETROMINOES_COUNT: int = _C.data.TETROMINOES_COUNT
 TETROMINOES_FACTORS = ("angle", "hue", "scale", "x", "y")
@@ -37,9 +37,9 @@ def tetrominoes(indices: Indices = None, *, seed: int = 0, images: bool = True) 
     (block side in pixels, [2, 5]), x, y (pixels, [8, 23]); ``factors``: int64 [N, 5], the row's
     cell of the grid (:data:`TETROMINOES_SIZES`), which does not depend on the seed;
     ``extras["seed"]``."""
-    seed = _check_seed(seed)
-    images = _check_flag(images, "images")
-    pixels, values, cells = _C.data.tetrominoes(_index_tensor(indices, TETROMINOES_COUNT), seed, images)
+    seed = check_seed(seed)
+    images = check_flag(images, "images")
+    pixels, values, cells = _C.data.tetrominoes(index_tensor(indices, TETROMINOES_COUNT), seed, images)
     return Dataset(pixels, factors=cells, factor_values=values, factor_names=TETROMINOES_FACTORS,
                    factor_sizes=TETROMINOES_SIZES, scale=1.0 / 255.0, name="tetrominoes", extras={"seed": seed})
 
@@ -48,8 +48,8 @@ def render_tetrominoes(factor_values: torch.Tensor | np.ndarray) -> torch.Tensor
     """Images (uint8 [N, 3, 32, 32]) for arbitrary factor rows (float [N, 5], the columns of
     :func:`tetrominoes`' ``factor_values``; any angle, scale in (0, 8], x, y in [0, 31]), e.g.
     for factor traversals."""
-    factor_values = _as_tensor(factor_values, "factor_values")
-    return _core_call(lambda: _C.data.render_tetrominoes(factor_values), "factor_values")
+    factor_values = as_tensor(factor_values, "factor_values")
+    return core_call(lambda: _C.data.render_tetrominoes(factor_values), "factor_values")
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def tetrominoes_split(kind: str, ratio: float | None = None, *, seed: int = 0, d
             raise type_error("ratio", f"expected a fraction in (0, 1) for {kind!r}, got {ratio!r}")
     elif ratio is not None:
         raise value_error("ratio", f"the {kind!r} split takes no ratio, got {ratio!r}")
-    seed, data_seed = _check_seed(seed), _check_seed(data_seed, "data_seed")
+    seed, data_seed = check_seed(seed), check_seed(data_seed, "data_seed")
     train, test = _C.data.tetrominoes_split(kind, float(ratio or 0.0), seed, data_seed)
     if kind in ("cv", "cd") and (train.numel() == 0 or test.numel() == 0):
         empty, fix = ("training", "larger") if train.numel() == 0 else ("test", "smaller")

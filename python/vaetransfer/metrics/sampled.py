@@ -27,6 +27,10 @@ import torch
 
 from .. import _C
 from .._checks import (check_int, check_number, check_seed, check_str, is_int, sequence, type_error, value_error)
+from ..data import Dataset, Domain
+from ..data import domain as registered_domain
+from ..nn import Model
+from . import supervised, unsupervised
 from ._common import Result, frozen
 
 __all__ = ["FactorSampler", "codes", "beta_vae_score", "factor_vae_score", "BetaVAEScore", "FactorVAEScore",
@@ -82,15 +86,13 @@ class FactorSampler:
 
     def __init__(self, source, *, seed: int = 0, render: bool = True,
                  factor_names: Sequence[str] | None = None):
-        from ..data import Dataset, Domain, domain
-
         if not isinstance(render, bool):
             raise type_error("render", f"expected a bool, got {type(render).__name__}")
         self._seed = check_seed(seed)
         self._domain = self._dataset = None
         self.name: str
         if isinstance(source, str):
-            source = domain(source, argument="source")
+            source = registered_domain(source, argument="source")
         if isinstance(source, Domain):
             self._init_domain(source)
         elif isinstance(source, Dataset):
@@ -224,8 +226,6 @@ def _as_sampler(sampler, argument: str = "sampler") -> FactorSampler:
 
 # ---------------------------------------------------------------- codes
 def _is_core_vae(model) -> bool:
-    from ..nn import Model
-
     return isinstance(model, Model) and model.family == "vae"
 
 
@@ -583,8 +583,6 @@ def disentanglement(model, domain, *, n: int = 10_000, representation: str = "me
     correlations as ``{"score": ...}``, the Wasserstein one with its ``normalized`` value),
     plus ``"n"``, ``"representation"``, ``"factor_names"``, ``"domain"`` and ``"seed"``.
     """
-    from . import supervised, unsupervised
-
     representation = check_str(representation, "representation", _REPRESENTATIONS)
     n = check_int(n, "n", 2, what="a number of examples")
     seed, data_seed = check_seed(seed), check_seed(data_seed, "data_seed")

@@ -17,9 +17,10 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
+from .. import _C
 from .._checks import check_number, check_seed, check_str, value_error
-from ._common import (Result, _M, check_bins, check_factor_names, check_pair, check_train_fraction,
-                      constant_columns, factor_field, frozen)
+from ._common import (Result, check_bins, check_factor_names, check_pair, check_train_fraction, constant_columns,
+                      factor_field, frozen)
 
 __all__ = ["DCI", "IRS", "MIG", "SAP", "ModularityExplicitness", "dci", "dci_from_importance", "irs", "mig",
            "modularity_explicitness", "modularity_from_mi", "sap"]
@@ -31,6 +32,8 @@ _DCI_EPS = 1e-11
 _SAP_MIN_VARIANCE = 1e-12
 # DCI "lasso": L1 strength per training example (scikit-learn's Lasso alpha scale) on standardised codes.
 DCI_LASSO_ALPHA = 0.01
+
+_M = _C.metrics
 
 
 def _discretize(codes: np.ndarray, bins: int) -> torch.Tensor:

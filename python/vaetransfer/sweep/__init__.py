@@ -189,7 +189,7 @@ class Sweep:
     # ------------------------------------------------------------------------------ running
     def run(self, executor: str = "local", *, workers: int = 1, threads: int | None = 1, retries: int = 1,
             num_cpus: float = 1, address: str | None = None, cpus: int | None = None, retry_failed: bool = False,
-            progress: bool = True, poll: float = 0.5) -> dict[str, int]:
+            progress: bool = True, poll: float = 0.5, device: str | None = None) -> dict[str, int]:
         """Runs every pending run; returns the status counts.
 
         ``executor="local"``: ``workers`` processes with ``threads`` torch threads each.
@@ -198,7 +198,9 @@ class Sweep:
         A run that raises (or whose worker dies) is tried ``1 + retries`` times in all, then
         ``failed``; ``retry_failed`` gives earlier failed runs new attempts. Ctrl-C or SIGTERM
         stops the workers (runs keep their last snapshot, rows go back to pending) and raises
-        KeyboardInterrupt (:class:`vaetransfer.interrupts.Interrupted` for SIGTERM).
+        KeyboardInterrupt (:class:`vaetransfer.interrupts.Interrupted` for SIGTERM). ``device``: an
+        execution setting handed to each run's job (function jobs pass it to their function as
+        ``device=``; on Ray a CUDA device reserves one GPU per run); not part of any run's identity.
         """
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise value_error("retries", f"expected a number of retries >= 0, got {retries!r}")
@@ -216,7 +218,7 @@ class Sweep:
                 pending = [r for r in store.rows(ids) if r["status"] == "pending"]
                 if not pending:
                     return store.counts()
-                options: dict[str, Any] = {"threads": threads}
+                options: dict[str, Any] = {"threads": threads, "device": device}
                 if executor == "local":
                     options["workers"] = workers
                 else:

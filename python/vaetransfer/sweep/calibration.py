@@ -32,3 +32,11 @@ def sleep(args: dict, run_dir: Path) -> dict:
 def fail(args: dict, run_dir: Path) -> dict:
     """Always raises ``RuntimeError(args["message"])``."""
     raise RuntimeError(str(args.get("message", "probe failure")))
+
+
+def device(args: dict, run_dir: Path, device: str | None = None) -> dict:
+    """Writes the execution device this run was handed (``device.txt`` in its directory; ``none``
+    when the sweep ran without one) and returns its process id: checks that an executor passes the
+    sweep's device to every run, as an argument and outside the run's identity."""
+    (Path(run_dir) / "device.txt").write_text(str(device).lower())
+    return {"pid": os.getpid()}

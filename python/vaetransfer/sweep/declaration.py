@@ -18,7 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .._checks import type_error, value_error
+from .._C import ArgumentError, ArgumentTypeError
+from .._checks import argument_error, type_error, value_error
 from . import jobs
 
 __all__ = ["Declaration", "RunSpec", "canonical_json", "config_id"]
@@ -173,8 +174,5 @@ class Declaration:
 
 def _named(exc: Exception, axis: str, value) -> Exception:
     """``exc`` re-raised as an argument error naming the axis (keeping its class)."""
-    from .._checks import argument_error
-    from .._C import ArgumentError, ArgumentTypeError
-
     cls = ArgumentTypeError if isinstance(exc, TypeError) else ArgumentError
     return argument_error(cls, axis, f"value {_value_text(value)}: {exc}")

@@ -32,9 +32,6 @@ __all__ = ["LocalExecutor", "RayExecutor", "make_executor", "EXECUTORS", "STOP_G
 Outcome = tuple[str, "dict | None", "str | None"]
 
 STOP_GRACE = 1.0  #: seconds a stopped run gets to write its snapshot before it is killed
-#: The environment variable that carries a study's execution device to its workers
-#: (vaetransfer.studies.pipeline.execution_device).
-DEVICE_ENV = "VAETRANSFER_DEVICE"
 
 
 def _die_with_parent() -> None:
@@ -67,9 +64,9 @@ def _worker_main(fd: int, parent_pid: int) -> None:
             return
         if task is None:
             return
-        job, run_id, config, run_dir, threads = task
+        job, run_id, config, run_dir, threads, device = task
         try:
-            outcome = (run_id, jobs.execute(job, run_id, config, run_dir, threads), None)
+            outcome = (run_id, jobs.execute(job, run_id, config, run_dir, threads, device), None)
         except Exception:  # noqa: BLE001 — every failure is reported to the driver as text
             outcome = (run_id, None, traceback.format_exc(limit=20))
         except KeyboardInterrupt as exc:  # SIGTERM (Interrupted) stopped training or a study job's own
@@ -87,10 +84,10 @@ class LocalExecutor:
 
     name = "local"
 
-    def __init__(self, workers: int = 1, threads: int | None = 1):
+    def __init__(self, workers: int = 1, threads: int | None = 1, device: str | None = None):
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise value_error("workers", f"expected a number of processes >= 1, got {workers!r}")
-        self.workers, self.threads = workers, threads
+        self.workers, self.threads, self.device = workers, threads, device
         self._procs: dict[int, subprocess.Popen] = {}
         self._conns: dict[int, Connection] = {}
         self._busy: dict[int, str] = {}  # worker slot → run id
@@ -112,7 +109,7 @@ class LocalExecutor:
         slot = next(i for i in range(self.workers) if i not in self._busy)
         if slot not in self._procs or self._procs[slot].poll() is not None:
             self._start(slot)
-        self._conns[slot].send((job, run_id, config, run_dir, self.threads))
+        self._conns[slot].send((job, run_id, config, run_dir, self.threads, self.device))
         self._busy[slot] = run_id
 
     def wait(self, timeout: float) -> list[Outcome]:
@@ -187,8 +184,8 @@ def _python_handlers(restore: dict | None = None) -> dict:
     return restore
 
 
-def _ray_execute(job, run_id, config, run_dir, threads):
-    return jobs.execute(job, run_id, config, run_dir, threads)
+def _ray_execute(job, run_id, config, run_dir, threads, device):
+    return jobs.execute(job, run_id, config, run_dir, threads, device)
 
 
 class RayExecutor:
@@ -201,7 +198,7 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, num_cpus: float = 1, threads: int | None = 1, address: str | None = None,
-                 cpus: int | None = None, max_concurrent: int | None = None):
+                 cpus: int | None = None, max_concurrent: int | None = None, device: str | None = None):
         if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or num_cpus <= 0:
             raise type_error("num_cpus", f"expected CPUs per run > 0, got {num_cpus!r}")
         if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1):
@@ -233,10 +230,9 @@ class RayExecutor:
         total = ray.cluster_resources().get("CPU", 1)
         self.max_concurrent = max_concurrent or max(1, int(total // num_cpus))
         self._remote = ray.remote(num_cpus=num_cpus, max_retries=0)(_ray_execute)
-        device = os.environ.get(DEVICE_ENV)
-        if device and device != "cpu":  # a study's device: every task sees it, and a CUDA one reserves a GPU
-            self._remote = self._remote.options(runtime_env={"env_vars": {DEVICE_ENV: device}},
-                                                num_gpus=1 if device.startswith("cuda") else 0)
+        self.device = device
+        if device and device.startswith("cuda"):  # every task gets the device as an argument; a CUDA one reserves a GPU
+            self._remote = self._remote.options(num_gpus=1)
         self._refs: dict[Any, str] = {}
 
     @property
@@ -244,7 +240,7 @@ class RayExecutor:
         return self.max_concurrent - len(self._refs)
 
     def submit(self, job: str, run_id: str, config: dict, run_dir: str) -> None:
-        self._refs[self._remote.remote(job, run_id, config, run_dir, self.threads)] = run_id
+        self._refs[self._remote.remote(job, run_id, config, run_dir, self.threads, self.device)] = run_id
 
     def wait(self, timeout: float) -> list[Outcome]:
         if not self._refs:

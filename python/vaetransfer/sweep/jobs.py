@@ -2,7 +2,7 @@
 or a class anywhere named as ``"module:attr"``).
 
 * ``train``: a :class:`vaetransfer.TrainConfig` (its JSON) plus ``data`` — a registered data set by
-  name with an optional subset, class label and held-out split (:class:`DataSpec`) — and an
+  name with an optional subset, class label and held-out split (:class:`vaetransfer.data.DataSpec`) — and an
   optional ``evaluate`` hook ``"module:function"`` called as ``function(run, train, test) -> dict``
   on the finished run, and an optional ``label`` (a name for people and studies; part of the
   run's config). Axes are TrainConfig fields (``seed``, ``objective.beta``,
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
 import json
 import math
 import os
@@ -37,7 +38,13 @@ from typing import Any, Callable, Mapping
 
 from .._C import ArgumentError
 from .._checks import type_error, value_error
-from ..io import read_json, set_aside
+from ..data import DataSpec
+from ..io import DirectoryLock, read_json, set_aside, write_json
+from ..nn import build_model
+from ..objectives import make_objective
+from ..regularizers import make_regularizer
+from ..schedules import make_schedule
+from ..train import TrainConfig, TrainingDivergedError, train
 
 __all__ = ["JOBS", "get_job", "DataSpec", "execute", "RESULT_FILE", "PROGRESS_FILE", "read_progress", "read_result"]
 
@@ -76,95 +83,6 @@ def _import(ref: str, argument: str) -> Callable:
 
 
 # ---------------------------------------------------------------------------------- train
-@dataclass
-class DataSpec:
-    """Training data by registered name (:data:`vaetransfer.data.DOMAINS`): ``n`` examples drawn
-    at random with ``subset_seed`` (0: all), ``label`` a factor whose classes become the labels
-    (classification), and ``test_fraction`` of them held out (seeded by ``split_seed``) as the
-    evaluation data of ``TrainConfig.eval_every``; ``data_dir`` the folder of a data set read from
-    files (left out of the run's config when None, so earlier runs keep their ids)."""
-
-    name: str = "dsprites"
-    n: int = 0
-    subset_seed: int = 0
-    label: str | None = None
-    test_fraction: float = 0.0
-    split_seed: int = 0
-    data_dir: str | None = None
-
-    @classmethod
-    def from_dict(cls, d: Mapping | None) -> "DataSpec":
-        from ..config import config_from_dict
-        from .. import data as vdata
-
-        spec = config_from_dict(cls, d or {}, argument="data")
-        vdata.domain(spec.name, argument="data.name")
-        if spec.n < 0:
-            raise value_error("data.n", f"expected a count >= 0 (0: all), got {spec.n}")
-        if not 0.0 <= spec.test_fraction < 1.0:
-            raise value_error("data.test_fraction", f"expected a fraction in [0, 1), got {spec.test_fraction}")
-        return spec
-
-    def to_dict(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        if d["data_dir"] is None:
-            del d["data_dir"]
-        return d
-
-    def _domain(self):
-        from .. import data as vdata
-
-        return vdata.domain(self.name, argument="data.name")
-
-    def rows(self):
-        """(train, held-out) int64 row indices into the whole data set ``name``, each in
-        increasing order: the ``n``-row subset (all rows when ``n`` is 0), then the seeded
-        ``test_fraction`` split of it (:func:`vaetransfer.data.split_indices`); held-out is None
-        without a split. :meth:`build` returns exactly these rows."""
-        import torch
-        from .. import data as vdata
-
-        count = self._domain().size(self.data_dir)
-        if self.n > count:
-            raise value_error("data.n", f"{self.name} has {count} examples, asked for {self.n}")
-        if self.n:
-            gen = torch.Generator().manual_seed(self.subset_seed)
-            indices = torch.randperm(count, generator=gen)[: self.n].sort().values
-        else:
-            indices = torch.arange(count)
-        if not self.test_fraction:
-            return indices, None
-        train, test = vdata.split_indices(len(indices), self.test_fraction, seed=self.split_seed)
-        return indices[train], indices[test]
-
-    def build(self):
-        """(train, test) :class:`vaetransfer.data.Dataset` (test is None without a held-out split)."""
-        import torch
-        from .. import data as vdata
-
-        train, test = self.rows()
-        rows = train if test is None else torch.cat([train, test]).sort().values  # the n-row subset
-        ds = vdata.as_dataset(self._domain().build(rows if self.n else None, data_dir=self.data_dir), label=self.label)
-        if test is None:
-            return ds, None
-        # The held-out rows' positions in the subset: exactly the rows rows() names.
-        return vdata.split(ds, test=torch.searchsorted(rows, test))
-
-    def held_out(self, count: int, *, argument: str = "count", images: bool = True):
-        """The first ``count`` held-out rows of :meth:`rows` (distinct, never trained on) as a
-        :class:`vaetransfer.data.Dataset` (``images=False``: their factors only); ArgumentError
-        naming ``argument`` when the split holds fewer."""
-        from .. import data as vdata
-
-        held = self.rows()[1]
-        available = 0 if held is None else len(held)
-        if count > available:
-            raise value_error(argument, f"{self.name} holds out {available} examples (n = {self.n or 'all'}, "
-                                        f"test_fraction = {self.test_fraction}); asked for {count}")
-        rows = self._domain().build(held[:count], images=images, data_dir=self.data_dir)
-        return vdata.as_dataset(rows, label=self.label)
-
-
 class TrainJob:
     """A training run (see the module docstring)."""
 
@@ -174,12 +92,6 @@ class TrainJob:
         self._models: dict[str, None] = {}  # model configs already built once (validated)
 
     def resolve(self, base: dict, params: Mapping[str, Any]) -> dict:
-        from ..nn import build_model
-        from ..objectives import make_objective
-        from ..regularizers import make_regularizer
-        from ..schedules import make_schedule
-        from ..train import TrainConfig
-
         names = {f.name for f in fields(TrainConfig)} | set(self._EXTRA)
         d = copy.deepcopy(base)
         for name, value in params.items():
@@ -213,8 +125,6 @@ class TrainJob:
         return out
 
     def execute(self, config: dict, run_dir: Path, report: Callable[[int, int], None]) -> dict:
-        from ..train import TrainConfig, train
-
         d = dict(config)
         data = DataSpec.from_dict(d.pop("data"))
         evaluate = d.pop("evaluate", None)
@@ -265,8 +175,10 @@ class FunctionJob:
             set_path(args, name, value)
         return {"function": base["function"], "args": args}
 
-    def execute(self, config: dict, run_dir: Path, report: Callable[[int, int], None]) -> dict:
-        result = _import(config["function"], "function")(copy.deepcopy(config["args"]), run_dir)
+    def execute(self, config: dict, run_dir: Path, report: Callable[[int, int], None], device: str | None = None) -> dict:
+        function = _import(config["function"], "function")
+        extra = {} if device is None else {"device": device}  # an execution setting, not part of the run
+        result = function(copy.deepcopy(config["args"]), run_dir, **extra)
         if not isinstance(result, Mapping):
             raise type_error("function", f"{config['function']} returned {type(result).__name__}, expected a dict "
                                          "of metrics")
@@ -299,6 +211,13 @@ def get_job(kind: str):
 
 
 # ---------------------------------------------------------------------------------- worker side
+def _takes_device(method) -> bool:
+    try:
+        return "device" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def read_progress(run_dir: str | os.PathLike) -> dict | None:
     """A running run's ``progress.json`` (None when absent or unreadable: it is only shown, and
     rewritten every half second)."""
@@ -327,7 +246,6 @@ def read_result(run_dir: str | os.PathLike) -> dict | None:
 
 
 def _reporter(run_dir: Path, every: float = 0.5) -> Callable[[int, int], None]:
-    from ..io import write_json
 
     state = {"last": 0.0}
     host, pid = socket.gethostname(), os.getpid()
@@ -342,11 +260,12 @@ def _reporter(run_dir: Path, every: float = 0.5) -> Callable[[int, int], None]:
     return report
 
 
-def execute(job: str, run_id: str, config: dict, run_dir: str | os.PathLike, threads: int | None = None) -> dict:
+def execute(job: str, run_id: str, config: dict, run_dir: str | os.PathLike, threads: int | None = None,
+            device: str | None = None) -> dict:
     """Runs one run in this process and returns its result ``{"status": "done"|"diverged",
-    "metrics", "error", "seconds", "host"}`` (also saved as ``run_dir/result.json``)."""
-    from ..io import DirectoryLock, write_json
-    from ..train import TrainingDivergedError
+    "metrics", "error", "seconds", "host"}`` (also saved as ``run_dir/result.json``). ``device``
+    (an execution setting, e.g. a study's) reaches job kinds whose ``execute`` takes a ``device``
+    argument (function jobs pass it on to their function); it is not part of the run."""
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -363,7 +282,9 @@ def execute(job: str, run_id: str, config: dict, run_dir: str | os.PathLike, thr
         report(0, 0, force=True)
         start = time.perf_counter()
         try:
-            metrics, status, error = get_job(job).execute(config, run_dir, report), "done", None
+            kind = get_job(job)
+            extra = {"device": device} if device is not None and _takes_device(kind.execute) else {}
+            metrics, status, error = kind.execute(config, run_dir, report, **extra), "done", None
         except TrainingDivergedError as exc:  # deterministic: a retry would diverge again
             metrics, status, error = {}, "diverged", str(exc)
         result = {"status": status, "metrics": metrics, "error": error, "host": socket.gethostname(),

@@ -178,7 +178,7 @@ def _ids(t, name: str) -> torch.Tensor:
     return t
 
 
-def _temperature(temperature, sampling: bool) -> float:
+def check_temperature(temperature, sampling: bool) -> float:
     """A sampling temperature: > 0 when sampling; greedy decoding ignores it (any finite number >= 0)."""
     return check_number(temperature, "temperature", minimum=0.0, exclusive=sampling)
 
@@ -258,7 +258,7 @@ class T5(Model):
         sample = check_flag(do_sample, "do_sample")
         return self._impl.generate(_ids(input_ids, "input_ids"), attention_mask,
                                    check_int(max_new_tokens, "max_new_tokens", 1), sample,
-                                   _temperature(temperature, sample), check_int(top_k, "top_k", 0), check_seed(seed))
+                                   check_temperature(temperature, sample), check_int(top_k, "top_k", 0), check_seed(seed))
 
     def pooled_activations(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None,
                            layers: Sequence[str] | str | None = None, *, chunk_size: int = 256

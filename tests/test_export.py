@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vaetransfer.torch_reference import (ReferenceConv4Classifier, ReferenceConvClassifier, ReferenceMLPClassifier,
-                                         ReferenceVAE, train_python_classifier)
+from reference_torch import train_python_classifier
+from vaetransfer.export import ReferenceConv4Classifier, ReferenceConvClassifier, ReferenceMLPClassifier, ReferenceVAE
 
 BN_BUFFERS = ("running_mean", "running_var", "num_batches_tracked")
 
@@ -243,7 +243,7 @@ def test_reference_tc_equals_the_core_estimator_and_brute_force():
     import math
 
     from vaetransfer import estimators
-    from vaetransfer.torch_reference import beta_tc_vae_loss, kl_per_dim, minibatch_weighted_tc, reconstruction_loss
+    from vaetransfer.studies.transfer.twin_training import beta_tc_vae_loss, kl_per_dim, minibatch_weighted_tc, reconstruction_loss
 
     g = torch.Generator().manual_seed(0)
     b, d, n = 12, 4, 5000
@@ -273,7 +273,7 @@ def test_reference_tc_equals_the_core_estimator_and_brute_force():
 
 
 def test_train_python_trains_a_beta_tc_vae_and_names_a_bad_objective():
-    from vaetransfer.torch_reference import train_python
+    from vaetransfer.studies.transfer.twin_training import train_python
 
     torch.manual_seed(0)
     data = (torch.rand(256, 1, 64, 64) > 0.8).float()
