@@ -37,10 +37,10 @@ def study_smoke(tmp_path_factory):
 def finished_work(out) -> dict:
     """What resuming a finished study output must not redo: each run's measurements and snapshots
     and each analysis step, path (relative to ``out``) → modification time."""
-    from vaetransfer.studies import pipeline
+    from vaetransfer.studies.kit import declarations as d
 
-    paths = sorted((out / pipeline.SWEEPS_DIR).rglob(pipeline.MEASURED_FILE)) + \
-        sorted((out / pipeline.SWEEPS_DIR).rglob("*.pt")) + sorted((out / pipeline.STEPS_DIR).glob("*.json"))
+    paths = sorted((out / d.SWEEPS_DIR).rglob(d.MEASURED_FILE)) + \
+        sorted((out / d.SWEEPS_DIR).rglob("*.pt")) + sorted((out / d.STEPS_DIR).glob("*.json"))
     return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in paths}
 
 

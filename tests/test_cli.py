@@ -1,4 +1,5 @@
 """The command line and its main job."""
+import dataclasses
 import json
 from pathlib import Path
 import subprocess
@@ -10,7 +11,6 @@ from vaetransfer import cli
 def test_quickstart_is_the_small_quickstart_study(tmp_path, monkeypatch):
     """`vaetransfer quickstart` = `vaetransfer run quickstart --preset small`; the old options map to --set.
     (The study itself runs in tests/test_studies.py with its smoke preset.)"""
-    from vaetransfer import studies
     from vaetransfer.studies import pipeline, quickstart
 
     seen = []
@@ -18,10 +18,10 @@ def test_quickstart_is_the_small_quickstart_study(tmp_path, monkeypatch):
 
     def pin_only(study, config, out_dir, *, progress=True, **kw):  # the config and study.json, no training
         seen.append((config, Path(out_dir), progress))
-        return real_run(pipeline.dataclasses.replace(study, stages=(), analyse=lambda c, r, x: {}, figures=None,
+        return real_run(dataclasses.replace(study, stages=(), analyse=lambda c, r, x: {}, figures=None,
                                                       findings=(), report=None), config, out_dir, progress=False, **kw)
 
-    monkeypatch.setattr(studies, "_run", pin_only)
+    monkeypatch.setattr(pipeline, "run", pin_only)
     assert cli.main(["quickstart", "--out", str(tmp_path / "a"), "--quiet"]) == 0
     assert seen[-1] == (quickstart.PRESETS["small"], tmp_path / "a", False)
     assert cli.main(["quickstart", "--out", str(tmp_path / "b"), "--seed", "3", "--steps", "30", "--n", "512",

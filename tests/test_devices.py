@@ -160,27 +160,15 @@ def test_an_unavailable_device_is_a_named_error_before_any_work(tmp_path, capsys
     assert "device" in capsys.readouterr().err and not (tmp_path / "s" / "sweeps").exists()
 
 
-def test_the_execution_device_reaches_the_workers_and_not_the_run_ids(monkeypatch):
-    """A study's device travels in VAETRANSFER_DEVICE (set for the run and inherited by local
-    workers, restored after); every study builds its TrainConfig with it, an execution field that
-    no run id or snapshot hash includes."""
-    import os
-    import subprocess
-    import sys
-
+def test_the_execution_device_reaches_the_workers_and_not_the_run_ids():
+    """A study builds its TrainConfig with the device it is given explicitly (an execution setting,
+    from the run's job), a field that no run id or snapshot hash includes."""
     from vaetransfer.studies import quickstart
     from vaetransfer.train import config_hash
 
-    monkeypatch.setenv(pipeline.DEVICE_ENV, "before")
-    with pipeline._device_environment("cuda:7"):
-        child = subprocess.run([sys.executable, "-c", f"import os; print(os.environ['{pipeline.DEVICE_ENV}'])"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        assert child == "cuda:7" == pipeline.execution_device()
-        c = quickstart.PRESETS["smoke"]
-        on_gpu = quickstart._train_config(c, quickstart._models(c)[0])
-    assert os.environ[pipeline.DEVICE_ENV] == "before"
-    monkeypatch.delenv(pipeline.DEVICE_ENV)
-    on_cpu = quickstart._train_config(c, quickstart._models(c)[0])
+    c = quickstart.PRESETS["smoke"]
+    on_gpu = quickstart.train_config(c, quickstart.models(c)[0], "cuda:7")
+    on_cpu = quickstart.train_config(c, quickstart.models(c)[0], "cpu")
     assert (on_gpu.device, on_cpu.device) == ("cuda:7", "cpu")
     assert config_hash(on_gpu) == config_hash(on_cpu)
     assert studies.Execution().to_dict()["device"] == "cpu"
@@ -214,8 +202,8 @@ def test_the_transfer_crosscheck_twins_train_on_the_execution_device(device, tmp
     """The plain-PyTorch twins of the transfer study's cross-check train where the study's runs do
     (they trained on the CPU whatever the device: found on the first GPU run), and keep CPU weights."""
     from types import SimpleNamespace
-    from vaetransfer import torch_reference as ref
-    from vaetransfer.studies.transfer import core, diagnostics
+    from vaetransfer.studies.transfer import twin_training as ref
+    from vaetransfer.studies.transfer import config, crosscheck
     seen = {}
     real = ref.train_python
 
@@ -224,11 +212,55 @@ def test_the_transfer_crosscheck_twins_train_on_the_execution_device(device, tmp
         return real(model, *args, **kw)
 
     monkeypatch.setattr(ref, "train_python", spy)
-    monkeypatch.setenv(pipeline.DEVICE_ENV, device)
-    c = core.PRESETS["smoke"]
-    row = diagnostics.crosscheck_runs(c, {})[0]
+    c = config.PRESETS["smoke"]
+    row = crosscheck.crosscheck_runs(c, {})[0]
     rows = torch.rand(40, 1, 64, 64, generator=torch.Generator().manual_seed(0))
-    diagnostics.train_reference(c, row, SimpleNamespace(run_dir=tmp_path / "run"), rows)
+    crosscheck.train_reference(c, row, SimpleNamespace(run_dir=tmp_path / "run", device=device), rows)
     assert seen["device"] == device and seen["weights"].type == torch.device(device).type
-    saved = torch.load(tmp_path / "run" / diagnostics.REFERENCE_WEIGHTS, weights_only=False)["state_dict"]
+    saved = torch.load(tmp_path / "run" / crosscheck.REFERENCE_WEIGHTS, weights_only=False)["state_dict"]
     assert {t.device.type for t in saved.values()} == {"cpu"}
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:7"])
+def test_the_execution_device_reaches_each_run_as_an_argument_outside_its_identity(device, tmp_path):
+    """The device travels with each run's job (no environment variable): a local worker process
+    receives the sweep's device, and the runs' ids are the same under any device (the string is
+    only handed over: no GPU is touched)."""
+    import os
+
+    from vaetransfer import sweep
+
+    base = {"function": "vaetransfer.sweep.calibration:device", "args": {}}
+    s = sweep.create(tmp_path / "s", "function", base, grid={"k": [0, 1]})
+    before = os.environ.copy()
+    s.run("local", workers=1, progress=False, device=device)
+    assert os.environ == before
+    assert [(s.run_dir(r.id) / "device.txt").read_text() for r in s.runs] == [device, device]
+    other = sweep.create(tmp_path / "t", "function", base, grid={"k": [0, 1]})
+    other.run("local", workers=1, progress=False)
+    assert [r.id for r in other.runs] == [r.id for r in s.runs]
+    assert [(other.run_dir(r.id) / "device.txt").read_text() for r in other.runs] == ["none", "none"]
+
+
+def test_a_study_job_gets_its_device_in_the_job(tmp_path, monkeypatch):
+    """``pipeline.execute_job`` hands the sweep's device to the stage's ``measure`` in ``job.device``."""
+    from types import SimpleNamespace
+
+    from vaetransfer.studies import pipeline
+    from vaetransfer.studies.kit.declarations import Job
+
+    seen = {}
+
+    def measure(config, row, job):
+        seen["job"], seen["row"] = job, row
+        return {"x": 1}
+
+    fake = SimpleNamespace(name="fake", config=None, stage=lambda name: studies.Stage(name, lambda c, e: [], measure))
+    monkeypatch.setattr(pipeline, "get_study", lambda name: fake)
+    monkeypatch.setattr(pipeline, "config_from_dict", lambda cls, values, argument=None: values)
+    run_dir = tmp_path / "out" / "sweeps" / "train" / "runs" / "abc"
+    run_dir.mkdir(parents=True)
+    pipeline.execute_job({"study": "fake", "stage": "train", "config": {}, "seed": 2}, run_dir, device="cuda:3")
+    job = seen["job"]
+    assert isinstance(job, Job) and job.device == "cuda:3" and job.run_dir == run_dir and seen["row"] == {"seed": 2}
+    assert job.out_dir == tmp_path / "out"

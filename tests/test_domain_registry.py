@@ -220,7 +220,7 @@ def test_the_studies_rows_are_the_registry_parts(folders):
     assert torch.equal(real.images, data.load_sklearn_digits(indices=perm[898:][10:16].sort().values).images)
     assert fs.part_size("sklearn_digits", "test", {}) == 898 and fs.part_size("street_digits", "train", {}) == 73_257
     c = rr.PRESETS["smoke"]
-    x, y = rr.core._shapes(c, "edges", "test", 4)
+    x, y = rr.stages.shape_images(c, "edges", "test", 4)
     ref = data.texture_shapes(range(50_000, 50_004), seed=c.data_seed, style="edges")
     assert torch.equal(x, ref.images.float() * ref.scale) and torch.equal(y, ref.factors[:, 0])
     with pytest.raises(vt.ArgumentError, match="domain"):

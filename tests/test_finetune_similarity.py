@@ -10,7 +10,9 @@ import torch
 
 import vaetransfer as vt
 from vaetransfer import data, studies
-from vaetransfer.studies import finetune_similarity as fs, trained
+from vaetransfer.studies import finetune_similarity as fs
+from vaetransfer.studies.kit import trained
+from vaetransfer.studies.kit.stats import chance
 from vaetransfer.nn import build_model
 from vaetransfer.train import load_run, train
 
@@ -60,17 +62,22 @@ def test_smoke_writes_every_section_and_figure(smoke):
         assert heading in text
     for f in r["findings"]:
         assert f["figures"] and set(f["figures"]) <= set(r["figures"]), f["name"]
-    # Every run has its trained-model record: accuracies, chance on its rows, its loss summary.
-    assert set(a["trained"]["scratch"]) == set(a["random_labels"])
-    assert set(a["trained"]["finetune"]) == set(a["finetuning"])
-    for section in a["trained"].values():
-        for records in section.values():
-            assert set(records) == {str(s) for s in c.seeds}
-            for rec in records.values():
-                assert {"train_accuracy", "test_accuracy", "chance", "chance_test", "loss_first", "loss_last",
-                        "finite"} <= set(rec), rec
-    assert a["trained"]["scratch"][fs.core._group_key(0, c.pretrain_n)]["0"]["true_labels"] is True
-    assert a["trained"]["finetune"]["same d=9"]["0"]["true_labels"] is False
+    # Every run has its trained-model checks, its record (accuracies, chance on its rows, its loss
+    # summary) in its loss check; a training-accuracy check each, a test-accuracy check on true labels.
+    checks = a["trained"]
+    runs = {name.rsplit("/", 1)[0] for name in checks}
+    assert {r for r in runs if r.startswith("scratch/")} == {fs.analysis.run_key("scratch", g, s)
+                                                             for g in a["random_labels"] for s in c.seeds}
+    assert {r for r in runs if r.startswith("finetune/")} == {fs.analysis.run_key("finetune", t, s)
+                                                              for t in a["finetuning"] for s in c.seeds}
+    records = {}
+    for run in runs:
+        (records[run],) = checks[f"{run}/loss"]["models"].values()
+        assert {"train_accuracy", "test_accuracy", "chance", "chance_test", "loss_first", "loss_last",
+                "finite"} <= set(records[run]), records[run]
+        assert f"{run}/train" in checks and (f"{run}/test" in checks) == records[run]["true_labels"]
+    assert records[fs.analysis.run_key("scratch", fs.analysis.group_key(0, c.pretrain_n), 0)]["true_labels"] is True
+    assert records[fs.analysis.run_key("finetune", "same d=9", 0)]["true_labels"] is False
     assert all(len(g["cka_to_init"][layer]["mean"]) == c.pretrain_epochs + 1
                for g in a["random_labels"].values() for layer in fs.LAYERS)
     assert set(a["finetuning"]) == {t.label for t in c.tasks}
@@ -99,7 +106,7 @@ def test_cka_to_the_initial_representation_is_one_at_step_0(smoke):
                 assert epoch == 0 and abs(value - 1.0) < 1e-12, (run_dir, layer, value)
     model = build_model(_setup(64, 32, 16, channels=4).model_config(), seed=3).eval()
     x = data.object_shapes(range(30)).float_images()
-    values = fs.layer_cka(model, x, OrderedDict(init=fs.core._activations(model, x)))
+    values = fs.layer_cka(model, x, OrderedDict(init=fs.stages.layer_activations(model, x)))
     assert all(abs(v - 1.0) < 1e-12 for v in values.values())
 
 
@@ -115,7 +122,7 @@ def test_cka_compares_whole_layers_on_held_out_rows(tmp_path):
     assert torch.equal(same.cka_inputs(), same.datasets()[2])
     first = build_model(a.model_config(), seed=0).eval()
     second = build_model(a.model_config(), seed=1).eval()
-    acts = fs.core._activations(first, x)
+    acts = fs.stages.layer_activations(first, x)
     widths = {"block1": 4 * 16 * 16, "block2": 4 * 8 * 8, "block3": 4 * 4 * 4, "block4": 4 * 2 * 2, "logits": 10}
     assert {k: v.shape for k, v in acts.items()} == {k: (20, p) for k, p in widths.items()}
     values = fs.layer_cka(second, x, OrderedDict(other=acts))
@@ -180,8 +187,8 @@ def test_finetuning_starts_from_the_pretrained_weights_and_tracks_both_reference
 def test_task_sizes_are_capped_by_the_domain(smoke):
     c = fs.PRESETS["smoke"]
     big = studies.override(c, {"finetune_n": 5000, "finetune_test_n": 5000})
-    assert fs.core._task_sizes(big, fs.TaskSpec("sklearn_digits")) == (1797 - 898, 898)
-    assert fs.core._task_sizes(big, fs.TaskSpec()) == (5000, 5000)
+    assert fs.stages._task_sizes(big, fs.TaskSpec("sklearn_digits")) == (1797 - 898, 898)
+    assert fs.stages._task_sizes(big, fs.TaskSpec()) == (5000, 5000)
 
 
 def test_rerun_resumes_without_training(smoke):
@@ -232,7 +239,7 @@ def test_report_statistics_match_scipy():
 
     from scipy import stats
 
-    from vaetransfer.studies.stats import mean_se, spearman
+    from vaetransfer.studies.kit.stats import mean_se, spearman
 
     for x, y in (([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]), ([0, 1, 1, 2], [3.0, 2.0, 2.0, 0.5]), ([9, 4, 2, 1], [1, 1, 2, 2])):
         assert spearman(x, y) == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-3)
@@ -261,8 +268,8 @@ def _analysis(c: fs.Config, flip: tuple[str, ...] = (), stalled: tuple[str, ...]
     random_labels = {}
     for d, n in [(d, c.pretrain_n) for d in c.randomness] + [(9, n) for n in c.memorisation_sizes]:
         offset = (-1 if "structure" in flip else 1) * 0.01 * d + (1 if "memorisation" in flip else -1) * n / 1e6
-        name = "pretraining" if (d, n) == (0, c.pretrain_n) else fs.core._group_key(d, n)
-        random_labels[fs.core._group_key(d, n)] = {"d": d, "n": n, "final_cka_to_init": layers([v + offset for v in depth]),
+        name = "pretraining" if (d, n) == (0, c.pretrain_n) else fs.analysis.group_key(d, n)
+        random_labels[fs.analysis.group_key(d, n)] = {"d": d, "n": n, "final_cka_to_init": layers([v + offset for v in depth]),
                                               **run(name, d)}
     finetuning = {}
     for t in c.tasks:
@@ -373,10 +380,10 @@ def test_final_cka_intervals_equal_a_direct_call(smoke):
     assert seeds == [0, 1]
     pre_dirs = {run.row["seed"]: run.dir for run in _runs(out, "scratch")
                 if run.row["randomness"] == 0 and run.row["n_train"] == c.pretrain_n}
-    x = fs.core._finetune_setup(c, fs.core._task(c, label), 0).cka_inputs()
-    tuned = [fs.core._activations(load_run(run.dir / "train").model(), x) for run in runs]
-    pre = [fs.core._activations(load_run(pre_dirs[s] / "train").model(), x) for s in seeds]
-    init = [fs.core._activations(fs.load_init(pre_dirs[s]), x) for s in seeds]
+    x = fs.stages.finetune_setup(c, fs.stages.task_of(c, label), 0).cka_inputs()
+    tuned = [fs.stages.layer_activations(load_run(run.dir / "train").model(), x) for run in runs]
+    pre = [fs.stages.layer_activations(load_run(pre_dirs[s] / "train").model(), x) for s in seeds]
+    init = [fs.stages.layer_activations(fs.load_init(pre_dirs[s]), x) for s in seeds]
     for ref, models in (("pretrained", pre), ("init", init)):
         stored = a["cross_seed"][label][ref][layer]
         same = vt.similarity.cka_avg(_layer(tuned, layer), _layer(models, layer), seeds_a=[0, 1], seeds_b=[1, 0], **kw)
@@ -389,11 +396,11 @@ def test_final_cka_intervals_equal_a_direct_call(smoke):
         assert a["finetuning"][label]["final"][ref][layer]["ci_low"] == stored["same_seed"]["ci_low"]
     # From scratch, d = 0: each network against its own init.pt on the pretraining domain's inputs.
     x = fs.RunSetup(c, c.domain, c.pretrain_n, c.test_n, 1).cka_inputs()
-    final = [fs.core._activations(load_run(pre_dirs[s] / "train").model(), x) for s in seeds]
-    start = [fs.core._activations(fs.load_init(pre_dirs[s]), x) for s in seeds]
+    final = [fs.stages.layer_activations(load_run(pre_dirs[s] / "train").model(), x) for s in seeds]
+    start = [fs.stages.layer_activations(fs.load_init(pre_dirs[s]), x) for s in seeds]
     direct = vt.similarity.cka_avg(_layer(final, "block2"), _layer(start, "block2"), seeds_a=[0, 1], seeds_b=[1, 0],
                                    **kw)
-    stored = a["random_labels"][fs.core._group_key(0, c.pretrain_n)]["final_cka_to_init"]["block2"]
+    stored = a["random_labels"][fs.analysis.group_key(0, c.pretrain_n)]["final_cka_to_init"]["block2"]
     assert stored["ci_low"] == pytest.approx(float(direct.ci_low), abs=6e-6)
     assert stored["ci_high"] == pytest.approx(float(direct.ci_high), abs=6e-6)
 
@@ -405,11 +412,11 @@ def test_bootstrap_interval_of_a_seed_mean_is_cka_avgs(smoke):
     kw = {"ci": c.ci, "resamples": 30, "resampling": "bootstrap", "seed": 4}
     x = fs.RunSetup(c, c.domain, c.pretrain_n, c.test_n, 1).cka_inputs()
     cfg = fs.RunSetup(c, c.domain, c.pretrain_n, c.test_n, 1).model_config()
-    a = [fs.core._activations(build_model(cfg, seed=s).eval(), x) for s in (0, 1, 2)]
-    b = [fs.core._activations(build_model(cfg, seed=s).eval(), x * 0.5 + 0.25) for s in (3, 4, 5)]
+    a = [fs.stages.layer_activations(build_model(cfg, seed=s).eval(), x) for s in (0, 1, 2)]
+    b = [fs.stages.layer_activations(build_model(cfg, seed=s).eval(), x * 0.5 + 0.25) for s in (3, 4, 5)]
     seeds = [0, 1, 2]
     same = torch.eye(3, dtype=torch.bool)
-    got = fs.core._pair_means(c, a, b, {"other": ~same, "first": same & (torch.arange(3) == 0)})
+    got = fs.analysis._pair_means(c, a, b, {"other": ~same, "first": same & (torch.arange(3) == 0)})
     for layer in ("block1", "logits"):
         avg = vt.similarity.cka_avg(_layer(a, layer), _layer(b, layer), seeds_a=seeds, seeds_b=seeds, **kw)
         assert got["other"][layer]["ci_low"] == pytest.approx(float(avg.ci_low), abs=6e-6)
@@ -421,7 +428,7 @@ def test_bootstrap_interval_of_a_seed_mean_is_cka_avgs(smoke):
         assert got["first"][layer]["ci_low"] < got["first"][layer]["ci_high"]
     # No resamples: the values alone; torch's thread count is left as it was.
     threads = torch.get_num_threads()
-    plain = fs.core._pair_means(studies.override(c, {"ci_resamples": 0}), a, b, {"other": ~same})
+    plain = fs.analysis._pair_means(studies.override(c, {"ci_resamples": 0}), a, b, {"other": ~same})
     assert torch.get_num_threads() == threads
     assert all(set(v) == {"values"} for v in plain["other"].values())
     assert plain["other"]["block1"]["values"] == pytest.approx(got["other"]["block1"]["values"], abs=1e-12)
@@ -481,10 +488,10 @@ def test_medium_preset_is_valid_and_its_runs_are_as_designed():
     assert len(rows) == 45 and {r["seed"] for r in rows} == {0, 1, 2, 3, 4}
     tuned = finetune(c, {"scratch": rows})
     assert len(tuned) == 40 and {r["task"] for r in tuned} == {t.label for t in fs.Config().tasks}
-    # The training the estimate in the preset's comment rests on: from-scratch and fine-tuning steps.
+    # The training the cost estimate in config.py's docstring rests on: from-scratch and fine-tuning steps.
     steps = sum(fs.RunSetup(c, c.domain, r["n_train"], c.test_n, c.pretrain_epochs).steps_per_epoch for r in rows)
     assert steps * c.pretrain_epochs == 5 * 70 * (5 * 157 + 8 + 16 + 32 + 79)
-    steps = sum(fs.core._finetune_setup(c, fs.core._task(c, r["task"]), r["seed"]).steps_per_epoch for r in tuned)
+    steps = sum(fs.stages.finetune_setup(c, fs.stages.task_of(c, r["task"]), r["seed"]).steps_per_epoch for r in tuned)
     assert steps * c.finetune_epochs == 5 * 60 * (7 * 157 + 29)
     for finding in fs.FINDINGS:
         assert finding.decide(c, _analysis(c)).reproduced is True, finding.name
@@ -492,14 +499,15 @@ def test_medium_preset_is_valid_and_its_runs_are_as_designed():
 
 # ---------------------------------------------------------------------------------- trained models
 def _trained(c: fs.Config, overrides: dict | None = None) -> dict:
-    """The ``trained`` section of an analysis of ``c`` in which every run trained; ``overrides``:
-    ``{(section, group, seed): {key: value}}`` changes one run's record (a None value drops the key)."""
+    """The ``trained`` section of an analysis of ``c`` in which every run trained (the checks of the
+    runs' records); ``overrides``: ``{(section, group, seed): {key: value}}`` changes one run's
+    record (a None value drops the key)."""
     def rec(seed, true_labels):
         return {"seed": seed, "true_labels": true_labels, "chance": 0.1, "chance_test": 0.1, "train_accuracy": 0.98,
                 "test_accuracy": 0.6, "loss_first": 2.3, "loss_last": 0.1, "finite": True}
 
     groups = [(d, c.pretrain_n) for d in c.randomness] + [(9, n) for n in c.memorisation_sizes]
-    section = {"scratch": {fs.core._group_key(d, n): {str(s): rec(s, d == 0) for s in c.seeds} for d, n in groups},
+    section = {"scratch": {fs.analysis.group_key(d, n): {str(s): rec(s, d == 0) for s in c.seeds} for d, n in groups},
                "finetune": {t.label: {str(s): rec(s, t.kind(c.domain) in fs.STRUCTURED) for s in c.seeds}
                             for t in c.tasks}}
     for (kind, group, seed), values in (overrides or {}).items():
@@ -507,7 +515,7 @@ def _trained(c: fs.Config, overrides: dict | None = None) -> dict:
         r.update(values)
         for k in [k for k, v in values.items() if v is None]:
             del r[k]
-    return section
+    return fs.analysis.trained_checks(c, section)
 
 
 def _checked(c: fs.Config, overrides: dict | None = None, flip: tuple[str, ...] = ()) -> dict:
@@ -518,7 +526,7 @@ def _finding(name: str):
     return next(f for f in fs.FINDINGS if f.name == name)
 
 
-PRE = fs.core._group_key(0, SMALL.pretrain_n)
+PRE = fs.analysis.group_key(0, SMALL.pretrain_n)
 
 
 @pytest.mark.parametrize("name, run, values, named, why", [
@@ -583,14 +591,14 @@ def test_run_records_of_old_and_new_measurements(tmp_path):
 
     old = SimpleNamespace(row={"seed": 3}, dir=tmp_path, measured={"final_train_accuracy": 0.7,
                                                                    "final_test_accuracy": 0.4})
-    assert fs.core._run_record(old, True) == {"seed": 3, "true_labels": True, "chance": 0.1, "chance_test": 0.1,
+    assert fs.analysis.run_record(old, True) == {"seed": 3, "true_labels": True, "chance": 0.1, "chance_test": 0.1,
                                          "train_accuracy": 0.7, "test_accuracy": 0.4}
     new = SimpleNamespace(row={"seed": 1}, dir=tmp_path, measured={
         "final_train_accuracy": 0.7, "chance_train": 0.12, "chance_test": 0.1,
         "loss": {"loss_first": 2.3, "loss_last": 1.0, "finite": True}})
-    rec = fs.core._run_record(new, False)
+    rec = fs.analysis.run_record(new, False)
     assert rec["chance"] == 0.12 and rec["loss_last"] == 1.0 and "test_accuracy" not in rec
-    assert fs.core._chance(torch.tensor([0, 1, 1, 2, 1])) == 0.6
+    assert chance(torch.tensor([0, 1, 1, 2, 1]), fs.NUM_CLASSES, 4) == 0.6
 
 
 def test_the_loss_summary_of_a_run_is_its_historys(smoke):

@@ -17,10 +17,10 @@ def test_medium_preset_is_valid_and_its_runs_are_as_designed():
     assert len({r["model"] for r in rows}) == 3
     # The training the estimate in the preset's comment rests on: 3 × 25,000 steps of batch 64 on
     # 131,072 distinct dSprites images; snapshots every quarter (resumable).
-    configs = [quickstart._train_config(c, quickstart._model_of(c, r)) for r in rows]
+    configs = [quickstart.train_config(c, quickstart.model_of(c, r), "cpu") for r in rows]
     assert [(t.steps, t.batch_size, t.snapshot_every) for t in configs] == [(25_000, 64, 6_250)] * 3
     assert all(t.dataset == "dsprites[131072]" for t in configs)
-    rows_trained = quickstart._train_rows(c)
+    rows_trained = quickstart.train_rows(c)
     assert len(rows_trained) == len(set(rows_trained.tolist())) == 131_072 < data.DSPRITES_COUNT
     assert (c.similarity_n, c.disentanglement_n, c.disentanglement_points) == (1000, 2000, 500)
     assert c.same_seed_baseline and c.betas[0] != c.betas[1]  # no finding undecided by design
@@ -32,13 +32,13 @@ def test_trained_check_rows_and_reference_per_preset():
     for name, c in quickstart.PRESETS.items():
         ref = quickstart.reference_model(c)
         assert (ref.beta, ref.seed, ref.baseline) == (1.0, c.seed, False), name
-        rows, held_out = quickstart._held_out_rows(c)
+        rows, held_out = quickstart.held_out_rows(c)
         assert len(rows) == quickstart.TRAINED_N and rows.tolist() == sorted(set(rows.tolist())), name
         if c.n:
-            assert held_out and not set(rows.tolist()) & set(quickstart._train_rows(c).tolist()), name
+            assert held_out and not set(rows.tolist()) & set(quickstart.train_rows(c).tolist()), name
         else:  # paper: every image is trained on, the check reads training rows and says so
             assert not held_out, name
     smoke = quickstart.PRESETS["smoke"]
-    train_rows = quickstart._train_rows(smoke)
+    train_rows = quickstart.train_rows(smoke)
     expected = data.dsprites(train_rows).float_images().double().mean(0)
-    assert torch.allclose(quickstart._mean_image(train_rows), expected, rtol=0, atol=1e-12)
+    assert torch.allclose(quickstart.mean_image(train_rows), expected, rtol=0, atol=1e-12)

@@ -10,10 +10,11 @@ import torch
 
 from vaetransfer import data, objectives, studies
 from vaetransfer.config import config_to_dict
-from vaetransfer.studies import Execution, pipeline, trained
+from vaetransfer.studies import Execution, pipeline
 from vaetransfer.studies import rate_distortion as rd
-from vaetransfer.studies.stats import spearman
 from vaetransfer.train import load_run
+from vaetransfer.studies.kit import declarations, trained
+from vaetransfer.studies.kit.stats import spearman
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FINDINGS = {"mi_saturates_marginal_kl_grows", "u_vs_l_shape", "gap_vs_beta", "early_stopping_shape", "ablations"}
@@ -28,7 +29,7 @@ def smoke(study_smoke):
 def test_smoke_writes_every_section_and_figure(smoke):
     out, r = smoke
     c = rd.PRESETS["smoke"]
-    assert r["runs"]["train"]["runs"] == r["runs"]["train"]["done"] == len(rd.core._train_runs(c, {}))
+    assert r["runs"]["train"]["runs"] == r["runs"]["train"]["done"] == len(rd.stages.train_runs(c, {}))
     for p in r["figures"]:
         assert (out / p).read_bytes()[:8] == PNG, p
     names = {p.split(".")[0] for p in r["figures"]}
@@ -52,13 +53,16 @@ def test_smoke_writes_every_section_and_figure(smoke):
     for f in r["findings"]:
         assert f["figures"] and set(f["figures"]) <= set(r["figures"]), f["name"]
     check = r["analysis"]["trained"]
-    assert len(check["runs"]) == r["runs"]["train"]["runs"]
-    assert all({"loss_first", "loss_last", "finite", "final", "early_stopped"} <= set(v)
-               for v in check["runs"].values())
+    assert len(check) == len(rd.analysis.WEIGHTS) * r["runs"]["train"]["runs"]  # one check per run and weights
+    for name, v in check.items():
+        weights, run = name.split(": ", 1)
+        assert v["context"]["weights"] == weights and list(v["models"]) == [run]
+        assert {"loss_first", "loss_last", "finite"} <= set(v["models"][run])
+    baselines = rd.analysis.trained_baselines(check)
     for s in c.splits:
-        rows = rd.core._subset(rd.split_rows(s, c.data_seed, c.validation_fraction)[0], c.eval_n, c.data_seed)
+        rows = rd.stages.subset(rd.split_rows(s, c.data_seed, c.validation_fraction)[0], c.eval_n, c.data_seed)
         x = data.tetrominoes(rows, seed=c.data_seed).float_images()
-        assert check["baseline"][s.label] == pytest.approx(trained.input_ignoring_distortion(x, x), abs=1e-3)
+        assert baselines[s.label] == pytest.approx(trained.input_ignoring_distortion(x, x), abs=1e-3)
     for f in r["findings"]:  # smoke learns nothing: a finding resting on an untrained run says which
         if f["reproduced"] is None and f["reason"].startswith("did not train — "):
             assert " seed " in f["reason"] and (f["diagnosis"] is None or f["diagnosis"]["kind"] == "open")
@@ -70,11 +74,11 @@ def test_run_measures_follow_their_definitions(smoke):
     c = rd.PRESETS["smoke"]
     assert studies.get("rate_distortion") is rd and studies.get_study("rate_distortion") is rd.STUDY  # discoverable
     stage = rd.STUDY.stage("train")
-    rows = pipeline.run_sweep(out / pipeline.SWEEPS_DIR / "train", rd.STUDY, stage, c, stage.runs(c, {}),
+    rows = pipeline.run_sweep(out / declarations.SWEEPS_DIR / "train", rd.STUDY, stage, c, stage.runs(c, {}),
                               Execution(), progress=False)  # finished: nothing retrains
     assert all(row.status == "done" for row in rows)
     row = next(x for x in rows if x["architecture"] == "mlp1" and x["objective"] == "beta-vae"
-               and rd.core._label(x["split"]) == c.focus_split.label and x["beta"] == 1.0)
+               and rd.stages.split_label(x["split"]) == c.focus_split.label and x["beta"] == 1.0)
     train_rows, val_rows, test_rows = rd.split_rows(c.focus_split, c.data_seed, c.validation_fraction)
     assert (row["n_train"], row["n_validation"], row["n_test"]) == (len(train_rows), len(val_rows), len(test_rows))
     assert row["log_n_train"] == pytest.approx(math.log(len(train_rows)))
@@ -88,7 +92,7 @@ def test_run_measures_follow_their_definitions(smoke):
         assert x["loss"] == trained.loss_summary(load_run(x.dir / "train").history["loss"].tolist())
     # Recompute D and R of the final model on the same rows, from the definitions.
     model = load_run(row.dir / "train").model()
-    picked = rd.core._subset(train_rows, c.eval_n, c.data_seed)
+    picked = rd.stages.subset(train_rows, c.eval_n, c.data_seed)
     x = data.tetrominoes(picked, seed=c.data_seed).float_images()
     with torch.no_grad():
         mean, logvar = model.encode(x)
@@ -109,7 +113,7 @@ def test_rerun_resumes_without_training(smoke):
     res = studies.run_study("rate_distortion", out, preset="smoke", progress=False)
     assert res["analysis"]["table"] == r["analysis"]["table"]
     assert res["analysis"]["nearest_neighbours"] == r["analysis"]["nearest_neighbours"]
-    assert (out / pipeline.STEPS_DIR / "nearest_neighbours.json").exists()
+    assert (out / declarations.STEPS_DIR / "nearest_neighbours.json").exists()
 
 
 def test_a_run_diverging_before_its_first_snapshot_is_measured_at_its_early_stopping_weights(tmp_path):
@@ -118,7 +122,7 @@ def test_a_run_diverging_before_its_first_snapshot_is_measured_at_its_early_stop
     log-variances lie beyond float32's range. lr 0.1 makes that happen within a few steps."""
     c = dataclasses.replace(rd.PRESETS["smoke"], lr=0.1, steps=40, eval_every=1)
     row = {"architecture": "mlp1", "split": c.focus_split, "objective": "mi-vae", "beta": 1.0, "seed": 0}
-    m = rd.train_and_measure(c, row, pipeline.Job("train", tmp_path, tmp_path))
+    m = rd.train_and_measure(c, row, declarations.Job("train", tmp_path, tmp_path))
     run = load_run(tmp_path / "train")
     assert m["diverged"] == 1.0 and run.snapshots() == []  # broke before step c.steps // 4
     assert 1 <= m["steps"] < c.steps // 4 and run.history["step"].tolist() == list(range(1, m["steps"] + 1))
@@ -156,7 +160,7 @@ def test_paper_preset_is_the_papers_grid():
     # the small preset: every run within the hour's budget and the findings' splits present
     s = rd.PRESETS["small"]
     assert s == rd.Config()
-    assert len(rd.core._train_runs(s, {})) <= 60 and any(sp.kind == "cv" for sp in s.splits)
+    assert len(rd.stages.train_runs(s, {})) <= 60 and any(sp.kind == "cv" for sp in s.splits)
     assert any(sp.kind == "cd" for sp in s.splits)
 
 
@@ -178,17 +182,17 @@ def test_bad_configs_name_the_field(sets, arg):
 
 
 def test_shape_rule_separates_u_from_l():
-    u = rd.core._shape([0.001, 0.1, 1.0], [120.0, 100.0, 110.0], [0.5, 0.5, 0.5])
+    u = rd.analysis.shape([0.001, 0.1, 1.0], [120.0, 100.0, 110.0], [0.5, 0.5, 0.5])
     assert u["u_shaped"] and not u["l_shaped"] and u["argmin_beta"] == 0.1
-    l_shape = rd.core._shape([0.001, 0.1, 1.0], [100.0, 100.05, 130.0], [0.5, 0.5, 0.5])
+    l_shape = rd.analysis.shape([0.001, 0.1, 1.0], [100.0, 100.05, 130.0], [0.5, 0.5, 0.5])
     assert l_shape["l_shaped"] and not l_shape["u_shaped"]
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0 and spearman([1, 2, 3], [1, 2, 3]) == 1.0
 
 
 # ---------------------------------------------------------------------------------- the findings' rules
 SMALL = rd.PRESETS["small"]  # sparse split cv(0.01) = the focus split, 2 restarts there
-U = rd.core._shape([0.001, 0.1, 1.0], [120.0, 100.0, 110.0], [0.5, 0.5, 0.5])
-L = rd.core._shape([0.001, 0.1, 1.0], [100.0, 100.05, 130.0], [0.5, 0.5, 0.5])
+U = rd.analysis.shape([0.001, 0.1, 1.0], [120.0, 100.0, 110.0], [0.5, 0.5, 0.5])
+L = rd.analysis.shape([0.001, 0.1, 1.0], [100.0, 100.05, 130.0], [0.5, 0.5, 0.5])
 DIVERGED = {"beta-vae": {"mlp1": {"cv(0.01)": {"1.0": {"diverged": {"mean": 0.5}, "trained": {"mean": 1.0}}}}}}
 UNTRAINED = {"beta-vae": {"mlp3": {"cv(0.01)": {"0.1": {"diverged": {"mean": 0.0}, "trained": {"mean": 0.5}}}}}}
 
@@ -282,7 +286,7 @@ def test_medium_preset_is_valid_and_sized_as_designed():
     # what the findings need: both depths, MLP-3 trained into its memorisation regime, ≥ 3 restarts on
     # the sparse CV split (the shape rules' tolerance), the ablation βs in the grid
     assert m.architectures == ("mlp1", "mlp3") and m.steps == 6000 and m.steps > rd.PRESETS["small"].steps
-    sparse = rd.core._sparse_split(m)
+    sparse = rd.analysis.sparse_split(m)
     assert sparse == m.focus_split == rd.SplitSpec("cv", 0.01) and len(m.seeds_of(sparse)) == 3
     assert m.betas == (0.001, 0.005, 0.01, 0.1, 0.3, 1.0, 4.0)
     assert set(m.ablation_betas) <= set(m.betas) and min(m.betas) < 1 <= max(m.betas)
@@ -290,10 +294,10 @@ def test_medium_preset_is_valid_and_sized_as_designed():
     stage = rd.STUDY.stage("train")
     assert [s.name for s in rd.STUDY.stages] == ["train"]
     rows = stage.runs(m, {})
-    assert rows == rd.core._train_runs(m, {})
+    assert rows == rd.stages.train_runs(m, {})
     count = {}
     for r in rows:
-        key = (r["objective"], r["architecture"], rd.core._label(r["split"]))
+        key = (r["objective"], r["architecture"], rd.stages.split_label(r["split"]))
         count[key] = count.get(key, 0) + 1
     assert count == {("beta-vae", "mlp1", "cv(0.01)"): 21, ("beta-vae", "mlp3", "cv(0.01)"): 21,  # 7 β × 3 seeds
                      ("beta-vae", "mlp1", "cd(0.02)"): 7, ("beta-vae", "mlp3", "cd(0.02)"): 7,    # 7 β × 1 seed
@@ -308,7 +312,7 @@ BASELINES = {"cv(0.01)": 300.0, "cv(0.04)": 280.0, "cd(0.02)": 200.0}
 
 def rec(arch="mlp3", beta=0.1, seed=0, d=100.0, es=None, split="cv(0.01)", obj="beta-vae", loss=(1000.0, 100.0),
         **extra):
-    """A run's record of the `trained` section (rd.analysis._run_record's fields)."""
+    """A run's record of the `trained` section (rd.analysis.run_record's fields)."""
     r = {"objective": obj, "architecture": arch, "split": split, "beta": float(beta), "seed": seed,
          "train_distortion": d, "es_train_distortion": d if es is None else es}
     if loss is not None:
@@ -325,53 +329,58 @@ def records(overrides=(), archs=("mlp1", "mlp3"), split="cv(0.01)", seeds=(0, 1)
         for b in BETAS:
             for s in seeds:
                 r = rec(arch, b, s, d[b], split=split)
-                out[rd.analysis._run_name(r)] = r
+                out[rd.analysis.run_name(r)] = r
     for r in overrides:
-        out[rd.analysis._run_name(r)] = r
+        out[rd.analysis.run_name(r)] = r
     return out
 
 
+def failures_of(checks: dict) -> dict:
+    """weights → the runs of a `trained` section that did not train (rd.analysis.untrained_runs)."""
+    return {w: rd.analysis.untrained_runs({"trained": checks}, weights=w) for w in rd.analysis.WEIGHTS}
+
+
 def test_trained_rule_references_and_thresholds():
-    t = rd.analysis._trained_section(records(), BASELINES)
-    assert t["baseline"] == BASELINES and t["failed"] == {"final": [], "early_stopped": []}
-    runs = t["runs"]
+    t = rd.analysis.trained_section(records(), BASELINES)
+    assert all(v["context"]["baseline"] == BASELINES[m["split"]] for v in t.values() for m in v["models"].values())
+    assert failures_of(t) == {"final": [], "early_stopped": []}
     # β < 1: halfway from the baseline 300 to the β = 1 runs' mean 120; β = 1: halfway to the smallest β's 60;
     # β > 1: loss checks only
-    assert runs["beta-vae mlp3 cv(0.01) β=0.1 seed 0"]["threshold"]["final"] == 210.0
-    assert runs["beta-vae mlp3 cv(0.01) β=1 seed 1"]["threshold"]["final"] == 180.0
-    assert runs["beta-vae mlp3 cv(0.01) β=4 seed 0"]["threshold"]["final"] == 306.0  # the baseline + 2 %
+    assert t["final: beta-vae mlp3 cv(0.01) β=0.1 seed 0"]["rule"]["maximum"] == 210.0
+    assert t["final: beta-vae mlp3 cv(0.01) β=1 seed 1"]["rule"]["maximum"] == 180.0
+    assert t["final: beta-vae mlp3 cv(0.01) β=4 seed 0"]["rule"]["maximum"] == 306.0  # the baseline + 2 %
     # a run that cannot reconstruct its training images fails, named, with the rule's numbers
     bad = rec("mlp3", 0.01, 1, 250.0)
-    t = rd.analysis._trained_section(records([bad]), BASELINES)
-    [why] = t["failed"]["final"]
+    t = rd.analysis.trained_section(records([bad]), BASELINES)
+    [why] = failures_of(t)["final"]
     assert why.startswith("beta-vae mlp3 cv(0.01) β=0.01 seed 1: train distortion 250 > 2")
     assert "halfway from the input-ignoring baseline 300" in why and "β = 1 β-VAEs' mean" in why
     # its early-stopped weights judged on their own distortion
-    es = rd.analysis._trained_section(records([rec("mlp3", 0.01, 1, 80.0, es=260.0)]), BASELINES)["failed"]
+    es = failures_of(rd.analysis.trained_section(records([rec("mlp3", 0.01, 1, 80.0, es=260.0)]), BASELINES))
     assert es["final"] == [] and len(es["early_stopped"]) == 1 and "early-stopped train distortion 260" in \
         es["early_stopped"][0]
     # β = 4 may legitimately sit at the baseline (posterior collapse), not above it
-    assert rd.analysis._trained_section(records([rec("mlp3", 4.0, 0, 303.0)]), BASELINES)["failed"]["final"] == []
-    assert rd.analysis._trained_section(records([rec("mlp3", 4.0, 0, 1250.0)]), BASELINES)["failed"]["final"][0].startswith(
+    assert failures_of(rd.analysis.trained_section(records([rec("mlp3", 4.0, 0, 303.0)]), BASELINES))["final"] == []
+    assert failures_of(rd.analysis.trained_section(records([rec("mlp3", 4.0, 0, 1250.0)]), BASELINES))["final"][0].startswith(
         "beta-vae mlp3 cv(0.01) β=4 seed 0: train distortion 1250 > 306 (the input-ignoring baseline 300 plus 2 %")
     # ... but a loss that did not fall, or diverged, fails at any β
     flat = rec("mlp3", 4.0, 0, 170.0, loss=(100.0, 99.5))
-    assert "did not fall by 1%" in rd.analysis._trained_section(records([flat]), BASELINES)["failed"]["final"][0]
+    assert "did not fall by 1%" in failures_of(rd.analysis.trained_section(records([flat]), BASELINES))["final"][0]
     nan = rec("mlp1", 0.001, 0, 60.0, finite=False)
-    assert "diverged" in rd.analysis._trained_section(records([nan]), BASELINES)["failed"]["final"][0]
+    assert "diverged" in failures_of(rd.analysis.trained_section(records([nan]), BASELINES))["final"][0]
     # the β = 1 runs themselves: against the smallest β's mean (against their own they would always pass)
     one = rec("mlp1", 1.0, 0, 200.0)
-    assert rd.analysis._trained_section(records([one]), BASELINES)["failed"]["final"][0].startswith(
+    assert failures_of(rd.analysis.trained_section(records([one]), BASELINES))["final"][0].startswith(
         "beta-vae mlp1 cv(0.01) β=1 seed 0: train distortion 200 > 180")
     # a reference no better than ignoring the input: every run resting on it fails, saying so
     lost = [rec("mlp3", 1.0, s, 310.0) for s in (0, 1)]
-    failed = rd.analysis._trained_section(records(lost), BASELINES)["failed"]["final"]
+    failed = failures_of(rd.analysis.trained_section(records(lost), BASELINES))["final"]
     assert {f.split(":")[0] for f in failed} >= {f"beta-vae mlp3 cv(0.01) β={b:g} seed {s}" for b in BETAS[:3]
                                                   for s in (0, 1)}
     assert any("is not below the input-ignoring baseline 300" in f for f in failed)
     # ablations at β ≤ 1 against the β-VAEs' β = 1 mean
     mi = rec("mlp3", 0.01, 0, 230.0, obj="mi-vae")
-    assert rd.analysis._trained_section(records([mi]), BASELINES)["failed"]["final"][0].startswith(
+    assert failures_of(rd.analysis.trained_section(records([mi]), BASELINES))["final"][0].startswith(
         "mi-vae mlp3 cv(0.01) β=0.01 seed 0: train distortion 230 > 210")
 
 
@@ -379,15 +388,15 @@ def test_trained_check_of_runs_measured_before_it(tmp_path):
     """Old outputs load: a run without a loss summary or history keeps its old flag, or is not checked."""
     row = {"architecture": "mlp1", "split": {"kind": "cv", "ratio": 0.01}, "objective": "beta-vae", "beta": 0.1,
            "seed": 0}
-    old = pipeline.RunResult("train", row, "r0", tmp_path, "done", 1.0, {"train_distortion": 90.0, "trained": 0.0})
-    r = rd.analysis._run_record(old)
+    old = declarations.RunResult("train", row, "r0", tmp_path, "done", 1.0, {"train_distortion": 90.0, "trained": 0.0})
+    r = rd.analysis.run_record(old)
     assert "loss_first" not in r and r["loss_fell"] is False
-    assert "did not fall" in rd.analysis._trained_section(records([r]), BASELINES)["failed"]["final"][0]
-    unchecked = rd.analysis._run_record(dataclasses.replace(old, measured={"train_distortion": 90.0,
+    assert "did not fall" in failures_of(rd.analysis.trained_section(records([r]), BASELINES))["final"][0]
+    unchecked = rd.analysis.run_record(dataclasses.replace(old, measured={"train_distortion": 90.0,
                                                                   "es_train_distortion": 95.0}))
-    assert "loss_fell" not in unchecked and rd.analysis._trained_section(records([unchecked]), BASELINES)["failed"] == {
+    assert "loss_fell" not in unchecked and failures_of(rd.analysis.trained_section(records([unchecked]), BASELINES)) == {
         "final": [], "early_stopped": []}
-    diverged = rd.analysis._run_record(dataclasses.replace(old, measured={"train_distortion": 90.0, "diverged": 1.0,
+    diverged = rd.analysis.run_record(dataclasses.replace(old, measured={"train_distortion": 90.0, "diverged": 1.0,
                                                                  "loss": {"loss_first": 900.0, "loss_last": 80.0,
                                                                           "finite": True}}))
     assert diverged["finite"] is False
@@ -419,11 +428,11 @@ def shape_analysis(mlp1=SHALLOW_U, mlp3=DEEP_L, es1=None, es3=None, sd=2.0, over
                        early_stopping_step=500.0, n_train=1474.0)
     if stop is not None:
         t["beta-vae"]["mlp3"]["cv(0.01)"]["0.001"]["early_stopping_step"]["mean"] = stop
-    return {"table": t, "trained": rd.analysis._trained_section(records(overrides), BASELINES),
+    return {"table": t, "trained": rd.analysis.trained_section(records(overrides), BASELINES),
             "u_vs_l_shape": {"split": "cv(0.01)", "per_architecture": {
-                "mlp1": rd.core._shape(BETAS, mlp1, [sd] * 5), "mlp3": rd.core._shape(BETAS, mlp3, [sd] * 5)}},
+                "mlp1": rd.analysis.shape(BETAS, mlp1, [sd] * 5), "mlp3": rd.analysis.shape(BETAS, mlp3, [sd] * 5)}},
             "early_stopping_shape": {"split": "cv(0.01)", "per_architecture": {
-                "mlp1": rd.core._shape(BETAS, es1, [sd] * 5), "mlp3": rd.core._shape(BETAS, es3, [sd] * 5)}}}
+                "mlp1": rd.analysis.shape(BETAS, es1, [sd] * 5), "mlp3": rd.analysis.shape(BETAS, es3, [sd] * 5)}}}
 
 
 def finding(name: str):
@@ -526,7 +535,7 @@ def gap_analysis(groups: dict, table: dict, overrides=()) -> dict:
         rho = spearman(BETAS, g)
         per[key] = {"betas": BETAS, "gap_neg_elbo": g, "spearman_beta_gap": rho,
                     "shrinks_as_beta_grows": rho is not None and rho < 0}
-    return {"table": table, "trained": rd.analysis._trained_section(records(overrides), BASELINES),
+    return {"table": table, "trained": rd.analysis.trained_section(records(overrides), BASELINES),
             "gap_vs_beta": {"per_run_group": per}}
 
 
@@ -570,11 +579,11 @@ def test_ablation_checks_and_diagnosis():
            "marginal-kl-vae": {"0.01": cell(42.0), "1.0": cell(28.0)}}
     ablated = [rec("mlp3", b, 0, 100.0, obj=obj) for obj in rd.ABLATIONS for b in (0.01, 1.0)]
     a = {"table": {}, "ablations": {"architecture": "mlp3", "split": "cv(0.01)", "per_objective": per},
-         "trained": rd.analysis._trained_section(records(ablated), BASELINES)}
+         "trained": rd.analysis.trained_section(records(ablated), BASELINES)}
     verdict, d = judged("ablations", a)
     assert verdict.reproduced is True and d.kind == "reproduced"
     nan = rec("mlp3", 1.0, 0, 100.0, obj="mi-vae", finite=False)
-    a["trained"] = rd.analysis._trained_section(records(ablated + [nan]), BASELINES)
+    a["trained"] = rd.analysis.trained_section(records(ablated + [nan]), BASELINES)
     verdict, d = judged("ablations", a)
     assert verdict.reproduced is None and "mi-vae mlp3 cv(0.01) β=1 seed 0: diverged" in verdict.reason
     assert d.kind == "open" and "mi-vae mlp3 cv(0.01) β=1 seed 0" in d.text

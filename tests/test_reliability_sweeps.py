@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vaetransfer.studies import Stage, Study
+from vaetransfer.studies.kit import declarations
 
 
 def work(run_dir, go):
@@ -136,7 +137,7 @@ def test_a_second_study_process_on_one_output_is_refused_at_once(tmp_path, study
     argv = ["run", "quickstart", "--preset", "smoke", "--out", out, "--quiet", "--workers", "2", "--threads", "1"]
     first = cli_process(*argv)
     try:
-        wait_for(lambda: (out / pipeline.STUDY_FILE).exists(), timeout=60, what="the first study to hold its lock")
+        wait_for(lambda: (out / declarations.STUDY_FILE).exists(), timeout=60, what="the first study to hold its lock")
         second = cli_process(*argv)
         try:
             _, err = second.communicate(timeout=60)
@@ -151,7 +152,7 @@ def test_a_second_study_process_on_one_output_is_refused_at_once(tmp_path, study
     finally:
         stop(first)
     assert first.returncode == 0, err
-    results = json.loads((out / pipeline.RESULTS_FILE).read_text())
+    results = json.loads((out / declarations.RESULTS_FILE).read_text())
     _, clean = study_smoke("quickstart")  # the same command alone
     assert results["config"] == clean["config"] and results["findings"] == clean["findings"]
 
@@ -238,9 +239,9 @@ def test_a_corrupt_measurement_or_step_is_redone_and_study_json_is_the_users(tmp
     helpers.touch()  # runs finish at once
     out = tmp_path / "out"
     first = studies.run_study(HELPERS_MODULE, out, sets=[f"go={helpers}"], progress=False)
-    runs = sorted((out / pipeline.SWEEPS_DIR / "work" / "runs").iterdir())
-    (runs[0] / pipeline.MEASURED_FILE).write_text("[]")
-    (out / pipeline.STEPS_DIR / "total.json").write_text('{"key": nu')
+    runs = sorted((out / declarations.SWEEPS_DIR / "work" / "runs").iterdir())
+    (runs[0] / declarations.MEASURED_FILE).write_text("[]")
+    (out / declarations.STEPS_DIR / "total.json").write_text('{"key": nu')
     with pytest.warns(CorruptFileWarning) as caught:
         again = studies.run_study(HELPERS_MODULE, out, sets=[f"go={helpers}"], progress=False)
     messages = " | ".join(str(w.message) for w in caught)
@@ -250,7 +251,7 @@ def test_a_corrupt_measurement_or_step_is_redone_and_study_json_is_the_users(tmp
     assert again["analysis"] == first["analysis"] == {"total": 12.0}
     assert [executions(r) for r in runs] == [(2, 2), (1, 1), (1, 1)]  # only the damaged run measured again
 
-    (out / pipeline.STUDY_FILE).write_text("[]")
+    (out / declarations.STUDY_FILE).write_text("[]")
     study = studies.get_study(HELPERS_MODULE)
     for attempt in (lambda: studies.run_study(HELPERS_MODULE, out, sets=[f"go={helpers}"], progress=False),
                     lambda: pipeline.run_beside(out, study, "extra", study.stages[0], study.config(), [{"value": 9.0}])):
@@ -322,7 +323,7 @@ def test_a_signal_stops_a_sweep_driver_and_its_workers_and_a_rerun_finishes(tmp_
 def test_a_signal_stops_a_study_and_its_workers_and_a_rerun_finishes(tmp_path, helpers, signum):
     out = tmp_path / "study"
     proc = cli_process("run", HELPERS_MODULE, "--set", f"go={helpers}", "--out", out, "--workers", "2", "--quiet")
-    sweep_dir = out / pipeline.SWEEPS_DIR / "work"
+    sweep_dir = out / declarations.SWEEPS_DIR / "work"
     try:
         wait_for(lambda: (sweep_dir / "sweep.json").exists(), timeout=60, what="the study's sweep")
     except AssertionError:
@@ -331,7 +332,7 @@ def test_a_signal_stops_a_study_and_its_workers_and_a_rerun_finishes(tmp_path, h
     decl = sweep.Declaration.from_dict(json.loads((sweep_dir / "sweep.json").read_text()))
     run_dirs = [sweep_dir / "runs" / r.id for r in decl.expand()]
     _interrupt_and_check(proc, run_dirs[:2], signum, sweep_dir)
-    assert not (out / pipeline.RESULTS_FILE).exists()
+    assert not (out / declarations.RESULTS_FILE).exists()
     helpers.touch()
     results = studies.run_study(HELPERS_MODULE, out, sets=[f"go={helpers}"], progress=False)
     assert results["analysis"] == {"total": 12.0}

@@ -9,7 +9,8 @@ import pytest
 
 import vaetransfer
 from vaetransfer import cli, studies
-from vaetransfer.studies import pipeline, report
+from vaetransfer.studies import pipeline, published, report, reproduction
+from vaetransfer.studies.kit import declarations
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -102,7 +103,7 @@ def test_page_structure_summary_and_order(outputs, tmp_path):
 
 def test_finding_blocks_numbers_figures_and_diagnosis(outputs, tmp_path):
     page = studies.reproduction_page(outputs, link_base=tmp_path / "docs")
-    assert page.startswith(f"# {report.DEFAULT_TITLE}\n")
+    assert page.startswith(f"# {reproduction.DEFAULT_TITLE}\n")
     blocks = _blocks(page)
     enc = blocks["enc_first"].splitlines()
     assert enc[1:4] == ["- **Claim:** claim of enc_first", "- **Source:** Paper (2020), Fig. 9",
@@ -153,7 +154,7 @@ def test_key_numbers():
     assert kn({"xs": list(range(6))}) == "`xs=[0, 1, 2, 3, 4, 5]`"
     assert kn({f"k{i}": i for i in range(13)}, limit=12).endswith("`k11=11`; … (1 more)")
     assert kn({"a|b": "x`y"}) == "`a|b=x'y`"  # a table cell escapes the pipe (below)
-    assert report._cell(kn({"a|b": 1})) == "`a\\|b=1`"
+    assert reproduction._cell(kn({"a|b": 1})) == "`a\\|b=1`"
 
 
 def test_cli_writes_the_page(outputs, tmp_path, capsys):
@@ -300,7 +301,7 @@ def _committed(root):
 
 
 def test_a_notebook_shows_the_largest_committed_preset_above_its_own(tmp_path, monkeypatch):
-    monkeypatch.delenv(report.SHOW_ENV, raising=False)
+    monkeypatch.delenv(published.SHOW_ENV, raising=False)
     root = _committed(tmp_path / "reproduction")
     own = _output(tmp_path / "runs" / "transfer-small", "transfer", "T", "small", [_record("a", False, {})], 9.0)
     shown = studies.shown_outputs("transfer", own, "small", committed=root)
@@ -328,19 +329,19 @@ def test_show_run_and_the_environment_choose_the_notebooks_own_run(tmp_path, mon
     root = _committed(tmp_path / "reproduction")
     own = _output(tmp_path / "own", "transfer", "T", "small", [_record("a", False, {})], 9.0)
     assert studies.shown_outputs("transfer", own, "small", committed=root, show="run").dir == own
-    monkeypatch.setenv(report.SHOW_ENV, "run")
+    monkeypatch.setenv(published.SHOW_ENV, "run")
     assert studies.shown_outputs("transfer", own, "small", committed=root).dir == own
-    monkeypatch.setenv(report.SHOW_ENV, "auto")
-    monkeypatch.setenv(report.COMMITTED_ENV, str(root))   # found without being given
+    monkeypatch.setenv(published.SHOW_ENV, "auto")
+    monkeypatch.setenv(published.COMMITTED_ENV, str(root))   # found without being given
     assert studies.shown_outputs("transfer", own, "small").dir == root / "transfer-medium"
 
 
 def test_committed_outputs_are_found_above_the_working_directory(tmp_path, monkeypatch):
-    monkeypatch.delenv(report.COMMITTED_ENV, raising=False)
-    (tmp_path / "repo" / report.COMMITTED_DIR).mkdir(parents=True)
+    monkeypatch.delenv(published.COMMITTED_ENV, raising=False)
+    (tmp_path / "repo" / published.COMMITTED_DIR).mkdir(parents=True)
     (tmp_path / "repo" / "notebooks").mkdir()
     monkeypatch.chdir(tmp_path / "repo" / "notebooks")
-    assert report.committed_root() == tmp_path / "repo" / report.COMMITTED_DIR
+    assert published.committed_root() == tmp_path / "repo" / published.COMMITTED_DIR
 
 
 def test_shown_outputs_names_bad_arguments_and_mislabelled_outputs(tmp_path):
@@ -372,7 +373,7 @@ def test_publish_copies_results_index_and_listed_figures_only(tmp_path):
         (out / junk).parent.mkdir(parents=True, exist_ok=True)
         (out / junk).write_bytes(b"x")
     root = tmp_path / "docs" / "reproduction"
-    target = report.publish(out, root)
+    target = published.publish(out, root)
     assert target == root / "transfer-medium"
     assert sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()) == [
         "fig_a.png", "fig_b.png", "index.md", "results.json", "sub/fig_c.png"]
@@ -382,7 +383,7 @@ def test_publish_copies_results_index_and_listed_figures_only(tmp_path):
     results["figures"] = ["fig_a.png"]
     results["findings"][0]["figures"] = []
     (out / "results.json").write_text(json.dumps(results))
-    report.publish(out / "results.json", root)
+    published.publish(out / "results.json", root)
     assert sorted(p.name for p in target.iterdir()) == ["fig_a.png", "index.md", "results.json"]
     assert [p.name for p in root.iterdir()] == ["transfer-medium"]     # no staging folder left behind
 
@@ -400,11 +401,11 @@ def test_a_finding_lists_only_the_figures_its_study_drew(tmp_path):
         return ["drawn.png"]
 
     f = studies.Finding("f", "claim", "source", "rule", _decide, figures=("drawn.png", "sweep_only.png"))
-    study = studies.Study(name="partial", title="P", config=C, presets={p: C() for p in pipeline.REQUIRED_PRESETS},
+    study = studies.Study(name="partial", title="P", config=C, presets={p: C() for p in declarations.REQUIRED_PRESETS},
                           stages=(), analyse=lambda c, runs, ctx: {"x": 2}, figures=figures, findings=(f,))
     results = pipeline.run(study, C(), tmp_path / "out", preset="small", progress=False)
     assert results["figures"] == ["drawn.png"] and results["findings"][0]["figures"] == ["drawn.png"]
-    target = report.publish(tmp_path / "out", tmp_path / "docs")
+    target = published.publish(tmp_path / "out", tmp_path / "docs")
     assert sorted(p.name for p in target.iterdir()) == ["drawn.png", "index.md", "results.json"]
     assert f.judge(None, {"x": 2})["figures"] == ["drawn.png", "sweep_only.png"]  # without `made`: as declared
 
@@ -412,17 +413,17 @@ def test_a_finding_lists_only_the_figures_its_study_drew(tmp_path):
 def test_publish_refuses_an_output_missing_a_listed_figure_and_keeps_the_old_copy(tmp_path):
     root = tmp_path / "reproduction"
     good = _output(tmp_path / "good", "transfer", "T", "small", [_record("a", True, {})], 1.0, files=("f.png",))
-    report.publish(good, root)
+    published.publish(good, root)
     bad = _output(tmp_path / "bad", "transfer", "T", "small", [_record("a", False, {}, figures=["gone.png"])], 2.0)
     with pytest.raises(vaetransfer.ArgumentError, match="gone.png"):
-        report.publish(bad, root)
+        published.publish(bad, root)
     assert json.loads((root / "transfer-small" / "results.json").read_text())["seconds"] == 1.0
     nameless = _output(tmp_path / "nameless", "", "T", "small", [_record("a", True, {})], 1.0)
     with pytest.raises(vaetransfer.ArgumentError, match="no study and preset"):
-        report.publish(nameless, root)
+        published.publish(nameless, root)
     escape = _output(tmp_path / "escape", "transfer", "T", "small", [_record("a", True, {}, figures=["../x.png"])], 1.0)
     with pytest.raises(vaetransfer.ArgumentError, match="outside the folder"):
-        report.publish(escape, root)
+        published.publish(escape, root)
 
 
 def test_cli_publishes_then_writes_the_page_from_the_copies(outputs, tmp_path, capsys):

@@ -45,8 +45,9 @@ def test_smoke_writes_every_section_and_figure(smoke):
     for check in a["trained"].values():
         assert check["models"] and all({"accuracy", "loss_first", "loss_last", "finite"} <= set(m)
                                        for m in check["models"].values())
-    assert len(a["trained"]["mi"]["finetuned"]) == 2 * len(c.seeds) * (len(c.methods) - 1)  # AA and AB, no Pre
-    assert len(a["trained"]["transfer"]["finetuned"]) == len(c.seeds) * (len(c.methods) - 1)  # every method but RR¹
+    finetuned = {k: a["trained"][k]["context"]["finetuned"] for k in ("mi", "transfer")}
+    assert len(finetuned["mi"]) == 2 * len(c.seeds) * (len(c.methods) - 1)  # AA and AB, no Pre
+    assert len(finetuned["transfer"]) == len(c.seeds) * (len(c.methods) - 1)  # every method but RR¹
     assert set(a["mi_deep"]["curve"]["ixt"]) == set(c.methods) - {"pre"}
     per_experiment = {e: len(study.methods_of(c, e)) for e in c.experiments}
     assert r["runs"]["train"]["runs"] == r["runs"]["train"]["done"] == len(c.seeds) * sum(per_experiment.values())
@@ -99,15 +100,17 @@ def test_layer_mi_reports_every_layer_in_bits():
 
 def test_paper_lambda_is_converted_per_term():
     model = vt.ModelConfig("mlp-classifier", input_shape=[1, 28, 28], hidden=[2], batch_norm=True, num_classes=2)
-    lam = study.core._layer_lambdas(model, 1e-6, 100)
+    lam = study.stages._layer_lambdas(model, 1e-6, 100)
     assert lam == pytest.approx([1e-6 * 50 * 255 ** 2, 1e-6 * 50])
-    regs = study.core._regularizers("rr", lam, reduction="sum", output_activation="relu", variant="full", beta=0.01)
+    regs = study.stages._regularizers("rr", lam, reduction="sum", output_activation="relu", variant="full", beta=0.01)
     assert regs[0].params["layer_weights"] == pytest.approx(lam)
-    rr1 = study.core._regularizers("rr1", lam, reduction="sum", output_activation="relu", variant="full", beta=0.01)[0]
+    rr1 = study.stages._regularizers("rr1", lam, reduction="sum", output_activation="relu", variant="full",
+                                     beta=0.01)[0]
     assert rr1.params["input_only"] and rr1.weight == pytest.approx(lam[0])
-    assert study.core._regularizers("std", lam, reduction="sum", output_activation="relu", variant="full", beta=0.01) == ()
-    assert study.core._regularizers("ort", lam, reduction="sum", output_activation="relu", variant="full",
-                               beta=0.5)[0].weight == 0.5
+    assert study.stages._regularizers("std", lam, reduction="sum", output_activation="relu", variant="full",
+                                      beta=0.01) == ()
+    assert study.stages._regularizers("ort", lam, reduction="sum", output_activation="relu", variant="full",
+                                      beta=0.5)[0].weight == 0.5
 
 
 def test_rerun_resumes_without_training(smoke):
@@ -205,12 +208,12 @@ def test_the_shapes_can_run_fewer_seeds_than_the_study():
 
 def test_a_lambda_row_trains_with_its_lambda_alone(monkeypatch, tmp_path):
     seen = {}
-    monkeypatch.setitem(study.RUNNERS, "mi", lambda c, m, s, d: seen.setdefault("mi", c) and {})
-    monkeypatch.setitem(study.RUNNERS, "transfer", lambda c, m, s, d: seen.setdefault("transfer", c) and {})
+    monkeypatch.setitem(study.RUNNERS, "mi", lambda c, m, s, d, device: seen.setdefault("mi", c) and {})
+    monkeypatch.setitem(study.RUNNERS, "transfer", lambda c, m, s, d, device: seen.setdefault("transfer", c) and {})
     c = study.PRESETS["medium"]
     job = studies.Job("lambdas", tmp_path, tmp_path)
-    study.core._train_one(c, {"experiment": "mi", "lambda": 0.01, "method": "rr", "seed": 0}, job)
-    study.core._train_one(c, {"experiment": "transfer", "lambda": 0.1, "method": "rr", "seed": 3}, job)
+    study.stages._train_one(c, {"experiment": "mi", "lambda": 0.01, "method": "rr", "seed": 0}, job)
+    study.stages._train_one(c, {"experiment": "transfer", "lambda": 0.1, "method": "rr", "seed": 3}, job)
     assert (seen["mi"].mi.rr_lambda, seen["mi"].mi.rr_lambdas) == (0.01, ())
     assert (seen["transfer"].transfer.rr_lambda, seen["transfer"].transfer.rr_lambdas) == (0.1, ())
     assert seen["mi"].mi.epochs == c.mi.epochs  # nothing else changes
@@ -423,18 +426,18 @@ def checks(experiment, *, chance, reference=(0.9, 0.9), **runs):
     results = {(experiment, m): runs.get(m, default.get(m, [measured(experiment, 0.9)] * 2))
                for m in study.methods_of(SMOKE, experiment)}
     names = [k for k, (e, _) in study.CHECKS.items() if e == experiment]
-    return {k: study.core._trained_section(SMOKE, results, k, chance) for k in names}
+    return {k: study.analysis.trained_check(SMOKE, results, k, chance) for k in names}
 
 
 def test_the_trained_check_reads_chance_and_std():
     t = checks("mi", chance=0.5, reference=(0.9, 0.7))["mi"]
-    assert (t["chance"], t["reference"]) == (0.5, 0.8)
+    assert (t["context"]["chance"], t["context"]["reference"]) == (0.5, 0.8)
     assert t["rule"] == {"key": "accuracy", "minimum": 0.65, "what": "stage-A test accuracy on task A",
                          "basis": "halfway from chance 0.5 to Std's mean 0.8"}
     assert set(t["models"]) == {f"{m}/seed={s}" for m in ("std", "ort", "rr", "rr1") for s in SMOKE.seeds}  # no Pre
     assert t["models"]["std/seed=1"] == {"method": "std", "accuracy": 0.7, **TRAINED}
-    assert set(t["finetuned"]) == {f"{m}/{task}/seed={s}" for m in ("std", "ort", "rr", "rr1") for task in ("AA", "AB")
-                                   for s in SMOKE.seeds}
+    assert set(t["context"]["finetuned"]) == {f"{m}/{task}/seed={s}" for m in ("std", "ort", "rr", "rr1")
+                                              for task in ("AA", "AB") for s in SMOKE.seeds}
     shapes = checks("transfer", chance=0.1)["transfer"]
     assert "pre/seed=0" in shapes["models"] and shapes["rule"]["minimum"] == 0.5  # Pre's fine-tuned model counts
     assert set(checks("digits", chance=0.5)) == {"pair", "full"}
@@ -442,10 +445,10 @@ def test_the_trained_check_reads_chance_and_std():
     assert "error" in stuck["rule"] and "reference itself did not train" in stuck["rule"]["error"]
     old = {(e, m): [{"A": {"test_accuracy": 0.9}, "AA": {"test_accuracy": 0.9}, "AB": {"test_accuracy": 0.9}}] * 2
            for e, m in (("mi", "std"), ("mi", "rr"))}  # measured before the loss summaries
-    t = study.core._trained_section(SMOKE, old, "mi", 0.5)
-    assert t["models"]["rr/seed=1"] == {"method": "rr", "accuracy": 0.9} and t["finetuned"] == {}
-    assert study.core._failed(t, ("std", "rr"), finetuned=True) == []
-    chances = study.core._chances(SMOKE)  # from the data: the most frequent class's share of the rows scored
+    t = study.analysis.trained_check(SMOKE, old, "mi", 0.5)
+    assert t["models"]["rr/seed=1"] == {"method": "rr", "accuracy": 0.9} and t["context"]["finetuned"] == {}
+    assert study.analysis.models_failed(t, ("std", "rr"), finetuned=True) == []
+    chances = study.analysis.chances(SMOKE)  # from the data: the most frequent class's share of the rows scored
     assert set(chances) == set(study.CHECKS) and chances["pair"] == 0.5 and 0.5 <= chances["mi"] < 0.55
     assert 0.1 <= chances["transfer"] < 1 and 0.1 <= chances["full"] < 0.11
 
@@ -548,7 +551,7 @@ def test_lambda_sweep_analysis_swaps_in_rr_runs_of_each_lambda():
     c = studies.override(SMOKE, {"experiments": ["transfer"], "methods": ["std", "rr"], "transfer.rr_lambdas": [0.1]})
     runs = {"train": [run("train", m, s, f) for m, f in (("std", 0.5), ("rr", 0.3)) for s in (0, 1)],
             "lambdas": [run("lambdas", "rr", s, 0.6 + 0.02 * s, 0.1) for s in (0, 1)]}
-    a = study.core._analyse(c, runs, None)
+    a = study.analysis.analyse(c, runs, None)
     assert [e["lambda"] for e in a["lambdas"]["transfer"]] == [1.0, 0.1]
     assert a["lambdas"]["transfer"][0]["transfer"] == a["transfer"]  # the study's own λ first
     assert a["transfer"]["rr"]["final"]["filled"]["mean"] == pytest.approx(0.3)
@@ -556,9 +559,9 @@ def test_lambda_sweep_analysis_swaps_in_rr_runs_of_each_lambda():
     assert at["rr"]["final"]["filled"]["mean"] == pytest.approx(0.61) and at["std"] == a["transfer"]["std"]
     v = finding("rr_transfers_best_to_shape_variants").decide(c, a)
     assert v.reproduced is False  # edges: a tie at 0.2 goes to the method listed first, Std
-    assert "lambdas" not in study.core._analyse(studies.override(c, {"transfer.rr_lambdas": []}),
+    assert "lambdas" not in study.analysis.analyse(studies.override(c, {"transfer.rr_lambdas": []}),
                                            {"train": runs["train"], "lambdas": []}, None)
-    text = study.report._report({"analysis": a})
+    text = study.report.render_report({"analysis": a})
     assert "## λ sweep" in text and "| 0.1 |" in text and "## Did the models train?" in text
     assert "| 0 of 2 |" in text  # RR at λ = 0.1: both seeds trained (0.5 on the textured rows; no losses recorded)
 

@@ -14,6 +14,7 @@ from conftest import finished_work
 import vaetransfer
 from vaetransfer import cli, config as vconfig, studies
 from vaetransfer.studies import pipeline, quickstart
+from vaetransfer.studies.kit import declarations
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FINDING_KEYS = {"name", "claim", "source", "rule", "reproduced", "evidence", "reason", "figures", "diagnosis"}
@@ -27,8 +28,8 @@ def smoke(study_smoke):
 
 def _files(out):
     """Snapshots, measurements and step results: path → (size, mtime_ns)."""
-    paths = (sorted(out.rglob("snapshots/*.pt")) + sorted(out.rglob(pipeline.MEASURED_FILE))
-             + sorted((out / pipeline.STEPS_DIR).glob("*.json")))
+    paths = (sorted(out.rglob("snapshots/*.pt")) + sorted(out.rglob(declarations.MEASURED_FILE))
+             + sorted((out / declarations.STEPS_DIR).glob("*.json")))
     return {str(p.relative_to(out)): (p.stat().st_size, p.stat().st_mtime_ns) for p in paths}
 
 
@@ -75,7 +76,7 @@ def test_smoke_run_writes_results_report_and_figures(smoke):
 def test_compared_models_have_different_seeds_and_the_baseline_the_same(smoke):
     out, _ = smoke
     saved = {}
-    for d in (out / pipeline.SWEEPS_DIR / "train" / "runs").iterdir():
+    for d in (out / declarations.SWEEPS_DIR / "train" / "runs").iterdir():
         model = json.loads((d / "run.json").read_text())["config"]["args"]["model"]
         saved[model] = json.loads((d / "config.json").read_text())
     (b1, s1), (b8, s8), (b8_base, s8_base) = ((saved[d]["objective"]["beta"], saved[d]["seed"]) for d in
@@ -92,7 +93,7 @@ def test_compared_models_have_different_seeds_and_the_baseline_the_same(smoke):
 def test_rerun_reuses_finished_work_also_under_other_execution_settings(smoke):
     out, _ = smoke
     before = _files(out)
-    assert any(p.endswith(".pt") for p in before) and any(p.endswith(pipeline.MEASURED_FILE) for p in before)
+    assert any(p.endswith(".pt") for p in before) and any(p.endswith(declarations.MEASURED_FILE) for p in before)
     assert cli.main(["run", "quickstart", "--preset", "smoke", "--out", str(out), "--quiet"]) == 0
     assert _files(out) == before  # no snapshot retrained, no run re-measured, no step redone (file times included)
     assert cli.main(["run", "quickstart", "--preset", "smoke", "--out", str(out), "--quiet", "--workers", "2",
@@ -139,7 +140,7 @@ def test_quickstart_config_checks_its_values():
 
 
 def _quickstart_analysis(kl=(5.0, 1.0), enc=0.9, dec=0.5, base_enc=0.95, losses=((100.0, 50.0),) * 3):
-    names = [m.dir for m in quickstart._models(quickstart.Config())]
+    names = [m.dir for m in quickstart.models(quickstart.Config())]
     models = {n: {"loss_first": lf, "loss_last": ll, "kl_last": k} for n, (lf, ll), k in zip(names, losses, kl + (1.0,))}
     pairs = {names[1]: {"cka": {"encoder_mean": enc, "decoder_mean": dec}},
              names[2]: {"cka": {"encoder_mean": base_enc, "decoder_mean": dec}}}
@@ -275,7 +276,7 @@ def test_pipeline_runs_stages_in_order_and_writes_one_schema(fake_study, tmp_pat
     assert json.loads((out / "results.json").read_text()) == r
     assert set(r) == {"schema", "study", "title", "preset", "config", "execution", "build_info", "runs", "analysis",
                       "findings", "figures", "seconds"}
-    assert r["schema"] == pipeline.RESULTS_SCHEMA and r["study"] == "fake" and r["preset"] == "small"
+    assert r["schema"] == declarations.RESULTS_SCHEMA and r["study"] == "fake" and r["preset"] == "small"
     assert r["analysis"] == {"ys": [2.0, 4.0], "zs": [3.0, 5.0], "calls": 2}
     assert r["runs"]["first"]["runs"] == r["runs"]["first"]["done"] == 2
     assert r["findings"] == [{"name": "z_doubles_y", "claim": "z is more than twice y", "source": "Nobody (2026), §0",
@@ -285,7 +286,7 @@ def test_pipeline_runs_stages_in_order_and_writes_one_schema(fake_study, tmp_pat
     assert index.startswith("# A fake study") and "ys: 2.0, 4.0" in index and "**not reproduced**" in index
     # The runs are sweeps of the generic job; each run's row is all its arguments besides study, stage, config.
     from vaetransfer import sweep
-    s = sweep.open_sweep(out / pipeline.SWEEPS_DIR / "first")
+    s = sweep.open_sweep(out / declarations.SWEEPS_DIR / "first")
     assert [spec.config["args"]["seed"] for spec in s.runs] == [0, 1]
     assert [row["y"] for row in s.results()] == [2.0, 4.0]  # the numbers reach the sweep's store
 
@@ -293,7 +294,7 @@ def test_pipeline_runs_stages_in_order_and_writes_one_schema(fake_study, tmp_pat
 def test_pipeline_resumes_under_other_execution_and_undecided_findings(fake_study, tmp_path):
     out = tmp_path / "out"
     first = studies.run_study(fake_study, out, progress=False)
-    measured = sorted(out.rglob(pipeline.MEASURED_FILE))
+    measured = sorted(out.rglob(declarations.MEASURED_FILE))
     stamps = [p.stat().st_mtime_ns for p in measured]
     again = studies.run_study(fake_study, out, progress=False,
                               execution=studies.Execution(workers=2, threads=1))
@@ -353,7 +354,7 @@ def test_available_studies_follow_the_protocol():
     for name in names:
         study = studies.get_study(name)
         assert study.name == name
-        assert set(pipeline.REQUIRED_PRESETS) <= set(study.presets)
+        assert set(declarations.REQUIRED_PRESETS) <= set(study.presets)
         assert vconfig.config_to_dict(study.config()) == vconfig.config_to_dict(study.presets["small"])
         fields = {f.name for f in dataclasses.fields(study.config)}
         assert not fields & {"executor", "workers", "threads", "address"}, name  # execution stays apart
@@ -488,12 +489,12 @@ def test_runs_declared_before_a_field_existed_are_reused(fake_study, tmp_path):
     its default) keeps its runs: adding a field to a study never retrains what a directory holds."""
     out = tmp_path / "out"
     studies.run_study(fake_study, out, progress=False)
-    for path in [out / "study.json", *sorted((out / pipeline.SWEEPS_DIR).glob("*/sweep.json"))]:
+    for path in [out / "study.json", *sorted((out / declarations.SWEEPS_DIR).glob("*/sweep.json"))]:
         record = json.loads(path.read_text())
         config = record["config"] if path.name == "study.json" else record["base"]["args"]["config"]
         del config["value"]  # as if `value` (default 2.0) had been added after the runs
         path.write_text(json.dumps(record))
-    measured = sorted(out.rglob(pipeline.MEASURED_FILE))
+    measured = sorted(out.rglob(declarations.MEASURED_FILE))
     stamps = [p.stat().st_mtime_ns for p in measured]
     again = studies.run_study(fake_study, out, progress=False)
     assert measured and [p.stat().st_mtime_ns for p in measured] == stamps
@@ -528,7 +529,7 @@ def test_every_study_runs_at_smoke_with_one_schema_and_resumes(name, study_smoke
     study = studies.get_study(name)
     assert set(r) == {"schema", "study", "title", "preset", "config", "execution", "build_info", "runs", "analysis",
                       "findings", "figures", "seconds"}
-    assert (r["schema"], r["study"], r["preset"], r["title"]) == (pipeline.RESULTS_SCHEMA, name, "smoke", study.title)
+    assert (r["schema"], r["study"], r["preset"], r["title"]) == (declarations.RESULTS_SCHEMA, name, "smoke", study.title)
     assert r["config"] == vconfig.config_to_dict(study.presets["smoke"])
     assert set(r["runs"]) == {s.name for s in study.stages}
     for stage, counts in r["runs"].items():
@@ -549,7 +550,7 @@ def test_every_study_runs_at_smoke_with_one_schema_and_resumes(name, study_smoke
     # also when the output folder has moved (a copy elsewhere: nothing may be keyed by its path).
     before = finished_work(out)
     assert before
-    assert str(out) not in (out / pipeline.RESULTS_FILE).read_text()  # no absolute path of the output in its results
+    assert str(out) not in (out / declarations.RESULTS_FILE).read_text()  # no absolute path of the output in its results
     moved = tmp_path / "moved" / name
     shutil.copytree(out, moved)
     again = studies.run_study(name, moved, preset="smoke", progress=False,

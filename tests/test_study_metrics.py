@@ -11,9 +11,11 @@ import torch
 
 import vaetransfer
 from vaetransfer import data, metrics, studies
-from vaetransfer.studies import pipeline, quickstart, trained
+from vaetransfer.studies import pipeline, quickstart
 from vaetransfer.studies import rate_distortion as rd
 from vaetransfer.train import load_run
+from vaetransfer.studies.kit import declarations, trained
+from vaetransfer.studies.kit.scores import CODE_SCORES, SCORES
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -51,14 +53,14 @@ def test_rate_distortion_reports_disentanglement_per_beta(rd_smoke):
     assert set(d) == {"rows", "representation", "metrics", "sap_variant", "scores", "splits", "table", "runs", "seconds"}
     assert (d["rows"], d["representation"], d["metrics"], d["sap_variant"]) == \
         ("test", "mean", list(c.disentanglement_metrics), c.disentanglement_sap)
-    scores = [s for m in c.disentanglement_metrics for _, s in rd.SCORES[m]]
+    scores = [s for m in c.disentanglement_metrics for _, s in CODE_SCORES[m]]
     assert d["scores"] == scores
-    betavaes = [x for x in rd.core._train_runs(c, {}) if x["objective"] == "beta-vae"]
+    betavaes = [x for x in rd.stages.train_runs(c, {}) if x["objective"] == "beta-vae"]
     assert len(d["runs"]) == len(betavaes)  # every β-VAE, no ablation
     for x in d["runs"]:
         assert x["errors"] == {} and set(x["scores"]) == set(scores), x
         assert all(isinstance(v, float) and math.isfinite(v) for v in x["scores"].values())
-        assert (out / pipeline.STEPS_DIR / f"disentanglement_{x['id']}.json").exists()
+        assert (out / declarations.STEPS_DIR / f"disentanglement_{x['id']}.json").exists()
     for s in c.splits:
         assert d["splits"][s.label]["n"] == c.disentanglement_n
         assert set(d["splits"][s.label]["factor_names"]) <= set(data.TETROMINOES_FACTORS)
@@ -92,7 +94,7 @@ def test_rate_distortion_scores_equal_direct_metric_calls(rd_smoke):
     x = next(x for x in d["runs"] if x["architecture"] == "mlp1" and x["split"] == c.focus_split.label
              and x["beta"] == 1.0)
     run = next(run for run in rd.STUDY.stage("train").runs(c, {}) if run["architecture"] == "mlp1"
-               and run["objective"] == "beta-vae" and rd.core._label(run["split"]) == x["split"] and run["beta"] == 1.0)
+               and run["objective"] == "beta-vae" and rd.stages.split_label(run["split"]) == x["split"] and run["beta"] == 1.0)
     # The rows: held-out test rows of the split (none trained on, none of the validation rows),
     # the test-row draw of D and R, in a random order.
     train_rows, val_rows, test_rows = rd.split_rows(run["split"], c.data_seed, c.validation_fraction)
@@ -100,11 +102,11 @@ def test_rate_distortion_scores_equal_direct_metric_calls(rd_smoke):
     assert len(rows) == c.disentanglement_n == len(set(rows.tolist()))
     assert set(rows.tolist()) <= set(test_rows.tolist())
     assert not set(rows.tolist()) & (set(train_rows.tolist()) | set(val_rows.tolist()))
-    assert rows.sort().values.tolist() == rd.core._subset(test_rows, c.disentanglement_n, c.data_seed + 1).tolist()
+    assert rows.sort().values.tolist() == rd.stages.subset(test_rows, c.disentanglement_n, c.data_seed + 1).tolist()
     assert rows.tolist() != sorted(rows.tolist())  # shuffled: the metrics' 80/20 split is a random one
     # The codes: the model's posterior means of those rows; the factors: their strata.
     ds = data.tetrominoes(rows, seed=c.data_seed)
-    run_dir = out / pipeline.SWEEPS_DIR / "train" / "runs" / x["id"]
+    run_dir = out / declarations.SWEEPS_DIR / "train" / "runs" / x["id"]
     assert load_run(run_dir / "train").config.objective.beta == 1.0
     z = _posterior_mean(load_run(run_dir / "train").model(), ds.float_images())
     y = ds.factors.numpy()
@@ -119,7 +121,7 @@ def test_rate_distortion_scores_equal_direct_metric_calls(rd_smoke):
 
 def test_rate_distortion_recomputes_only_a_missing_disentanglement_step(rd_smoke):
     out, r = rd_smoke
-    steps = out / pipeline.STEPS_DIR
+    steps = out / declarations.STEPS_DIR
     files = sorted(steps.glob("disentanglement_*.json"))
     before = {p.name: p.stat().st_mtime_ns for p in files}
     files[0].unlink()
@@ -160,16 +162,16 @@ def test_quickstart_reports_disentanglement_per_model(qs_smoke):
     assert (d["n"], d["metrics"], d["representation"]) == (c.disentanglement_n, list(c.disentanglement_metrics), "mean")
     assert d["factor_names"] == ["shape", "scale", "orientation", "posX", "posY"]  # colour has one class
     assert d["options"] == quickstart.disentanglement_options(c)
-    models = [m.dir for m in quickstart._models(c)]
+    models = [m.dir for m in quickstart.models(c)]
     assert set(d["scores"]) == set(d["models"]) == set(d["seconds"]) == set(models)
-    names = [s for m in c.disentanglement_metrics for _, s in quickstart.DISENTANGLEMENT_SCORES[m]]
+    names = [s for m in c.disentanglement_metrics for _, s in SCORES[m]]
     for m in models:
         assert set(d["scores"][m]) == set(names)
         assert all(isinstance(v, float) and math.isfinite(v) for v in d["scores"][m].values())
         full = d["models"][m]
         assert set(c.disentanglement_metrics) <= set(full) and full["n"] == c.disentanglement_n
         assert full["domain"] == "dsprites" and full["seed"] == c.seed
-        assert (out / pipeline.STEPS_DIR / f"disentanglement_{m}.json").exists()
+        assert (out / declarations.STEPS_DIR / f"disentanglement_{m}.json").exists()
     index = (out / "index.md").read_text()
     section = index.split("## Disentanglement on dSprites", 1)[1]
     labels = [r["analysis"]["models"][m]["label"] for m in models]
@@ -185,8 +187,8 @@ def test_quickstart_scores_equal_direct_metric_calls(qs_smoke):
     out, r = qs_smoke
     c = quickstart.PRESETS["smoke"]
     d = r["analysis"]["disentanglement"]
-    m = quickstart._models(c)[1]
-    run_dir = next(p for p in (out / pipeline.SWEEPS_DIR / "train" / "runs").iterdir()
+    m = quickstart.models(c)[1]
+    run_dir = next(p for p in (out / declarations.SWEEPS_DIR / "train" / "runs").iterdir()
                    if load_run(p).config.seed == m.seed and load_run(p).config.objective.beta == m.beta)
     model = load_run(run_dir).model()
     # The same examples: n factor combinations drawn uniformly from the grid with the study's seed.
@@ -216,26 +218,28 @@ def test_quickstart_checks_that_its_models_trained(qs_smoke):
     input-ignoring baseline, one model's distortion (z = posterior mean), the rule and the findings."""
     out, r = qs_smoke
     c = quickstart.PRESETS["smoke"]
-    t = r["analysis"]["trained"]
-    dirs = [m.dir for m in quickstart._models(c)]
-    assert set(t["distortion"]) == set(dirs) and t["reference"] == dirs[0]  # β = 1
-    assert t["held_out"] is True and t["n"] == quickstart.TRAINED_N
-    rows, _ = quickstart._held_out_rows(c)
-    train_rows = quickstart._train_rows(c)
+    t = r["analysis"]["trained"][quickstart.TRAINED_CHECK]
+    dirs = [m.dir for m in quickstart.models(c)]
+    distortion = {d: m["distortion"] for d, m in t["models"].items()}
+    assert set(distortion) == set(dirs) and t["context"]["reference"] == dirs[0]  # β = 1
+    assert t["context"]["held_out"] is True and t["context"]["n"] == quickstart.TRAINED_N
+    rows, _ = quickstart.held_out_rows(c)
+    train_rows = quickstart.train_rows(c)
     assert not set(rows.tolist()) & set(train_rows.tolist())
     x = data.dsprites(rows).float_images()
-    assert t["baseline"] == pytest.approx(trained.input_ignoring_distortion(data.dsprites(train_rows).float_images(), x),
-                                          abs=1e-3)
-    m = quickstart._models(c)[1]
-    run_dir = next(p for p in (out / pipeline.SWEEPS_DIR / "train" / "runs").iterdir()
+    baseline = t["context"]["baseline"]
+    assert baseline == pytest.approx(trained.input_ignoring_distortion(data.dsprites(train_rows).float_images(), x),
+                                     abs=1e-3)
+    m = quickstart.models(c)[1]
+    run_dir = next(p for p in (out / declarations.SWEEPS_DIR / "train" / "runs").iterdir()
                    if load_run(p).config.seed == m.seed and load_run(p).config.objective.beta == m.beta)
     model = load_run(run_dir).model()
     with torch.no_grad():
         logits = model.decode(model.encode(x)[0])
     direct = torch.nn.functional.binary_cross_entropy_with_logits(logits.double(), x.double(), reduction="none")
-    assert t["distortion"][m.dir] == pytest.approx(float(direct.flatten(1).sum(1).mean()), rel=1e-4)
-    if t["distortion"][dirs[0]] < t["baseline"]:
-        assert t["rule"]["maximum"] == pytest.approx((t["baseline"] + t["distortion"][dirs[0]]) / 2, abs=1e-3)
+    assert distortion[m.dir] == pytest.approx(float(direct.flatten(1).sum(1).mean()), rel=1e-4)
+    if distortion[dirs[0]] < baseline:
+        assert t["rule"]["maximum"] == pytest.approx((baseline + distortion[dirs[0]]) / 2, abs=1e-3)
     else:  # 20 steps may not beat the input-ignoring baseline: then no model can be judged
         assert "reference" in t["rule"]["error"]
     assert all(row["finite"] is True and row["window"] == trained.loss_window(c.steps)
@@ -243,7 +247,7 @@ def test_quickstart_checks_that_its_models_trained(qs_smoke):
     for f in r["findings"]:
         assert "halfway from the input-ignoring baseline" in f["rule"], f["name"]
         assert f["figures"] and set(f["figures"]) <= set(r["figures"]), f["name"]
-        assert f["diagnosis"]["kind"] in pipeline.DIAGNOSIS_KINDS, f["name"]
+        assert f["diagnosis"]["kind"] in declarations.DIAGNOSIS_KINDS, f["name"]
         if f["reproduced"] is None:
             assert f["reason"] and f["diagnosis"]["kind"] == "setting", f["name"]
     assert "**Did the models train?**" in (out / "index.md").read_text()
@@ -261,13 +265,13 @@ def _qs_analysis(*, distortion=(100.0, 200.0, 210.0), losses=((3000.0, 100.0),) 
     """A synthetic quickstart analysis (the β = 1 model, the β = 8 model of the other seed and the
     same-seed baseline): losses, held-out distortions, the rule built by the study's own code."""
     c = config or quickstart.Config()
-    ms = quickstart._models(dataclasses.replace(c, same_seed_baseline=True))
+    ms = quickstart.models(dataclasses.replace(c, same_seed_baseline=True))
     models = {m.dir: {"label": m.label, "beta": m.beta, "seed": m.seed, "baseline": m.baseline, "steps": c.steps,
                       **_history(*loss, bad=m.dir in diverged), "kl_last": k}
               for m, loss, k in zip(ms, losses, kl)}
     d = dict(zip(models, distortion))
-    check = {"n": quickstart.TRAINED_N, "held_out": True, "baseline": baseline, "distortion": d,
-             **quickstart.trained_rule(c, baseline, d)}
+    check = quickstart.trained_check(c, models, {"n": quickstart.TRAINED_N, "held_out": True, "baseline": baseline,
+                                                 "distortion": d})
     pairs = {ms[1].dir: {"cka": {"encoder_mean": enc[0], "decoder_mean": enc[1], "encoder_diagonal_mean": enc[0]}},
              ms[2].dir: {"cka": {"encoder_mean": base[0], "decoder_mean": base[1], "encoder_diagonal_mean": base[0]}}}
     return {"models": models, "trained": check, "similarity": {"pairs": pairs}}
@@ -280,7 +284,8 @@ def _qs_judge(analysis: dict, config=None) -> dict:
 
 def test_quickstart_findings_on_trained_models_are_decided():
     a = _qs_analysis()
-    assert a["trained"]["rule"]["maximum"] == 300.0 and a["trained"]["reference"] == "beta_1_seed_0"
+    t = a["trained"][quickstart.TRAINED_CHECK]
+    assert t["rule"]["maximum"] == 300.0 and t["context"]["reference"] == "beta_1_seed_0"
     records = _qs_judge(a)
     assert all(f["reproduced"] is True and f["reason"] is None for f in records.values())
     assert {k: f["diagnosis"]["kind"] for k, f in records.items()} == dict.fromkeys(records, "reproduced")
@@ -335,11 +340,11 @@ def test_quickstart_results_without_the_check_are_decided_on_their_losses():
     a["models"]["beta_8_seed_1"]["loss_last"] = a["models"]["beta_8_seed_1"]["loss_first"]
     records = _qs_judge(a)
     assert records["encoder_alike_decoder_less"]["reproduced"] is None
-    assert quickstart._trained_report(a) == []
+    assert quickstart.trained_report(a) == []
 
 
 def test_quickstart_report_shows_the_check():
-    text = "\n".join(quickstart._trained_report(_qs_analysis(distortion=(100.0, 350.0, 210.0))))
+    text = "\n".join(quickstart.trained_report(_qs_analysis(distortion=(100.0, 350.0, 210.0))))
     assert "at most 300.0 (halfway from the input-ignoring baseline 500" in text
     assert "| `beta_1_seed_0` | 100.000 | yes |" in text
     assert "| `beta_8_seed_1` | 350.000 | beta_8_seed_1: held-out distortion 350 > 300" in text

@@ -8,7 +8,8 @@ import math
 import pytest
 
 from vaetransfer import studies, sweep
-from vaetransfer.studies import pipeline, t5_pretrain
+from vaetransfer.studies import pipeline
+from vaetransfer.studies.kit import declarations, t5_pretraining, trained
 from vaetransfer.studies import t5_vae as study
 from vaetransfer.schedules import make_schedule
 from vaetransfer.text import T5Config, T5VAEConfig
@@ -46,12 +47,15 @@ def test_smoke_runs_every_variant_and_seed_and_reports_them(smoke):
     assert list(findings) == [f.name for f in study.FINDINGS]
     # Did the models train? The LM baselines of the short corpus, the rule between them, every run's record.
     t = a["trained"]
-    assert t["baselines"]["unigram"] > t["baselines"]["bigram"] > 0
-    assert t["rule"]["maximum"] == pytest.approx((t["baselines"]["unigram"] + t["baselines"]["bigram"]) / 2)
-    assert set(t["models"]) == {f"{v}/seed={s}" for v in c.variants for s in c.seeds}
-    for m in t["models"].values():
+    vae, baselines = t["t5_vae"], t["t5_vae"]["context"]
+    assert baselines["unigram"] > baselines["bigram"] > 0
+    assert vae["rule"]["maximum"] == pytest.approx((baselines["unigram"] + baselines["bigram"]) / 2)
+    models = {**vae["models"], **t["t5_vae_long"]["models"]}
+    assert set(models) == {f"{v}/seed={s}" for v in c.variants for s in c.seeds}
+    assert all(m["corpus"] == "short" for m in vae["models"].values()) and set(t["t5_vae_long"]["models"])
+    for m in models.values():
         assert m["finite"] and m["loss_first"] is not None and math.isfinite(m["reconstruction"])
-    if t["t5"]:  # 40 smoke steps of pretraining need not beat the unigram baseline by 10 %: nothing decided
+    if trained.check_failures(t["t5"]):  # 40 smoke steps of pretraining need not beat the unigram baseline by 10 %
         for f in findings.values():
             assert f["reproduced"] is None and "pretrained T5: held-out span-corruption" in f["reason"], f
     else:
@@ -60,7 +64,7 @@ def test_smoke_runs_every_variant_and_seed_and_reports_them(smoke):
             assert isinstance(findings[name]["reproduced"], bool) or "did not train" in findings[name]["reason"], name
     assert findings["collapse_without_warmup"]["evidence"]["collapsed_runs"]  # the numbers beside any reason
     for name in ("collapse_without_warmup", "max_pooling_more_informative"):
-        assert findings[name]["diagnosis"]["kind"] in pipeline.DIAGNOSIS_KINDS
+        assert findings[name]["diagnosis"]["kind"] in studies.DIAGNOSIS_KINDS
     for f in findings.values():  # the figures each finding lists: drawn (no β-peak sweep at smoke: not listed)
         assert set(f["figures"]) <= set(r["figures"]), f["name"]
     assert "beta_peaks.png" not in r["figures"] + findings["collapse_without_warmup"]["figures"]
@@ -84,7 +88,7 @@ def test_each_run_trains_its_variant(smoke):
     c = study.PRESETS["smoke"]
     seen = set()
     for d in (out / "sweeps" / study.FINETUNE / "runs").iterdir():
-        m = json.loads((d / pipeline.MEASURED_FILE).read_text())
+        m = json.loads((d / declarations.MEASURED_FILE).read_text())
         run = load_run(d / "train")
         cfg = run.config
         s = m["settings"]
@@ -144,12 +148,13 @@ def test_the_beta_peak_stage_scales_phase_two_and_is_analysed(smoke, tmp_path):
     cite them, the report and a figure show them."""
     out, r = smoke
     c = dataclasses.replace(study.PRESETS["smoke"], beta_peaks=(0.1,), beta_peak_variants=("no-warmup", "two-phase"))
-    assert study.core._beta_peak_runs(study.PRESETS["smoke"], {}) == [] and "beta_peaks" not in r["analysis"]
-    rows = study.core._beta_peak_runs(c, {})
+    assert study.stages.beta_peak_runs(study.PRESETS["smoke"], {}) == [] and "beta_peaks" not in r["analysis"]
+    rows = study.stages.beta_peak_runs(c, {})
     assert rows == [{"variant": v, "seed": s, "beta_peak": 0.1} for v in ("no-warmup", "two-phase") for s in c.seeds]
     runs = pipeline.run_beside(out, study.STUDY, "beta_peaks_test", study.STUDY.stage(study.BETA_PEAKS), c, rows,
                                execution=studies.Execution(workers=2, threads=1), progress=False)
-    main = pipeline.Job(study.FINETUNE, out, out).earlier(study.FINETUNE)
+    main = declarations.Job(study.FINETUNE, out, out, stage_runs=lambda stage: _stage_runs(out, stage)).earlier(
+        study.FINETUNE)
     main_dirs = {(m.row["variant"], m.row["seed"]): m.dir for m in main}
     for run in runs:
         scaled = load_run(run.dir / "train")
@@ -158,7 +163,7 @@ def test_the_beta_peak_stage_scales_phase_two_and_is_analysed(smoke, tmp_path):
         assert cfg.schedules["beta"].params["end"] == pytest.approx(0.1)
         assert float(peak.max()) == pytest.approx(0.1) and float(full.max()) == pytest.approx(1.0)
         assert peak.numpy() == pytest.approx(0.1 * full.numpy(), abs=1e-6)  # the same ramp, scaled
-    a = study.core._beta_peak_analysis(c, main, runs)
+    a = study.analysis.beta_peak_analysis(c, main, runs)
     assert a["peaks"] == [0.1, 1.0] and list(a["summary"]) == ["no-warmup", "two-phase"]
     for v, by_peak in a["summary"].items():
         assert list(by_peak) == ["0.1", "1"]
@@ -169,9 +174,17 @@ def test_the_beta_peak_stage_scales_phase_two_and_is_analysed(smoke, tmp_path):
     f = {x.name: x.judge(c, analysis) for x in study.FINDINGS}
     assert set(f["collapse_without_warmup"]["evidence"]["collapsed_by_beta_peak"]) == {"no-warmup"}
     assert f["collapse_without_warmup"]["reproduced"] == r["findings"][0]["reproduced"]  # the verdict reads finetune
-    text = study.report._report({**r, "config": studies.config_to_dict(c), "analysis": analysis})
+    text = study.report.render_report({**r, "config": studies.config_to_dict(c), "analysis": analysis})
     assert "## β peak" in text and "| no-warmup | 0.1 |" in text
-    assert (tmp_path / study.figures._figure_beta_peaks(tmp_path, a)).stat().st_size > 1000
+    assert (tmp_path / study.figures.figure_beta_peaks(tmp_path, a)).stat().st_size > 1000
+
+
+def _stage_runs(out, stage):
+    """The finished runs of a stage of the study in ``out``, as the runner gives them to a job."""
+    s = sweep.open_sweep(out / "sweeps" / stage)
+    return [declarations.RunResult(stage, dict(spec.params), spec.id, s.run_dir(spec.id), row["status"], row["seconds"],
+                                   json.loads((s.run_dir(spec.id) / declarations.MEASURED_FILE).read_text()))
+            for spec, row in zip(s.runs, s.results())]
 
 
 def test_phase_two_annealing_follows_eq6_and_cyclical_reaches_one():
@@ -198,20 +211,21 @@ def test_phase_two_annealing_follows_eq6_and_cyclical_reaches_one():
 def test_train_config_builds_the_two_phases():
     model = T5VAEConfig(T5Config(vocab_size=50, d_model=8, d_kv=4, d_ff=8, num_layers=1, num_heads=2)).model_config()
     c = study.Config(n_train=100, batch_size=10, phase1_epochs=1.5, phase2_epochs=2, anneal_epochs=1)
-    tc = study.train_config(c, study.settings("two-phase"), model, 100, 3, "init.pt")
+    tc = study.train_config(c, study.settings("two-phase"), model, 100, 3, "init.pt", device="cpu")
     assert tc.phases[0].steps == 15 and tc.steps == 35 and tc.seed == 3 and tc.init_from == "init.pt"
     assert tc.phases[0].freeze == ("decoder", "memory_projection")
-    frozen = study.train_config(study.Config(freeze_shared=True), study.settings("two-phase"), model, 100, 0, "i")
+    frozen = study.train_config(study.Config(freeze_shared=True), study.settings("two-phase"), model, 100, 0, "i",
+                                device="cpu")
     assert frozen.phases[0].freeze == ("decoder", "memory_projection", "shared")
-    no_warm = study.train_config(c, study.settings("no-warmup"), model, 100, 0, "i")
+    no_warm = study.train_config(c, study.settings("no-warmup"), model, 100, 0, "i", device="cpu")
     assert no_warm.phases == () and no_warm.steps == 20
     assert no_warm.objective.params["deletion"] == 0.0 and no_warm.objective.params["free_bits"] == 0.0
-    long = study.train_config(c, study.settings("long"), model, 100, 0, "i")
+    long = study.train_config(c, study.settings("long"), model, 100, 0, "i", device="cpu")
     assert long.batch_size == c.long_batch_size
     # An untied T5 (v1.1) has its own output layer: part of the decoder, frozen with it.
     untied = T5VAEConfig(T5Config(vocab_size=50, d_model=8, d_kv=4, d_ff=8, num_layers=1, num_heads=2,
                                   tie_word_embeddings=False)).model_config()
-    assert study.train_config(c, study.settings("two-phase"), untied, 100, 0, "i").phases[0].freeze == \
+    assert study.train_config(c, study.settings("two-phase"), untied, 100, 0, "i", device="cpu").phases[0].freeze == \
         ("decoder", "memory_projection", "lm_head")
 
 
@@ -249,7 +263,7 @@ def test_the_examples_build_every_latent_on_the_models_device():
             return ["a sentence"] * len(ids)
 
     c = study.PRESETS["smoke"]
-    out = study.core._examples(c, Model(), Tokenizer(), torch.ones(5, 6, dtype=torch.long), seed=0)
+    out = study.stages.decoded_examples(c, Model(), Tokenizer(), torch.ones(5, 6, dtype=torch.long), seed=0)
     assert len(out["interpolation"]["decoded"]) == c.interpolation_points
     assert seen == [torch.device("meta")] * 2 + [torch.device("cpu")]  # the prior's on model.device
 
@@ -342,7 +356,7 @@ def test_the_medium_preset_chains_to_t5_pretrains_and_sweeps_the_beta_peak():
     small = study.PRESETS["small"]
     assert c == study.PRESETS["medium"]
     assert studies.config_to_dict(study.Config()) == studies.config_to_dict(small) and small.beta_peaks == ()
-    assert c.pretrain_preset == "medium" and "medium" in t5_pretrain.PRESETS and c.t5_folder is None
+    assert c.pretrain_preset == "medium" and "medium" in t5_pretraining.PRESETS and c.t5_folder is None
     assert (c.phase1_epochs, c.phase2_epochs, c.anneal_epochs) == (small.phase1_epochs, 3 * small.phase2_epochs,
                                                                    small.anneal_epochs)
     assert c.seeds == (0, 1) and c.beta_peaks == (0.06, 0.25)
@@ -352,13 +366,13 @@ def test_the_medium_preset_chains_to_t5_pretrains_and_sweeps_the_beta_peak():
     assert set(c.beta_peak_variants) <= set(c.variants)  # each peak beside the finetune stage's peak-1 runs
     counts = {s.name: len(s.runs(c, {})) for s in study.STUDY.stages}
     assert counts == {study.PRETRAIN: 1, study.FINETUNE: 8 * 2, study.BETA_PEAKS: 2 * 4 * 2}
-    assert study.core._pretrain_runs(c, {}) == [{"preset": "medium"}]
+    assert study.stages.pretrain_runs(c, {}) == [{"preset": "medium"}]
     # The other presets have no beta_peaks runs: their runs are what they were.
     for name in ("smoke", "small", "paper"):
         p = study.PRESETS[name]
         assert {s.name: len(s.runs(p, {})) for s in study.STUDY.stages} == \
             {study.PRETRAIN: 1, study.FINETUNE: len(p.variants) * len(p.seeds), study.BETA_PEAKS: 0}
-    assert study.core._finetune_runs(small, {})[0] == {"variant": "two-phase", "seed": 0}
+    assert study.stages.finetune_runs(small, {})[0] == {"variant": "two-phase", "seed": 0}
 
 
 def test_variants_change_only_what_they_name():
@@ -417,8 +431,15 @@ def _records(variants, peaks=("1",), seeds=(0, 1), reconstruction=35.0, **traini
     return out
 
 
-def _trained(models, t5=()):
-    return study.core._trained_section(models, {"unigram": 63.8, "bigram": 43.5, "tokens": 12.4}, list(t5))
+def _t5_check(pretrained=2.0, unigram=3.746):
+    """The pretrained T5's trained check (trained by default: 10 % below the unigram baseline)."""
+    training = {"loss_first": 5.7, "loss_last": 3.1, "finite": True}
+    return t5_pretraining.trained_check({"held_out_cross_entropy": {"pretrained": pretrained, "unigram": unigram}},
+                                        training)
+
+
+def _trained(models, t5=None):
+    return study.analysis.trained_checks(models, {"unigram": 63.8, "bigram": 43.5, "tokens": 12.4}, t5 or _t5_check())
 
 
 def _runs(kl, au, seeds=(0, 1), **late):
@@ -427,7 +448,7 @@ def _runs(kl, au, seeds=(0, 1), **late):
 
 
 def _study_analysis(no_warmup=(0.1, 0), mi_max=3.0, mi_mean=3.8, no_warmup_late=None, sweep=None, models=None,
-                    t5=()):
+                    t5=None):
     """A synthetic analysis of the variants the findings read, with its ``trained`` section."""
     kl, au = no_warmup
     summary = {"two-phase": _synthetic(8.0, 32, mi_max, 29.0), "no-warmup": _synthetic(kl, au, 0.05, 22.0),
@@ -488,7 +509,7 @@ def test_training_summary_reads_the_reconstruction_and_flags_a_non_finite_loss()
 def test_a_model_that_did_not_train_makes_the_findings_resting_on_it_undecided():
     c = study.Config(latent_dim=32)
     a = _study_analysis()
-    rule = a["trained"]["rule"]
+    rule = a["trained"]["t5_vae"]["rule"]
     assert rule["maximum"] == pytest.approx((63.8 + 43.5) / 2) and "bigram" in rule["basis"]
     f = {x.name: x.judge(c, a) for x in study.FINDINGS}
     assert all(v["reproduced"] is not None for v in f.values())  # every model trained
@@ -519,8 +540,9 @@ def test_a_model_that_did_not_train_makes_the_findings_resting_on_it_undecided()
     assert pooling["reproduced"] is None and "mean-pool/seed=1: training loss did not fall" in pooling["reason"]
     assert f["collapse_without_warmup"]["reproduced"] is True
     # The pretrained T5 did not train: every finding.
-    f = {x.name: x.judge(c, _study_analysis(t5=["pretrained T5: held-out span-corruption cross-entropy 3.954 > "
-                                               "3.371"])) for x in study.FINDINGS}
+    t5 = _t5_check(pretrained=3.954)  # "pretrained T5: held-out span-corruption cross-entropy ... 3.954 > 3.371 ..."
+    assert trained.check_failures(t5)[0].startswith("pretrained T5: held-out span-corruption cross-entropy")
+    f = {x.name: x.judge(c, _study_analysis(t5=t5)) for x in study.FINDINGS}
     assert all(v["reproduced"] is None and "pretrained T5" in v["reason"] for v in f.values())
     # Results that predate a check: a record without a training summary is checked on its reconstruction only;
     # an analysis without the section, not at all.
@@ -535,7 +557,8 @@ def test_a_model_that_did_not_train_makes_the_findings_resting_on_it_undecided()
     # The β-peak runs are checked only where a rule reads them.
     models = _records(a["summary"]) | _records(("no-warmup",), peaks=("0.06",), reconstruction=70.0)
     assert study.FINDINGS[0].judge(c, _study_analysis(models=models))["reproduced"] is True
-    assert "no-warmup/β=0.06/seed=0" in study.core._untrained(_study_analysis(models=models), ("no-warmup",), ("0.06",))
+    assert "no-warmup/β=0.06/seed=0" in study.analysis.untrained(_study_analysis(models=models), ("no-warmup",),
+                                                                  ("0.06",))
 
 
 COLLAPSED = dict(collapsed=2)

@@ -1,5 +1,6 @@
-"""Verdicts only on models that trained (vaetransfer.studies.trained): the checks on synthetic
+"""Verdicts only on models that trained (vaetransfer.studies.kit.trained): the checks on synthetic
 histories and records, and a study's finding made undecided by a model that did not train."""
+import json
 import math
 
 import numpy as np
@@ -7,7 +8,8 @@ import pytest
 import torch
 
 import vaetransfer as vt
-from vaetransfer.studies import make_config, trained, transfer
+from vaetransfer.studies import make_config, transfer
+from vaetransfer.studies.kit import trained
 
 
 def test_loss_summary_windows_and_divergence():
@@ -126,3 +128,52 @@ def test_a_transfer_finding_on_a_model_that_did_not_train_is_undecided():
     old = _transfer_analysis(annealed_distortion=390.0)
     del old["trained"]
     assert transfer.findings._encoders_alike(c, old).reproduced is True
+
+
+def test_one_json_shape_for_every_check():
+    """``check`` stores every study's trained check as ``{"rule", "models", "context"}``; the rule
+    record round-trips to the same TrainedRule, and a halfway rule whose reference did not train
+    becomes ``{"error"}``."""
+    rule = trained.TrainedRule.halfway("distortion", 300.0, 100.0, what="held-out distortion")
+    record = trained.rule_record(rule)
+    assert record == {"key": "distortion", "what": "held-out distortion", "basis": rule.basis, "maximum": 200.0}
+    assert trained.rule_of(record) == rule
+    assert trained.halfway_record("distortion", 300.0, 100.0, what="held-out distortion") == record
+    bad = trained.halfway_record("distortion", 100.0, 300.0)
+    assert set(bad) == {"error"} and "did not train" in bad["error"] and trained.rule_of(bad) is None
+    accuracy = trained.rule_record(trained.TrainedRule("accuracy", minimum=0.123456, what="accuracy"), digits=4)
+    assert accuracy["minimum"] == 0.1235 and "maximum" not in accuracy
+    assert trained.rule_record(None) is None and trained.rule_record(trained.TrainedRule()) is None
+    models = {"a": {"loss_first": 10.0, "loss_last": 5.0, "distortion": 150.0}}
+    section = trained.check(models, rule, baseline=300.0)
+    assert section == {"rule": record, "models": models, "context": {"baseline": 300.0}}
+    assert json.loads(json.dumps(section)) == section   # JSON data, stored as is
+    assert trained.check(models, record) == trained.check(models, rule)
+    with pytest.raises(vt.ArgumentTypeError) as e:
+        trained.check([("a", {})])
+    assert e.value.argument == "models"
+
+
+def test_check_failures_and_reason_read_the_one_shape():
+    """Each branch: a loss that did not fall, a score over the maximum, a model that trained, a
+    record without losses (an old output: its score only), names not in the check, a reference
+    that did not train (every asked-for model fails with its reason), no check at all."""
+    rule = trained.TrainedRule("distortion", maximum=200.0, what="held-out distortion")
+    models = {"flat": {"loss_first": 10.0, "loss_last": 9.99, "distortion": 100.0},
+              "blurry": {"loss_first": 10.0, "loss_last": 5.0, "distortion": 250.0},
+              "good": {"loss_first": 10.0, "loss_last": 5.0, "distortion": 150.0},
+              "old": {"distortion": 260.0},
+              "old_good": {"distortion": 120.0}}
+    section = trained.check(models, rule)
+    failed = trained.check_failures(section)
+    assert [f.split(":")[0] for f in failed] == ["flat", "blurry", "old"]
+    assert "did not fall" in failed[0] and "250 > 200" in failed[1] and "260 > 200" in failed[2]
+    assert trained.check_failures(section, ["good", "old_good", "missing"]) == []
+    assert trained.check_reason(section, ["good"]) is None
+    assert trained.check_reason(section, ["blurry"]).startswith("did not train — blurry: held-out distortion")
+    broken = trained.check(models, {"error": "the reference did not train"})
+    assert trained.check_failures(broken, ["good"]) == ["no model can be judged: the reference did not train"]
+    assert trained.check_failures(broken, ["missing"]) == []
+    assert trained.check_reason(None, ["good"]) is None and trained.check_reason({}, ["good"]) is None
+    loss_only = trained.check({"a": {"loss_first": 1.0, "loss_last": float("nan"), "finite": False}})
+    assert trained.check_failures(loss_only) == ["a: diverged (non-finite training loss)"]

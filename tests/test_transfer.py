@@ -9,7 +9,7 @@ import torch
 import vaetransfer
 from vaetransfer import cli, data, probes, similarity, studies, sweep
 from vaetransfer.studies import transfer
-from vaetransfer.studies.stats import mean_se
+from vaetransfer.studies.kit.stats import mean_se
 from vaetransfer.train import TrainConfig, load_run, train
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -117,10 +117,10 @@ def test_cka_heatmaps_and_curves_carry_intervals_of_the_seed_pair_mean(smoke):
     assert "ci_low" not in next(iter(a["objectives"].values()))["matrices"]["procrustes"]  # generic path: none
     label, dyn = next(iter(a["dynamics"]["variants"].items()))
     point = dyn["curve"][0]
-    x = transfer.core._held_out(c, c.source, c.similarity_n, "similarity_n")
+    x = transfer.stages.held_out(c, c.source, c.similarity_n, "similarity_n")
     srun = _model_runs(out)
-    snap = [transfer.core._acts(srun[(f"source/{label}", s)], x, point["step"]) for s in c.seeds]
-    final = [transfer.core._acts(srun[(f"source/{label}", s)], x) for s in c.seeds]
+    snap = [transfer.heatmaps.model_activations(srun[(f"source/{label}", s)], x, "cpu", point["step"]) for s in c.seeds]
+    final = [transfer.heatmaps.model_activations(srun[(f"source/{label}", s)], x, "cpu") for s in c.seeds]
     m = similarity.cka_avg(snap, final, seeds_a=list(c.seeds), seeds_b=list(c.seeds), ci=c.ci,
                            resamples=c.ci_resamples, resampling=c.ci_resampling, seed=c.ci_seed)
     enc = [m.rows.index(n) for n in similarity.encoder_layers(m.rows)]
@@ -195,14 +195,14 @@ def test_held_out_rows_are_distinct_unseen_and_can_include_the_last_row():
     """The public code's sampler never put the last example in the test split, and its similarity
     inputs were 10,000 draws with repeats, deduplicated."""
     c = transfer.PRESETS["smoke"]
-    spec = transfer.core._spec(c, "dsprites")
+    spec = transfer.stages.data_spec(c, "dsprites")
     train_rows, held = spec.rows()
     assert len(held) == round(c.test_fraction * c.n) and len(train_rows) + len(held) == c.n
     assert torch.unique(held).numel() == len(held)
     assert not set(held.tolist()) & set(train_rows.tolist())
     held_set = spec.held_out(32, argument="similarity_n")
     assert len(held_set) == 32 and torch.equal(held_set.factors, data.dsprites(held[:32]).factors)
-    assert torch.equal(transfer.core._held_out(c, "dsprites", 32, "similarity_n"), held_set.float_images())
+    assert torch.equal(transfer.stages.held_out(c, "dsprites", 32, "similarity_n"), held_set.float_images())
     # Over split seeds, the last row of a 10-row set is held out as often as any other row.
     hits = [int(9 in data.split_indices(10, 0.3, seed=s)[1].tolist()) for s in range(200)]
     assert 0.2 < sum(hits) / len(hits) < 0.4
@@ -227,7 +227,7 @@ def source_run(tmp_path_factory):
 
 
 def _stage_run(source_run, tmp_path, stage, lr=1e-3):
-    decoder = transfer.core._decoder_layers()
+    decoder = transfer.stages.decoder_layers()
     cfg = TrainConfig(steps=2, batch_size=8, seed=1, init_from=str(source_run.out_dir),
                       freeze=tuple(stage.freeze(decoder)), reinit=tuple(stage.reinit(decoder)))
     cfg.optimizer.lr = lr
@@ -266,12 +266,12 @@ def test_reinit_starts_unfrozen_layers_afresh_and_finetune_keeps_them(source_run
 
 
 def test_stage_zero_with_everything_frozen_trains_nothing_and_duplicates_are_one_run():
-    decoder = transfer.core._decoder_layers()
-    assert transfer.core._stage_key(transfer.RetrainStage("latent", "frozen", "finetune", 0, 0), decoder) is None
-    full = [transfer.core._stage_key(transfer.RetrainStage(side, "frozen", "finetune", len(decoder), 0), decoder)
+    decoder = transfer.stages.decoder_layers()
+    assert transfer.stages.stage_key(transfer.RetrainStage("latent", "frozen", "finetune", 0, 0), decoder) is None
+    full = [transfer.stages.stage_key(transfer.RetrainStage(side, "frozen", "finetune", len(decoder), 0), decoder)
             for side in transfer.SIDES]
     assert full[0] == full[1]
-    zero = {transfer.core._stage_key(transfer.RetrainStage(side, "retrained", init, 0, 0), decoder)
+    zero = {transfer.stages.stage_key(transfer.RetrainStage(side, "retrained", init, 0, 0), decoder)
             for side in transfer.SIDES for init in transfer.INITS}
     assert len(zero) == 1
 
@@ -363,7 +363,11 @@ def _analysis() -> dict:
                                            ("retrained", "finetune"): [9.0, 8.0, 6.1]}.items()}
     probe = lambda own, other: {"own": {"average": mean_se(own)},  # noqa: E731
                                 "other": {"average": mean_se(other)}}
-    return {"models": trained,
+    # the trained checks (kit.trained.check), one per domain, holding the models' loss records
+    checks = {side: {"rule": None, "context": {},
+                     "models": {k: dict(m) for k, m in trained.items() if m["label"].startswith(f"{side}/")}}
+              for side in ("source", "target")}
+    return {"models": trained, "trained": checks,
             "dynamics": {"variants": {"beta1": {"curve": [{"step": 2, "encoder_diagonal": 0.9,
                                                            "decoder_diagonal": 0.1}]}}},
             "regularisation": {"beta1_vs_beta16": {"a": "beta1", "b": "beta16", "sampled_row_a": 0.6,
@@ -376,9 +380,10 @@ def _analysis() -> dict:
 
 
 def _untrain(a, label):
-    for m in a["models"].values():
-        if m["label"] == label:
-            m["loss_last"] = m["loss_first"]
+    for check in a["trained"].values():
+        for m in check["models"].values():
+            if m["label"] == label:
+                m["loss_last"] = m["loss_first"]
 
 
 def _set(path, value):
@@ -454,7 +459,7 @@ def test_config_is_the_small_preset_and_execution_is_not_science():
 
 # ---------------------------------------------------------------------------------- diagnostics
 def test_numpy_cka_is_independent_and_equals_the_engine():
-    from vaetransfer.studies.transfer.diagnostics import numpy_cka
+    from vaetransfer.studies.transfer.crosscheck import numpy_cka
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(50, 8, generator=g, dtype=torch.float64)
@@ -468,7 +473,7 @@ def test_numpy_cka_is_independent_and_equals_the_engine():
 
 
 def test_smoke_runs_the_diagnostics(smoke):
-    from vaetransfer.studies.transfer import diagnostics as td
+    from vaetransfer.studies.transfer import crosscheck
 
     out, r = smoke
     c = transfer.PRESETS["smoke"]
@@ -488,13 +493,13 @@ def test_smoke_runs_the_diagnostics(smoke):
     for k in ("encoder_mean", "decoder_mean"):
         assert cross["core_numpy"][k] == pytest.approx(core[k], abs=2e-3)
     # each start's numbers are the NumPy CKA of its saved twins on the same held-out rows
-    x = transfer.core._held_out(c, c.source, c.similarity_n, "similarity_n")
+    x = transfer.stages.held_out(c, c.source, c.similarity_n, "similarity_n")
     s_ = sweep.open_sweep(out / "sweeps" / "crosscheck")
     run_dirs = {(r_.params["variant"], r_.params["seed"], r_.params["init"]): s_.run_dir(r_.id) for r_ in s_.runs}
     s0, s1 = c.seeds[:2]
     for init in starts:
-        acts = {k: td.reference_activations(td.reference_model(v), x, k[1]) for k, v in run_dirs.items() if k[2] == init}
-        pairs = [td.numpy_quadrants(acts[("beta1", a, init)], acts[("tc6", b, init)]) for a, b in ((s0, s1), (s1, s0))]
+        acts = {k: crosscheck.reference_activations(crosscheck.reference_model(v), x, k[1]) for k, v in run_dirs.items() if k[2] == init}
+        pairs = [crosscheck.numpy_quadrants(acts[("beta1", a, init)], acts[("tc6", b, init)]) for a, b in ((s0, s1), (s1, s0))]
         assert cross["twins"][init]["decoder_mean"] == pytest.approx(np.mean([p["decoder_mean"] for p in pairs]),
                                                                      abs=1e-4)
     # decoder-to-input CKA of every variant's first seed, and the objective pairs over training
@@ -587,20 +592,20 @@ def test_crosscheck_twins_start_from_the_core_models_initial_weights_or_their_ow
     """The "core" start is the twin of the model the core's training of that variant and seed builds;
     the "torch" start is not (same distribution, other draws); rows name the start; bad ones refused."""
     from vaetransfer.nn import build_model
-    from vaetransfer.studies.transfer import analysis, diagnostics as td
+    from vaetransfer.studies.transfer import crosscheck
 
     c = transfer.PRESETS["smoke"]
-    assert set(td._START) == set(transfer.TWIN_STARTS) == set(c.crosscheck_inits)
-    rows = td.crosscheck_runs(c, {})
+    assert set(crosscheck.TWIN_START_WORDS) == set(transfer.TWIN_STARTS) == set(c.crosscheck_inits)
+    rows = crosscheck.crosscheck_runs(c, {})
     assert len(rows) == len(c.seeds) * 2 * len(c.crosscheck_inits) and {r["init"] for r in rows} == {"core", "torch"}
     row = {"variant": "tc6", "seed": c.seeds[1], "init": "core"}
-    twin = analysis._twin_start(c, row)
-    config = transfer.core._train_config(c, transfer.core._objective(c, transfer.core._variant(c, "tc6")), c.steps,
-                                         c.seeds[1], c.steps)
+    twin = crosscheck.twin_start(c, row, "cpu")
+    objective = transfer.stages.objective_config(c, transfer.config.variant_named(c, "tc6"))
+    config = transfer.stages.train_config(c, objective, c.steps, c.seeds[1], c.steps, "cpu")
     core = build_model(config.model, seed=config.seed).state_dict()
     assert config.seed == c.seeds[1] and set(twin.state_dict()) == set(core)
     assert all(torch.equal(twin.state_dict()[k], v) for k, v in core.items())
-    assert analysis._twin_start(c, {**row, "init": "torch"}) is None
+    assert crosscheck.twin_start(c, {**row, "init": "torch"}, "cpu") is None
     for bad in ('["core", "core"]', '[]', '["xavier"]'):
         with pytest.raises(vaetransfer.ArgumentError) as info:
             studies.make_config("transfer", "smoke", sets=[f"crosscheck_inits={bad}"])
@@ -621,7 +626,7 @@ def test_the_annealed_settings_name_the_setting_an_untrained_annealed_vae_depend
 
     c = transfer.PRESETS["smoke"]
     why = "did not train — source/annealed/seed=0: held-out distortion 381 > 212"
-    a = _diagnostics_analysis(**{"trained": {"rules": {"source": {"maximum": 212.2}}}})
+    a = _diagnostics_analysis(**{"trained": {"source": {"rule": {"maximum": 212.2}}}})
     a["diagnostics"]["annealed"] = _annealed(381.0, [60.0, 379.0])
     d = td.diagnose_objectives(c, a, {"beta1_vs_tc6": why})
     assert d.kind == "setting" and d.text.startswith(f"Undecidable at these settings: {why}.")
@@ -632,7 +637,7 @@ def test_the_annealed_settings_name_the_setting_an_untrained_annealed_vae_depend
         {"study": False, "annealed-gamma100": True, "annealed-slowramp": False}
     a["diagnostics"]["annealed"] = _annealed(381.0, [300.0, 379.0])  # nothing trains: said so
     assert "No setting tried trains at this length" in td.diagnose_objectives(c, a, {"beta1_vs_tc6": why}).text
-    a["trained"]["rules"]["source"] = {"error": "the reference did not train"}  # no threshold: no clause
+    a["trained"]["source"]["rule"] = {"error": "the reference did not train"}  # no threshold: no clause
     assert td.diagnose_objectives(c, a, {"beta1_vs_tc6": why}).text == f"Undecidable at these settings: {why}."
 
 
@@ -641,7 +646,7 @@ def test_the_objectives_diagnosis_judges_the_pairs_that_trained_and_sets_the_oth
 
     c = transfer.PRESETS["smoke"]
     why = "did not train — source/annealed/seed=0: held-out distortion 381 > 212"
-    a = _diagnostics_analysis(**{"trained": {"rules": {"source": {"maximum": 212.2}}}})
+    a = _diagnostics_analysis(**{"trained": {"source": {"rule": {"maximum": 212.2}}}})
     # an untrained Annealed VAE whose decoder is far from the pixels must not hide the trained pairs' verdict
     a["objectives"]["beta1_vs_annealed"] = {"a": "beta1", "b": "annealed",
                                             "matrices": {"cka": {"encoder_mean": 0.9, "decoder_mean": 0.01}}}
@@ -657,12 +662,12 @@ def test_the_objectives_diagnosis_judges_the_pairs_that_trained_and_sets_the_oth
 
 def test_annealed_settings_ramp_over_their_share_of_the_steps_and_bad_ones_are_named():
     c = transfer.PRESETS["medium"]
-    ramps = {v.label: transfer.core._objective(c, v).params["iteration_threshold"]
+    ramps = {v.label: transfer.stages.objective_config(c, v).params["iteration_threshold"]
              for v in c.variants + c.annealed_settings if v.objective == "annealed-vae"}
     assert ramps == {"annealed": 666, "annealed-gamma100": 666, "annealed-gamma10": 666, "annealed-slowramp": 2000}
-    assert "ramp_fraction" not in transfer.core._objective(c, c.annealed_settings[2]).params
-    assert [r["variant"] for r in transfer.analysis._annealed_runs(c, {})] == [v.label for v in c.annealed_settings]
-    assert transfer.analysis._annealed_runs(transfer.PRESETS["small"], {}) == []  # only with the diagnostics
+    assert "ramp_fraction" not in transfer.stages.objective_config(c, c.annealed_settings[2]).params
+    assert [r["variant"] for r in transfer.stages.annealed_runs(c, {})] == [v.label for v in c.annealed_settings]
+    assert transfer.stages.annealed_runs(transfer.PRESETS["small"], {}) == []  # only with the diagnostics
     for bad in ('[{"label": "x", "objective": "beta-vae"}]', '[{"label": "beta1", "objective": "annealed-vae"}]',
                 '[{"label": "x", "objective": "annealed-vae", "params": {"ramp_fraction": 0}}]'):
         with pytest.raises(vaetransfer.ArgumentError) as info:
@@ -707,7 +712,7 @@ def test_the_cross_domain_and_collapse_diagnoses_follow_their_rules():
     assert td.diagnose_cross_domain(c, _cross_domain_analysis(), "did not train — x").kind == "setting"
     # not reproduced, decoders not pixel-like: do the source models already reconstruct the target?
     a = _cross_domain_analysis(as_is_decoder=0.95)
-    a["trained"] = {"baseline": {"target": 300.0}}
+    a["trained"] = {"target": {"context": {"baseline": 300.0}}}
     a["retraining"]["target_model_loss"] = 100.0  # k = 0, mean/logvar frozen: the source model as it is
     assert td.source_draws_target(a)["source_as_is"] == pytest.approx(10.0)  # _analysis's frozen curve starts at 10
     for k0, kind in ((150.0, "data"), (250.0, "open")):  # recovers 75 % / 25 % of the target models' gain

@@ -63,7 +63,7 @@ def _findings(args) -> int:
                               or args.all_studies):
         args.parser.error("--out, --link-base, --title and --all-studies go with --markdown")
     if args.publish is not None:  # the page and the table read the committed copies
-        args.dirs = [studies.report.publish(d, args.publish, argument="dirs") for d in args.dirs]
+        args.dirs = [studies.published.publish(d, args.publish, argument="dirs") for d in args.dirs]
         for d in args.dirs:
             print(f"published {d}", file=sys.stderr)
     if args.markdown:

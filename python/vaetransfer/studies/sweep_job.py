@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .._checks import type_error, value_error
+from ..config import config_from_dict, config_to_dict, override
+from .pipeline import run_study, scalars
+from .registry import get_study, make_config
 
 __all__ = ["StudyJob", "STUDY_JOB"]
 
@@ -16,9 +19,6 @@ STUDY_JOB = f"{__name__}:StudyJob"  #: the job kind's name for :func:`vaetransfe
 
 class StudyJob:
     def resolve(self, base: dict, params: Mapping[str, Any]) -> dict:
-        from . import get_study, make_config
-        from ..config import config_to_dict, override
-
         unknown = set(base) - {"study", "preset", "config"}
         if unknown:
             raise value_error("base", f"unknown keys {sorted(unknown)}; a study job has study, preset, config")
@@ -35,10 +35,6 @@ class StudyJob:
         return {"study": get_study(base["study"]).name, "preset": preset, "config": config_to_dict(config)}
 
     def execute(self, config: dict, run_dir: Path, report: Callable[[int, int], None]) -> dict:
-        from . import get_study, run_study
-        from .pipeline import scalars
-        from ..config import config_from_dict
-
         study = get_study(config["study"])
         cfg = config_from_dict(study.config, config["config"])
         results = run_study(study, run_dir, preset=config["preset"], config=cfg, progress=False)

@@ -46,12 +46,11 @@ not kept) show the standard error only.
 run it rests on ends with a training accuracy on the labels it fitted (random ones included: the
 findings are about fitting and memorising) at least halfway from chance to 1, a true-label run with
 a test accuracy at least 0.05 above chance, and a training loss finite and fallen by 1 %
-(:mod:`.trained`; the ``trained`` section of the analysis, per run). Otherwise it is undecided,
-naming the runs. Three findings that did not reproduce at ``small`` carry a diagnosis (rules fixed
-before the ``medium`` runs, in :func:`.findings._diagnose_less_structure`, :func:`.findings._diagnose_memorisation` and
-:func:`.findings._diagnose_random_closer`), read from the per-epoch CKA curves (the trend over the last half
-of training), the seeds' standard errors and the intervals (the noise), and the cross-seed
-baselines.
+(:mod:`vaetransfer.studies.kit.trained`; the ``trained`` section of the analysis: each run's checks).
+Otherwise it is undecided, naming the runs. Three findings that did not reproduce at ``small`` carry
+a diagnosis (rules fixed before the ``medium`` runs, in :mod:`.diagnostics`), read from the
+per-epoch CKA curves (the trend over the last half of training), the seeds' standard errors and the
+intervals (the noise), and the cross-seed baselines.
 
 **Data.** CIFAR-10 and SVHN cannot be downloaded here; the built-in stand-ins are
 :func:`vaetransfer.data.object_shapes` (CIFAR-10-like; the pretraining domain) and
@@ -76,23 +75,25 @@ classes); the training accuracy of an epoch is the mean batch accuracy over its 
 """
 from __future__ import annotations
 
-from ..pipeline import Stage, Study
-from .core import (BLOCK_ORDERS, EARLY, INIT_FILE, INPUT_SHAPE, LAYERS, NUM_CLASSES, PAPER_TASKS, PENULTIMATE,
-                   PRESETS, STRUCTURED, Config, RunSetup, TaskSpec, _analyse, _finetune, _finetune_rows, _scratch_rows,
-                   _train_from_scratch, domain_rows, finetune, layer_cka, load_init, part_size, train_from_scratch)
-from .figures import _figures
-from .findings import FINDINGS, MIN_ACC_RISE, MIN_TREND, PAPER, TEST_MARGIN
-from .report import _report
+from ..kit.declarations import Study
+from .analysis import TEST_MARGIN, analyse
+from .config import (BLOCK_ORDERS, EARLY, INIT_FILE, INPUT_SHAPE, LAYERS, NUM_CLASSES, PAPER_TASKS, PENULTIMATE,
+                     PRESETS, STRUCTURED, Config, TaskSpec)
+from .diagnostics import MIN_ACC_RISE, MIN_TREND
+from .figures import draw_figures
+from .findings import FINDINGS, PAPER
+from .report import render_report
+from .stages import (STAGES, RunSetup, domain_rows, finetune, layer_cka, load_init, part_size,
+                     train_from_scratch)
 
-# The package is the study: its parts are core (config, domains, runs, stages, analysis), figures,
-# findings (with their trained-model checks and diagnoses) and report.
+# The package is the study: config (the config, presets, layers, tasks), stages (what each run
+# trains and measures), analysis (over the runs, and the trained checks), findings, diagnostics
+# (why three findings come out as they do), figures and report.
 __all__ = ["BLOCK_ORDERS", "Config", "EARLY", "FINDINGS", "INIT_FILE", "INPUT_SHAPE", "LAYERS", "MIN_ACC_RISE",
            "MIN_TREND", "NUM_CLASSES", "PAPER", "PAPER_TASKS", "PENULTIMATE", "PRESETS", "RunSetup", "STRUCTURED",
            "STUDY", "TEST_MARGIN", "TaskSpec", "domain_rows", "finetune", "layer_cka", "load_init", "part_size",
            "train_from_scratch"]
 
 STUDY = Study(name="finetune_similarity", title="Similarity of pre-trained and fine-tuned representations",
-              config=Config, presets=PRESETS,
-              stages=(Stage("scratch", _scratch_rows, _train_from_scratch), Stage("finetune", _finetune_rows, _finetune)),
-              analyse=_analyse, findings=FINDINGS, figures=_figures, report=_report,
-              description=__doc__.split("\n\n", 1)[1])
+              config=Config, presets=PRESETS, stages=STAGES, analyse=analyse, findings=FINDINGS, figures=draw_figures,
+              report=render_report, description=__doc__.split("\n\n", 1)[1])

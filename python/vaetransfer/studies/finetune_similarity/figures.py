@@ -6,9 +6,10 @@ from pathlib import Path
 import torch
 
 from ... import plots
-from .. import figures as figs
-from .core import (EARLY, LAYERS, NUM_CLASSES, Config, _group_key, _layer_mean_curve, _random_groups, _resamples,
-                   domain_rows)
+from ..kit import figures as figs
+from .analysis import group_key, layer_mean_curve, random_groups, resamples
+from .config import EARLY, LAYERS, NUM_CLASSES, Config
+from .stages import domain_rows
 
 
 # ---------------------------------------------------------------------------------- figures
@@ -41,7 +42,7 @@ def _bands_note(c: Config) -> str:
     note = f"bars: ± SE over {len(c.seeds)} seeds"
     if c.ci_resamples:
         note += (f"; shaded: {c.ci:.0%} {c.ci_resampling} interval of the seed mean over the {c.cka_n} CKA inputs "
-                 f"({_resamples(c)} {'draws' if c.ci_resampling == 'bootstrap' else 'blocks'})")
+                 f"({resamples(c)} {'draws' if c.ci_resampling == 'bootstrap' else 'blocks'})")
     return note
 
 
@@ -63,7 +64,7 @@ def _figure_random_training(out: Path, c: Config, random_labels: dict) -> str:
     plt = figs.pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for d in c.randomness:
-        g = random_labels[_group_key(d, c.pretrain_n)]
+        g = random_labels[group_key(d, c.pretrain_n)]
         for ax, key in zip(axes, ("train_loss", "train_accuracy", "test_accuracy")):
             _band(ax, g["epoch"], g[key], f"d = {d}")
     for ax, title in zip(axes, ("(a) training loss", "(b) training accuracy (labels trained on)",
@@ -79,7 +80,7 @@ def _figure_random_cka(out: Path, c: Config, random_labels: dict) -> str:
     plt = figs.pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     for d in c.randomness:
-        _per_layer(axes[0], random_labels[_group_key(d, c.pretrain_n)]["final_cka_to_init"], f"d = {d}")
+        _per_layer(axes[0], random_labels[group_key(d, c.pretrain_n)]["final_cka_to_init"], f"d = {d}")
     axes[0].set_title(f"(a) after {c.pretrain_epochs} epochs, N = {c.pretrain_n:,}", fontsize=10)
     for g in sorted((g for g in random_labels.values() if g["d"] == NUM_CLASSES - 1), key=lambda g: g["n"]):
         acc = g["train_accuracy"]["mean"][-1]
@@ -156,8 +157,8 @@ def _figure_random_epochs(out: Path, c: Config, random_labels: dict) -> str:
     pretrain_n rows, and fully random labels by N (what the diagnoses' trends read)."""
     plt = figs.pyplot()
     fig, axes = plt.subplots(len(EARLY), 2, figsize=(12, 3.8 * len(EARLY)), squeeze=False)
-    by_d = [(f"d = {d}", random_labels[_group_key(d, c.pretrain_n)]) for d in sorted(c.randomness)]
-    by_n = [(f"N = {g['n']:,}", g) for g in _random_groups(random_labels)]
+    by_d = [(f"d = {d}", random_labels[group_key(d, c.pretrain_n)]) for d in sorted(c.randomness)]
+    by_n = [(f"N = {g['n']:,}", g) for g in random_groups(random_labels)]
     for row, layer in enumerate(EARLY):
         for col, (title, chosen) in enumerate(((f"by d (N = {c.pretrain_n:,})", by_d),
                                                ("fully random labels (d = 9) by N", by_n))):
@@ -184,7 +185,7 @@ def _figure_pre_vs_init_epochs(out: Path, c: Config, finetuning: dict) -> str:
     for ax, t in zip(axes.flat, c.tasks):
         curves = finetuning[t.label]["cka_curves"]
         for ref, colour, label in (("pretrained", "C0", "to pre-trained"), ("init", "C3", "to initialisation")):
-            series = _layer_mean_curve(curves[ref])
+            series = layer_mean_curve(curves[ref])
             _band(ax, series["epoch"], series, label, color=colour)
         ax.set_ylim(0, 1.02)
         ax.set_title(t.label, fontsize=10)
@@ -207,7 +208,8 @@ def _figure_domains(out: Path, c: Config) -> str:
     return figs.save(fig, out, "domains.png")
 
 
-def _figures(c: Config, a: dict, ctx) -> list[str]:
+def draw_figures(c: Config, a: dict, ctx) -> list[str]:
+    """Every figure of the study (file names in the output directory)."""
     out = ctx.out
     return [_figure_domains(out, c), _figure_dynamics(out, c, a["dynamics"]),
             _figure_random_training(out, c, a["random_labels"]), _figure_random_cka(out, c, a["random_labels"]),

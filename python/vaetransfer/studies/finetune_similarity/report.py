@@ -1,9 +1,9 @@
 """The fine-tune similarity study's report (``index.md``)."""
 from __future__ import annotations
 
-from ..report import fmt, markdown_table, verdict_text
-from .core import LAYERS, PENULTIMATE, _group_key, _interval_text
-from .findings import _run_failures
+from ..kit.markdown import fmt, markdown_table, verdict_text
+from .analysis import failed_runs, interval_text
+from .config import LAYERS, PENULTIMATE
 
 
 # ---------------------------------------------------------------------------------- report
@@ -50,17 +50,12 @@ _NUMBERS = {
 }
 
 
-def _trained_lines(section: dict | None, pre_key: str) -> list[str]:
+def _trained_lines(checks: dict | None) -> list[str]:
     """``index.md``: the trained-model checks and the runs that failed them (none without the
-    ``trained`` records)."""
-    if not section:
+    ``trained`` checks)."""
+    if not checks:
         return []
-    failed = []
-    for kind, groups in (("scratch", section.get("scratch", {})), ("finetune", section.get("finetune", {}))):
-        for g, records in groups.items():
-            name = f"fine-tuning {g}" if kind == "finetune" else (
-                f"pretraining ({g})" if g == pre_key else f"from scratch {g}")
-            failed += [why for seed, rec in records.items() for _, why in _run_failures(f"{name}, seed {seed}", rec)]
+    failed = failed_runs(checks)
     L = ["", "## Did the models train?", "",
          "A run trained when its final training accuracy (on the labels it was trained on) is at least halfway from "
          "chance to 1, a true-label run's test accuracy is at least 0.05 above chance, and its training loss is finite "
@@ -69,7 +64,8 @@ def _trained_lines(section: dict | None, pre_key: str) -> list[str]:
     return L
 
 
-def _report(r: dict) -> str:
+def render_report(r: dict) -> str:
+    """The study's sections of ``index.md`` from its results."""
     c, a = r["config"], r["analysis"]
     L = ["## Setup", "",
          f"conv4 ({c['channels']} filters, {c['block_order']}), SGD lr {c['lr']:g} momentum {c['momentum']:g} batch "
@@ -78,13 +74,13 @@ def _report(r: dict) -> str:
          "## Accuracy", ""]
     L += markdown_table(["run", "final train accuracy", "final test accuracy"],
                         [[label, v["train"], v["test"]] for label, v in a["accuracy"].items()])
-    L += _trained_lines(a.get("trained"), _group_key(0, c["pretrain_n"]))
+    L += _trained_lines(a.get("trained"))
     L += ["", "## The findings in numbers", ""]
     for f in r["findings"]:
         numbers = f["reason"] if f["reproduced"] is None else _NUMBERS[f["name"]](f["evidence"])
         L.append(f"- `{f['name']}` — **{verdict_text(f['reproduced'])}**: {numbers}.")
     iv = a.get("intervals")
-    ci_note = f" In brackets: the {_interval_text(iv)}." if iv else ""
+    ci_note = f" In brackets: the {interval_text(iv)}." if iv else ""
     L += ["", "## Final CKA to the initial representation (from scratch)", "",
           "Per layer, the seed mean of each network's final CKA to its own initial representation." + ci_note, ""]
     L += markdown_table(["run", *LAYERS],

@@ -48,25 +48,26 @@ early-stopping rule above; the train/test D and R on ``eval_n`` rows of each set
 """
 from __future__ import annotations
 
-from ..pipeline import Stage, Study
-from .analysis import (COLLAPSE_MARGIN, SCORES, _analyse, disentanglement_inputs, disentanglement_rows,
-                       disentanglement_scores)
-from .core import (ABLATIONS, ARCHITECTURES, ARRAY_METRICS, Config, DISENTANGLEMENT_METRICS,
-                   PAPER_BETAS, PAPER_CD_RATIOS, PAPER_CV_RATIOS, PRESETS, SAP_VARIANTS, SplitSpec, _train_runs,
-                   paper_split_sizes, split_rows, train_and_measure)
-from .figures import _figures
-from .findings import FINDINGS, LATE_STOP, PAPER_SPARSE_N_TRAIN
-from .report import _report
+from ..kit.declarations import Stage, Study
+from .analysis import COLLAPSE_MARGIN, analyse
+from .config import (ABLATIONS, ARCHITECTURES, ARRAY_METRICS, DISENTANGLEMENT_METRICS, PAPER_BETAS, PAPER_CD_RATIOS,
+                     PAPER_CV_RATIOS, PRESETS, SAP_VARIANTS, Config, SplitSpec)
+from .diagnostics import LATE_STOP, PAPER_SPARSE_N_TRAIN
+from .disentanglement import disentanglement_inputs, disentanglement_rows, disentanglement_scores
+from .figures import draw_figures
+from .findings import FINDINGS
+from .report import report_sections
+from .stages import paper_split_sizes, split_rows, train_and_measure, train_runs
 
-# The package is the study: its parts are core (config, data, the stage, the tables), analysis (disentanglement,
-# the trained-model records, the analysis as a whole), figures,
-# findings (with their trained-model checks and diagnoses) and report.
+# The package is the study: config (Config, PRESETS), stages (the split rows, the runs and what one
+# measures), analysis (the table, the findings' sections, the trained-model checks), disentanglement,
+# findings (with diagnostics), figures and report.
 __all__ = ["ABLATIONS", "ARCHITECTURES", "ARRAY_METRICS", "COLLAPSE_MARGIN", "Config", "DISENTANGLEMENT_METRICS",
            "FINDINGS", "LATE_STOP", "PAPER_BETAS", "PAPER_CD_RATIOS", "PAPER_CV_RATIOS", "PAPER_SPARSE_N_TRAIN",
-           "PRESETS", "SAP_VARIANTS", "SCORES", "SplitSpec", "STUDY", "disentanglement_inputs", "disentanglement_rows",
+           "PRESETS", "SAP_VARIANTS", "SplitSpec", "STUDY", "disentanglement_inputs", "disentanglement_rows",
            "disentanglement_scores", "paper_split_sizes", "split_rows", "train_and_measure"]
 
 STUDY = Study(name="rate_distortion", title="Rate–regularization and generalization in VAEs (Tetrominoes)",
-              config=Config, presets=PRESETS, stages=(Stage("train", _train_runs, train_and_measure),),
-              analyse=_analyse, figures=_figures, findings=FINDINGS, report=_report,
+              config=Config, presets=PRESETS, stages=(Stage("train", train_runs, train_and_measure),),
+              analyse=analyse, figures=draw_figures, findings=FINDINGS, report=report_sections,
               description=__doc__.split("\n\n", 1)[1])

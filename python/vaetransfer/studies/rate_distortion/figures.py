@@ -7,11 +7,14 @@ import torch
 
 from ... import data, plots
 from ...train import load_run
-from ..figures import pyplot, save
-from .core import Config, _curve, _label
+from ..kit.figures import pyplot, save
+from .analysis import curve
+from .config import Config
+from .stages import split_label
+
+__all__ = ["draw_figures"]
 
 
-# ---------------------------------------------------------------------------------- figures
 def _split_by_architecture(c: Config, height: float, width: float = 4.7):
     """A figure with a panel per (split, architecture): (fig, [(row, split label, architecture, ax)])."""
     fig, axes = pyplot().subplots(len(c.splits), len(c.architectures), squeeze=False,
@@ -24,8 +27,8 @@ def _rd_planes(out: Path, c: Config, table: dict, prefix: str = "", name: str = 
     for _, split, arch, ax in panels:
         points = []
         for part, style in (("train", "--o"), ("test", "-o")):
-            betas, d, dsd = _curve(table, "beta-vae", arch, split, f"{prefix}{part}_distortion")
-            _, r, rsd = _curve(table, "beta-vae", arch, split, f"{prefix}{part}_rate")
+            betas, d, dsd = curve(table, "beta-vae", arch, split, f"{prefix}{part}_distortion")
+            _, r, rsd = curve(table, "beta-vae", arch, split, f"{prefix}{part}_rate")
             if not betas:
                 continue
             line, = ax.plot(r, d, style, label=part, markerfacecolor="none" if part == "train" else None)
@@ -65,7 +68,7 @@ def _vs_beta(out: Path, c: Config, table: dict, metrics: dict, name: str, title:
         for j, arch in enumerate(c.architectures):
             ax = axes[i, j]
             for s in splits:
-                betas, y, sd = _curve(table, obj, arch, s.label, metric)
+                betas, y, sd = curve(table, obj, arch, s.label, metric)
                 if not betas:
                     continue
                 n = table[obj][arch][s.label][f"{betas[0]}"].get("n_train", {}).get("mean")
@@ -88,10 +91,10 @@ def _rate_decomposition_figure(out: Path, c: Config, table: dict) -> str:
                                      ("marginal_kl_minibatch", "KL(q(z) ‖ p(z)) (minibatch)", "-s"),
                                      ("marginal_kl_whole", "KL(q(z) ‖ p(z)) (whole set)", ":s"),
                                      ("rate_analytic", "rate R", "--^")):
-            betas, y, sd = _curve(table, "beta-vae", arch, split, metric)
+            betas, y, sd = curve(table, "beta-vae", arch, split, metric)
             if betas:
                 ax.errorbar(betas, y, yerr=sd, fmt=style, capsize=2, label=label, markersize=4)
-        betas, logn, _ = _curve(table, "beta-vae", arch, split, "log_n_train")
+        betas, logn, _ = curve(table, "beta-vae", arch, split, "log_n_train")
         if betas:
             ax.axhline(logn[0], color="k", linewidth=0.8, linestyle="--", label="log N_train")
         ax.axvline(1.0, color="0.7", linewidth=0.8)
@@ -160,11 +163,11 @@ def _ablation_figure(out: Path, c: Config, table: dict) -> str:
     for ax, (metric, ylabel) in zip(axes[0], metrics.items()):
         for obj in ("beta-vae",) + tuple(c.ablations):
             if metric == "gap_neg_elbo":
-                betas, te, _ = _curve(table, obj, arch, split, "test_neg_elbo")
-                _, tr, _ = _curve(table, obj, arch, split, "train_neg_elbo")
+                betas, te, _ = curve(table, obj, arch, split, "test_neg_elbo")
+                _, tr, _ = curve(table, obj, arch, split, "train_neg_elbo")
                 y = [a - b for a, b in zip(te, tr)]
             else:
-                betas, y, _ = _curve(table, obj, arch, split, metric)
+                betas, y, _ = curve(table, obj, arch, split, metric)
             if betas:
                 ax.plot(betas, y, "-o", label=obj)
         ax.set_xscale("log")
@@ -217,9 +220,9 @@ def _disentanglement_figure(out: Path, c: Config, dis: dict) -> str:
     return save(fig, out, "disentanglement.png")
 
 
-def _figures(c: Config, analysis: dict, ctx) -> list[str]:
+def draw_figures(c: Config, analysis: dict, ctx) -> list[str]:
     out, table, nn = ctx.out, analysis["table"], analysis["nearest_neighbours"]
-    runs = {(r.row["architecture"], _label(r.row["split"]), r.row["objective"], float(r.row["beta"]), r.row["seed"]):
+    runs = {(r.row["architecture"], split_label(r.row["split"]), r.row["objective"], float(r.row["beta"]), r.row["seed"]):
             r.dir / "train" for r in ctx.runs["train"]}
     paths = [_rd_planes(out, c, table), _rd_planes(out, c, table, prefix="es_", name="rd_planes_early_stopping")]
     paths.append(_vs_beta(out, c, table, {"test_distortion": "test distortion D", "test_neg_elbo": "test −ELBO"},

@@ -1,47 +1,22 @@
-"""The rate–distortion study's findings, their trained-model checks and their diagnoses (each rule
-fixed before the ``medium`` runs)."""
+"""The rate–distortion study's findings: the paper's claims, each decided by its rule on the analysis
+(fixed before the ``medium`` runs), only on runs that trained (the analysis' ``trained`` checks);
+their diagnoses are in :mod:`.diagnostics`."""
 from __future__ import annotations
 
-from .. import trained
-from ..pipeline import Diagnosis, Finding, Verdict, undecided
-from .core import ABLATIONS, Config, _curve, _shape, _sparse_split
+from ..kit import trained
+from ..kit.declarations import Diagnosis, Finding, Verdict, undecided
+from . import diagnostics
+from .analysis import (ablation_betas, ablations_untrained, beta_vae_groups, depths, shape_evidence, shape_untrained,
+                       sparse_split, untrained_runs)
+from .config import ABLATIONS, Config
 
-
-# ---------------------------------------------------------------------------------- findings
-#: A run whose lowest validation loss came at or after this fraction of its steps was still
-#: improving on held-out rows when training ended (it had not reached its memorisation regime).
-LATE_STOP = 0.9
-#: The training-set size of the paper's sparse CV split, CV(16k/147k) (§4.4).
-PAPER_SPARSE_N_TRAIN = 16_384
-
-
-def _failed(a: dict, groups, *, betas=None, weights: str = "final") -> list[str]:
-    """``"run: why"`` for each run of ``groups`` ((objective, architecture, split label) triples;
-    only those at β in ``betas`` when given) that did not train by the analysis' ``trained``
-    section for ``weights`` (``final`` or ``early_stopped``). An analysis written before that
-    section: the table's flags (a run diverged, or its loss did not fall)."""
-    want = {tuple(g) for g in groups}
-    keep = None if betas is None else {float(b) for b in betas}
-    check = a.get("trained")
-    if check:
-        return [v[weights] for v in check["runs"].values()
-                if (v["objective"], v["architecture"], v["split"]) in want and v.get(weights)
-                and (keep is None or float(v["beta"]) in keep)]
-    return [f"{obj} {arch} {split} β={float(b):g}: diverged or its loss did not fall"
-            for obj, arch, split in groups
-            for b, cell in a["table"].get(obj, {}).get(arch, {}).get(split, {}).items()
-            if (keep is None or float(b) in keep)
-            and (cell.get("diverged", {}).get("mean", 0) > 0 or cell.get("trained", {}).get("mean", 1) < 1)]
-
-
-def _every_beta_vae(c: Config) -> list[tuple[str, str, str]]:
-    return [("beta-vae", arch, s.label) for arch in c.architectures for s in c.splits]
+__all__ = ["FINDINGS"]
 
 
 def _mi_saturates(c: Config, a: dict) -> Verdict:
     if not (any(b < 1 for b in c.betas) and any(b >= 1 for b in c.betas)):
         return undecided("the β grid needs values below 1 and at least 1", betas=list(c.betas))
-    why = trained.reason(_failed(a, _every_beta_vae(c)))
+    why = trained.reason(untrained_runs(a, beta_vae_groups(c)))
     if why:
         return undecided(why)
     groups = a["mi_saturates_marginal_kl_grows"]
@@ -51,54 +26,41 @@ def _mi_saturates(c: Config, a: dict) -> Verdict:
                     for k, v in groups.items()})
 
 
-def _shape_failed(c: Config, a: dict, archs: list[str], weights: str) -> list[str]:
-    return _failed(a, [("beta-vae", arch, _sparse_split(c).label) for arch in archs], weights=weights)
-
-
 def _shape_undecided(c: Config, a: dict, archs: list[str], weights: str = "final") -> Verdict | None:
     """The undecided verdict of a shape finding over ``archs`` on the sparse split (None: decidable)."""
-    split = _sparse_split(c)
+    split = sparse_split(c)
     if len(c.seeds_of(split)) < 2:
         return undecided(f"fewer than 2 restarts on {split.label}: the tolerance needs their spread",
                          restarts=len(c.seeds_of(split)))
-    why = trained.reason(_shape_failed(c, a, archs, weights))
+    why = trained.reason(shape_untrained(c, a, archs, weights))
     return undecided(why) if why else None
-
-
-def _shape_evidence(shapes: dict, archs: list[str]) -> dict:
-    return {arch: {k: shapes[arch][k] for k in ("argmin_beta", "smallest_beta_excess", "tolerance", "u_shaped",
-                                                 "l_shaped")} for arch in archs}
-
-
-def _depths(shapes: dict) -> tuple[list[str], list[str]]:
-    return [x for x in shapes if x.endswith("1")], [x for x in shapes if x.endswith("3")]
 
 
 def _u_vs_l(c: Config, a: dict) -> Verdict:
     shapes = a["u_vs_l_shape"]["per_architecture"]
-    shallow, deep = _depths(shapes)
+    shallow, deep = depths(shapes)
     if not (shallow and deep):
         return undecided("needs a 1-layer and a 3-layer architecture", architectures=list(c.architectures))
     why = _shape_undecided(c, a, shallow + deep)
     if why:
         return why
     return Verdict(all(shapes[x]["u_shaped"] for x in shallow) and all(shapes[x]["l_shaped"] for x in deep),
-                   _shape_evidence(shapes, shallow + deep))
+                   shape_evidence(shapes, shallow + deep))
 
 
 def _early_stopping(c: Config, a: dict) -> Verdict:
     shapes = a["early_stopping_shape"]["per_architecture"]
-    shallow = _depths(shapes)[0]
+    shallow = depths(shapes)[0]
     if not shallow:
         return undecided("needs a 1-layer architecture", architectures=list(c.architectures))
     why = _shape_undecided(c, a, shallow, "early_stopped")
     if why:
         return why
-    return Verdict(all(shapes[x]["l_shaped"] for x in shallow), _shape_evidence(shapes, shallow))
+    return Verdict(all(shapes[x]["l_shaped"] for x in shallow), shape_evidence(shapes, shallow))
 
 
 def _gap_shrinks(c: Config, a: dict) -> Verdict:
-    why = trained.reason(_failed(a, _every_beta_vae(c)))
+    why = trained.reason(untrained_runs(a, beta_vae_groups(c)))
     if why:
         return undecided(why)
     gaps = a["gap_vs_beta"]["per_run_group"]
@@ -106,29 +68,15 @@ def _gap_shrinks(c: Config, a: dict) -> Verdict:
                    {k: v["spearman_beta_gap"] for k, v in gaps.items()})
 
 
-def _ablation_betas(c: Config, a: dict) -> list[str]:
-    per = a["ablations"]["per_objective"]
-    return [b for b in per.get("beta-vae", {}) if all(b in per.get(obj, {}) for obj in ABLATIONS)]
-
-
-def _ablations_failed(c: Config, a: dict, betas: list[str]) -> list[str]:
-    if a.get("trained"):
-        return _failed(a, [(obj, c.ablation_architecture, c.focus_split.label) for obj in ("beta-vae",) + ABLATIONS],
-                       betas=betas)
-    per = a["ablations"]["per_objective"]  # an analysis written before the `trained` section
-    return [f"{obj} β={float(b):g}: diverged or its loss did not fall" for obj in per for b in betas
-            if per[obj][b].get("diverged", 0) > 0 or per[obj][b].get("trained", 1) < 1]
-
-
 def _marginal_kl_matters(c: Config, a: dict) -> Verdict:
     if set(ABLATIONS) - set(c.ablations):
         return undecided("needs both rate ablations", ablations=list(c.ablations))
     per = a["ablations"]["per_objective"]
-    betas = _ablation_betas(c, a)
+    betas = ablation_betas(a)
     if not betas:
         return undecided("no ablation β is in the β-VAE's grid", ablation_betas=list(c.ablation_betas),
                          betas=list(c.betas))
-    why = trained.reason(_ablations_failed(c, a, betas))
+    why = trained.reason(ablations_untrained(c, a, betas))
     if why:
         return undecided(why)
     change = {b: {obj: round(abs(per[obj][b]["gap_neg_elbo"] - per["beta-vae"][b]["gap_neg_elbo"]), 3)
@@ -136,345 +84,16 @@ def _marginal_kl_matters(c: Config, a: dict) -> Verdict:
     return Verdict(all(v["mi-vae"] > v["marginal-kl-vae"] for v in change.values()), {"gap_change": change})
 
 
-# ---------------------------------------------------------------------------------- diagnoses
-def _untrained_diagnosis(failed: list[str]) -> Diagnosis:
-    """The diagnosis of a finding undecided because runs it rests on did not train."""
-    return Diagnosis("open", f"Undecided: {trained.reason(failed)}. No verdict until those runs train; these runs "
-                             "do not separate why they did not (training length, learning rate, the objective).",
-                     {"untrained": failed})
-
-
-def _cell_mean(a: dict, arch: str, split: str, beta: float, metric: str, obj: str = "beta-vae"):
-    cell = a.get("table", {}).get(obj, {}).get(arch, {}).get(split, {}).get(str(float(beta)), {})
-    return (cell.get(metric) or {}).get("mean")
-
-
-def _stop_fraction(c: Config, a: dict, arch: str, split: str, beta: float) -> float | None:
-    """The mean early-stopping step of the β-VAEs at ``beta`` as a fraction of the steps."""
-    step = _cell_mean(a, arch, split, beta, "early_stopping_step")
-    return None if step is None else round(step / c.steps, 3)
-
-
-def _sds(a: dict, shape: dict, arch: str, split: str) -> list[float]:
-    """The restarts' sd of the test distortion at each β of ``shape`` (its own ``sd``; the table's
-    for analyses written before it kept them; 0 where neither has one)."""
-    if shape.get("sd") is not None:
-        return list(shape["sd"])
-    cells = a.get("table", {}).get("beta-vae", {}).get(arch, {}).get(split, {})
-    return [float((cells.get(str(float(b)), {}).get("test_distortion") or {}).get("sd") or 0.0) for b in shape["betas"]]
-
-
-def _fmt_curve(betas: list[float], values: list[float]) -> str:
-    return ", ".join(f"{b:g}: {v:.1f}" for b, v in zip(betas, values))
-
-
-def _denser_cv(c: Config, a: dict, arch: str) -> list[dict]:
-    """The shape (:func:`_shape`) of ``arch``'s test distortion on each CV split denser than the
-    sparse one, with its restarts and N_train."""
-    sparse, out = _sparse_split(c), []
-    for s in c.splits:
-        if s.kind != "cv" or s == sparse or (s.ratio or 0) <= (sparse.ratio or 0):
-            continue
-        betas, d, sd = _curve(a.get("table", {}), "beta-vae", arch, s.label, "test_distortion")
-        if len(betas) >= 3:
-            out.append({"split": s.label, "restarts": len(c.seeds_of(s)),
-                        "n_train": _cell_mean(a, arch, s.label, betas[0], "n_train"), **_shape(betas, d, sd)})
-    return out
-
-
-_KIND_OF_CLASS = {"still improving": "scale", "early stopping": "setting", "n_train": "setting",
-                  "beyond the grid": "setting", "smallest β only": "open", "U": "open", "flat": "open"}
-
-
-def _classify_shape(c: Config, a: dict, arch: str, claimed: str, shape: dict, es: dict | None,
-                    es_trained: bool) -> tuple[str, str, dict]:
-    """(class, sentence, evidence) of one architecture off its claimed shape (see :func:`_diagnose_u_vs_l`)."""
-    split = _sparse_split(c).label
-    betas, d = shape["betas"], shape["test_distortion"]
-    sd = _sds(a, shape, arch, split)
-    i = betas.index(shape["argmin_beta"])
-    stop = _stop_fraction(c, a, arch, split, betas[0])
-    ev = {"claimed": claimed, "betas": betas, "test_distortion": d, "sd": sd, "argmin_beta": shape["argmin_beta"],
-          "smallest_beta_excess": shape["smallest_beta_excess"], "tolerance": shape["tolerance"],
-          "smallest_beta_stop_fraction": stop,
-          "train_distortion": [_cell_mean(a, arch, split, b, "train_distortion") for b in betas]}
-    curve = f"{arch} test D ({split}, β: nats) {_fmt_curve(betas, d)}"
-    if stop is not None and stop >= LATE_STOP:
-        return "still improving", (f"{curve}; its smallest-β runs kept their lowest validation loss at "
-                                   f"{stop:.0%} of the {c.steps:,} steps, still improving on held-out rows when "
-                                   "training ended"), ev
-    if claimed == "L":
-        if es is not None:
-            ev.update({"es_argmin_beta": es["argmin_beta"], "es_smallest_beta_excess": es["smallest_beta_excess"],
-                       "es_tolerance": es["tolerance"], "es_l_shaped": es["l_shaped"], "es_trained": es_trained})
-        if es is not None and es_trained and es["l_shaped"]:
-            return "early stopping", (f"{curve} is not L (the smallest β {shape['smallest_beta_excess']:.1f} nats "
-                                      f"above the minimum at β = {shape['argmin_beta']:g}, tolerance "
-                                      f"{shape['tolerance']:.1f}), but the early-stopped weights are L-shaped "
-                                      f"(the smallest β {es['smallest_beta_excess']:.1f} nats from their minimum, "
-                                      f"tolerance {es['tolerance']:.1f}): the L shape holds for the weights of the "
-                                      f"lowest validation loss and not after training to the end ({c.steps:,} "
-                                      "steps)"), ev
-        if i > 0 and len(d) > 2:
-            tol1 = max(2 * max(sd[1], sd[i]), 0.002 * abs(d[i]))
-            ev.update({"second_beta_excess": round(d[1] - d[i], 3), "second_beta_tolerance": round(tol1, 3)})
-            if d[1] - d[i] <= tol1:
-                n_sparse = _cell_mean(a, arch, split, betas[0], "n_train")
-                ev["n_train"] = n_sparse
-                inner = (f"the minimum at β = {betas[1]:g}" if i == 1 else
-                         f"β = {betas[1]:g} {d[1] - d[i]:.1f} nats from the minimum at β = {betas[i]:g}, tolerance "
-                         f"{tol1:.1f}")
-                head = (f"{curve}: L-shaped from β = {betas[1]:g} up ({inner}), but the smallest β = {betas[0]:g} "
-                        f"lies {shape['smallest_beta_excess']:.1f} nats above the minimum, beyond the restarts' spread "
-                        f"(tolerance {shape['tolerance']:.1f}; sd {sd[0]:.1f} there)")
-                denser = _denser_cv(c, a, arch)
-                ev["denser_cv"] = {x["split"]: {k: x[k] for k in ("restarts", "n_train", "argmin_beta",
-                                                                   "smallest_beta_excess", "tolerance", "l_shaped")}
-                                   for x in denser}
-                shown = [x for x in denser if x["restarts"] >= 2 and x["l_shaped"]]
-                if shown:
-                    x = shown[0]
-                    return "n_train", (f"{head}; on the denser {x['split']} (N_train {x['n_train'] or 0:,.0f}, "
-                                       f"{x['restarts']} restarts) the curve is L (the smallest β "
-                                       f"{x['smallest_beta_excess']:.1f} nats from the minimum, tolerance "
-                                       f"{x['tolerance']:.1f}): the L shape appears at that training-set size, not "
-                                       f"at {n_sparse or 0:,.0f}"), ev
-                return "smallest β only", (f"{head}. The paper's sparse split has {PAPER_SPARSE_N_TRAIN:,} training "
-                                           f"images against {n_sparse or 0:,.0f} here, but no denser CV split with "
-                                           "at least 2 restarts in this run separates the training-set size from "
-                                           "the other candidates (the grid's lowest β, training length, learning "
-                                           "rate)"), ev
-        return "U", (f"{curve}: U-shaped, its minimum at β = {betas[i]:g} with the smallest β "
-                     f"{shape['smallest_beta_excess']:.1f} nats above (tolerance {shape['tolerance']:.1f}) and not "
-                     "only the smallest β above it"), ev
-    if shape["smallest_beta_excess"] > shape["tolerance"] and i == len(d) - 1:
-        return "beyond the grid", (f"{curve}: the minimum at the grid's largest β = {betas[-1]:g}, the smallest β "
-                                   f"{shape['smallest_beta_excess']:.1f} nats above it (tolerance "
-                                   f"{shape['tolerance']:.1f}): the U's right arm lies beyond β = {betas[-1]:g}"), ev
-    return "flat", (f"{curve}: the smallest β lies {shape['smallest_beta_excess']:.1f} nats from the minimum at "
-                    f"β = {betas[i]:g}, inside the tolerance {shape['tolerance']:.1f}: no U beyond the restarts' "
-                    "spread"), ev
-
-
-def _diagnose_u_vs_l(c: Config, a: dict) -> Diagnosis | None:
-    """``u_vs_l_shape`` (rules fixed before the `medium` runs). None without both depths or with
-    fewer than 2 restarts on the sparse split (no verdict to explain). Runs of the finding that did
-    not train → ``open``, naming them. Reproduced → ``reproduced``. Otherwise each architecture off
-    its claimed shape (1-layer: U, 3-layer: L) gets the first class that applies:
-
-    * ``still improving`` (→ ``scale``): its smallest-β runs kept their lowest validation loss at or
-      after :data:`LATE_STOP` of the steps — still improving on held-out rows when training ended,
-      so the curve's low end is not yet where longer training takes it;
-    * 3-layer, ``early stopping`` (→ ``setting``: early-stopped vs final weights): the early-stopped
-      weights (which trained) are L-shaped by the same rule — the upturn at the smallest β goes away
-      with early stopping;
-    * 3-layer, ``smallest β only``: the curve is L from the second-smallest β up (that β within the
-      tolerance of the minimum, 2 sd over restarts at either β or 0.2 % of the minimum) and only
-      the smallest β lies above the minimum beyond its tolerance. With a denser CV split in this run
-      (≥ 2 restarts) on which the 3-layer curve is L: ``n_train`` (→ ``setting``: the training-set
-      size, naming the split where the L appears). Without one → ``open`` with the numbers: the
-      paper's sparse split has 16,384 training images against this one's ~1,500, but nothing in
-      these runs separates the training-set size from the grid's lowest β, the training length
-      or the learning rate, so no cause is claimed;
-    * 3-layer, ``U``: the minimum interior with more than the smallest β above it (→ ``open``);
-    * 1-layer, ``beyond the grid`` (→ ``setting``: the β grid): the minimum at the grid's largest β
-      and the smallest β above it beyond the tolerance — the U's right arm is not reached;
-    * 1-layer, ``flat``: the smallest β within the tolerance of the minimum (→ ``open``: no U
-      beyond the restarts' spread).
-
-    The kind is the classes' kind when every failing architecture's maps to the same one, else
-    ``open``."""
-    shapes = a["u_vs_l_shape"]["per_architecture"]
-    shallow, deep = _depths(shapes)
-    split = _sparse_split(c)
-    if not (shallow and deep) or len(c.seeds_of(split)) < 2:
-        return None
-    failed = _shape_failed(c, a, shallow + deep, "final")
-    if failed:
-        return _untrained_diagnosis(failed)
-    verdict = _u_vs_l(c, a)
-    evidence = {"split": split.label, "steps": c.steps, "per_architecture": {}}
-    if verdict.reproduced:
-        evidence["per_architecture"] = _shape_evidence(shapes, shallow + deep)
-        return Diagnosis("reproduced", f"Reproduced on {split.label} at {c.steps:,} steps: " + "; ".join(
-            f"{x} minimum at β = {shapes[x]['argmin_beta']:g}, the smallest β "
-            f"{shapes[x]['smallest_beta_excess']:.1f} nats above it (tolerance {shapes[x]['tolerance']:.1f})"
-            for x in shallow + deep) + ".", evidence)
-    es_shapes = (a.get("early_stopping_shape") or {}).get("per_architecture", {})
-    classes, sentences = {}, []
-    for arch, claimed in [(x, "U") for x in shallow] + [(x, "L") for x in deep]:
-        holds = shapes[arch]["u_shaped"] if claimed == "U" else shapes[arch]["l_shaped"]
-        if holds:
-            continue
-        es_ok = claimed == "L" and not _shape_failed(c, a, [arch], "early_stopped")
-        cls, sentence, ev = _classify_shape(c, a, arch, claimed, shapes[arch], es_shapes.get(arch), es_ok)
-        classes[arch] = cls
-        evidence["per_architecture"][arch] = {"class": cls, **ev}
-        sentences.append(sentence)
-    kinds = {_KIND_OF_CLASS[x] for x in classes.values()}
-    kind = kinds.pop() if len(kinds) == 1 else "open"
-    tail = {"scale": " Longer training is expected to move it.",
-            "setting": " The verdict depends on the setting named.",
-            "open": " The causes are not yet separated."}[kind]
-    return Diagnosis(kind, "Not reproduced: " + "; ".join(sentences) + "." + tail, evidence)
-
-
-def _gap_noise(c: Config, a: dict, arch: str, split: str) -> tuple[float | None, str | None]:
-    """(twice the largest over β of sd(test −ELBO) + sd(train −ELBO) over restarts — a bound on
-    twice the gap's sd — and the split it comes from): the group's own with ≥ 2 restarts at every
-    β, else the same architecture's on the sparse split, else (None, None)."""
-    for label in (split, _sparse_split(c).label):
-        cells = a.get("table", {}).get("beta-vae", {}).get(arch, {}).get(label, {})
-        parts = [(cell.get("test_neg_elbo") or {}, cell.get("train_neg_elbo") or {}) for cell in cells.values()]
-        if parts and all(min(te.get("n", 0), tr.get("n", 0)) >= 2 for te, tr in parts):
-            return round(2 * max(float(te.get("sd") or 0) + float(tr.get("sd") or 0) for te, tr in parts), 3), label
-    return None, None
-
-
-def _diagnose_gap(c: Config, a: dict) -> Diagnosis | None:
-    """``gap_vs_beta`` (rules fixed before the `medium` runs). Runs that did not train → ``open``,
-    naming them. Reproduced → ``reproduced``. Otherwise each (architecture, split) whose Spearman
-    ρ(β, gap) is not below 0 gets a class against its noise — twice the largest over β of
-    sd(test −ELBO) + sd(train −ELBO) over restarts (a bound on twice the gap's sd), the group's own
-    with ≥ 2 restarts, else the same architecture's on the sparse split (its restarts):
-
-    * ``noise``: the gap's range over β is inside the noise;
-    * ``memorisation at large β``: the gap is smallest at an interior β and the largest β's gap
-      lies above that minimum beyond the noise — the pattern the paper reports for its 3-layer
-      networks (§4.4: memorisation at large β, the gap smallest at β = 0.1);
-    * ``grows``: otherwise (the gap smallest at the smallest β and growing beyond the noise);
-    * ``no noise scale``: no group with ≥ 2 restarts to size the noise.
-
-    Kind ``setting`` (the network's depth) when every failing group is a 3-layer one with
-    ``memorisation at large β`` and every 1-layer group holds; otherwise ``open``."""
-    failed = _failed(a, _every_beta_vae(c))
-    if failed:
-        return _untrained_diagnosis(failed)
-    gaps = a["gap_vs_beta"]["per_run_group"]
-    if not gaps:
-        return None
-    verdict = _gap_shrinks(c, a)
-    if verdict.reproduced:
-        return Diagnosis("reproduced", "Reproduced: Spearman ρ(β, test − train −ELBO) " + "; ".join(
-            f"{k} {v['spearman_beta_gap']}" for k, v in gaps.items()) + ".", {"spearman": verdict.evidence})
-    groups, sentences = {}, []
-    for key, v in gaps.items():
-        if v["shrinks_as_beta_grows"]:
-            continue
-        arch, split = key.split("/", 1)
-        betas, g = v["betas"], v["gap_neg_elbo"]
-        noise, source = _gap_noise(c, a, arch, split)
-        i = min(range(len(g)), key=lambda k: g[k])
-        spread = max(g) - min(g)
-        if noise is None:
-            cls = "no noise scale"
-        elif spread <= noise:
-            cls = "noise"
-        elif 0 < i < len(g) - 1 and g[-1] - g[i] > noise:
-            cls = "memorisation at large β"
-        else:
-            cls = "grows"
-        groups[key] = {"class": cls, "betas": betas, "gap_neg_elbo": g, "spearman_beta_gap": v["spearman_beta_gap"],
-                       "noise": noise, "noise_from": source}
-        where = "" if noise is None else f" (noise ±{noise:.1f} from {source})"
-        sentences.append({
-            "noise": f"{key}: the gap ranges over only {spread:.1f} nats across β{where}, "
-                     f"ρ = {v['spearman_beta_gap']}",
-            "memorisation at large β": f"{key}: the gap is smallest at β = {betas[i]:g} ({g[i]:.1f}) and {g[-1]:.1f} "
-                                       f"at β = {betas[-1]:g}{where}, the paper's 3-layer memorisation at large β",
-            "grows": f"{key}: the gap grows with β beyond the noise ({_fmt_curve(betas, g)}{where})",
-            "no noise scale": f"{key}: ρ = {v['spearman_beta_gap']} ({_fmt_curve(betas, g)}); no group has 2 restarts "
-                              "to size the noise"}[cls])
-    evidence = {"per_group": groups}
-    deep_memorise = all(x["class"] == "memorisation at large β" and k.split("/")[0].endswith("3")
-                        for k, x in groups.items())
-    shallow_hold = all(v["shrinks_as_beta_grows"] for k, v in gaps.items() if k.split("/")[0].endswith("1"))
-    if groups and deep_memorise and shallow_hold:
-        return Diagnosis("setting", "Not reproduced for the 3-layer networks: " + "; ".join(sentences) + ". It depends "
-                         "on the depth: the 1-layer networks' gap shrinks with β, the 3-layer networks memorise at "
-                         "large β as the paper itself reports (§4.4), which the claim as stated leaves out.",
-                         evidence)
-    tail = (" The gaps' order over β is inside the restarts' spread: these runs cannot decide it."
-            if {x["class"] for x in groups.values()} == {"noise"} else " The causes are not yet separated.")
-    return Diagnosis("open", "Not reproduced: " + "; ".join(sentences) + "." + tail, evidence)
-
-
-def _diagnose_early_stopping(c: Config, a: dict) -> Diagnosis | None:
-    """``early_stopping_shape`` (rules fixed before the `medium` runs). None without a 1-layer
-    architecture or with fewer than 2 restarts on the sparse split. Runs whose early-stopped
-    weights did not train → ``open``, naming them. Reproduced → ``reproduced``. Otherwise ``open``
-    with, per 1-layer architecture, the smallest β's excess over the minimum with the final and the
-    early-stopped weights (``narrowed`` when early stopping lowers it, else ``not narrowed``) and
-    whether its smallest-β runs stopped early at all (lowest validation loss before
-    :data:`LATE_STOP` of the steps): the early-stopping rule is this study's choice (the paper's is
-    in an appendix we do not have) and these runs do not vary it."""
-    shapes = a["early_stopping_shape"]["per_architecture"]
-    final = a.get("u_vs_l_shape", {}).get("per_architecture", {})
-    shallow = _depths(shapes)[0]
-    split = _sparse_split(c)
-    if not shallow or len(c.seeds_of(split)) < 2:
-        return None
-    failed = _shape_failed(c, a, shallow, "early_stopped")
-    if failed:
-        return _untrained_diagnosis(failed)
-    verdict = _early_stopping(c, a)
-    if verdict.reproduced:
-        return Diagnosis("reproduced", f"Reproduced on {split.label}: " + "; ".join(
-            f"{x} early-stopped, the smallest β {shapes[x]['smallest_beta_excess']:.1f} nats from the minimum "
-            f"(tolerance {shapes[x]['tolerance']:.1f})"
-            + (f", {final[x]['smallest_beta_excess']:.1f} with the final weights" if x in final else "")
-            for x in shallow) + ".", {"per_architecture": _shape_evidence(shapes, shallow)})
-    per, sentences = {}, []
-    for x in shallow:
-        if shapes[x]["l_shaped"]:
-            continue
-        es, fin = shapes[x], final.get(x)
-        stop = _stop_fraction(c, a, x, split.label, es["betas"][0])
-        cls = "narrowed" if fin is not None and es["smallest_beta_excess"] < fin["smallest_beta_excess"] else \
-            "not narrowed"
-        per[x] = {"class": cls, "es_argmin_beta": es["argmin_beta"],
-                  "es_smallest_beta_excess": es["smallest_beta_excess"], "es_tolerance": es["tolerance"],
-                  "smallest_beta_stop_fraction": stop,
-                  "final_smallest_beta_excess": None if fin is None else fin["smallest_beta_excess"]}
-        text = (f"{x}: early-stopped, the smallest β lies {es['smallest_beta_excess']:.1f} nats above the minimum at "
-                f"β = {es['argmin_beta']:g} (tolerance {es['tolerance']:.1f})")
-        if fin is not None:
-            text += f", {fin['smallest_beta_excess']:.1f} with the final weights"
-        if stop is not None:
-            text += (f"; its smallest-β runs stopped at {stop:.0%} of the steps"
-                     + (" (not early: still improving at the end)" if stop >= LATE_STOP else ""))
-        sentences.append(text)
-    return Diagnosis("open", "Not reproduced: " + "; ".join(sentences) + ". The early-stopping rule is this study's "
-                     f"choice (the lowest validation D + β·R on a held-out {c.validation_fraction:.0%} of the "
-                     f"training rows, every {c.eval_every} steps); the paper's is not stated in the text we have, and "
-                     "these runs do not vary it, so the causes are not yet separated.", {"per_architecture": per})
-
-
-def _diagnose_ablations(c: Config, a: dict) -> Diagnosis | None:
-    """``ablations``: runs that did not train → ``open``, naming them (the usual case of the
-    ``mi-vae``, whose loss leaves the posterior variances unbounded below); reproduced →
-    ``reproduced``; otherwise ``open`` with the gap changes. None when the finding has no ablation
-    β to rest on."""
-    if set(ABLATIONS) - set(c.ablations):
-        return None
-    betas = _ablation_betas(c, a)
-    if not betas:
-        return None
-    failed = _ablations_failed(c, a, betas)
-    if failed:
-        return _untrained_diagnosis(failed)
-    verdict = _marginal_kl_matters(c, a)
-    change = verdict.evidence.get("gap_change", {})
-    text = "; ".join(f"β = {float(b):g}: |Δgap| without I_q {v['mi-vae']:.1f}, without the marginal KL "
-                     f"{v['marginal-kl-vae']:.1f} nats" for b, v in change.items())
-    if verdict.reproduced:
-        return Diagnosis("reproduced", f"Reproduced: {text}.", verdict.evidence)
-    return Diagnosis("open", f"Not reproduced: {text}. One restart per ablation: the causes are not yet separated.",
-                     verdict.evidence)
+def _diagnosed(diagnose, decide):
+    """A finding's ``diagnose(config, analysis)``: ``diagnose(config, analysis, verdict)`` given the
+    verdict of its rule ``decide``."""
+    def run(c: Config, a: dict) -> Diagnosis | None:
+        return diagnose(c, a, decide(c, a))
+    return run
 
 
 _PAPER = "Rate-Regularization and Generalization in VAEs"
-#: The trained-model check every finding applies to the runs it rests on (:func:`_trained_section`).
+#: The trained-model check every finding applies to the runs it rests on (:func:`.analysis.trained_section`).
 _TRAINED = (" Undecided when a run the finding rests on did not train: its training loss is not finite (or the run "
             "diverged) or its mean over the last steps is not at least 1 % below that over the first "
             "(trained.loss_summary; runs measured before the study kept it: their history, else the old first-vs-last "
@@ -500,22 +119,23 @@ FINDINGS = (
             "1-layer architecture is U-shaped and every 3-layer one L-shaped; undecided without both depths or with "
             "fewer than 2 restarts on that split." + _TRAINED, _u_vs_l,
             figures=("test_vs_beta.png", "train_test_distortion.png", "early_stopping.png"),
-            diagnose=_diagnose_u_vs_l),
+            diagnose=_diagnosed(diagnostics.u_vs_l, _u_vs_l)),
     Finding("gap_vs_beta", "The train–test gap of the −ELBO shrinks as β grows.", f"{_PAPER}, §4.4, Fig. 2–3",
             "Spearman ρ between β and the β-VAE's mean test − train −ELBO is below 0 for every architecture and "
             "split." + _TRAINED, _gap_shrinks, figures=("rd_planes.png", "train_test_distortion.png"),
-            diagnose=_diagnose_gap),
+            diagnose=_diagnosed(diagnostics.gap, _gap_shrinks)),
     Finding("early_stopping_shape", "With early stopping the 1-layer networks' test distortion is no longer "
             "U-shaped: the smallest β is (nearly) best.", f"{_PAPER}, §4.4 (early stopping)",
             "the shape rule of `u_vs_l_shape` on the test distortion of the early-stopped weights (lowest validation "
             "loss) on the sparsest CV split: every 1-layer architecture L-shaped; undecided without a 1-layer "
             "architecture or with fewer than 2 restarts on that split." + _TRAINED, _early_stopping,
-            figures=("early_stopping.png", "rd_planes_early_stopping.png"), diagnose=_diagnose_early_stopping),
+            figures=("early_stopping.png", "rd_planes_early_stopping.png"),
+            diagnose=_diagnosed(diagnostics.early_stopping, _early_stopping)),
     Finding("ablations", "The marginal KL(q(z) ‖ p(z)), not the mutual information, is the part of the rate that "
             "acts on generalization: dropping it from the loss changes the train–test gap more than dropping I_q.",
             f"{_PAPER}, abstract and §4.5 (rate ablations)",
             "on the focus split with the ablation architecture, at every ablation β also in the β grid, "
             "|gap(mi-vae) − gap(β-VAE)| > |gap(marginal-kl-vae) − gap(β-VAE)| with gap = mean test − train −ELBO; "
             "undecided unless both ablations ran at such a β." + _TRAINED, _marginal_kl_matters,
-            figures=("ablations.png",), diagnose=_diagnose_ablations),
+            figures=("ablations.png",), diagnose=_diagnosed(diagnostics.ablations, _marginal_kl_matters)),
 )

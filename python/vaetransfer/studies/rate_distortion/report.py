@@ -1,16 +1,18 @@
 """The rate–distortion study's report (``index.md``)."""
 from __future__ import annotations
 
-from ..report import fmt, markdown_table
-from .core import _label
+from ..kit.markdown import fmt, markdown_table
+from .analysis import trained_baselines, untrained_runs
+from .stages import split_label
+
+__all__ = ["report_sections"]
 
 
-# ---------------------------------------------------------------------------------- report
 def _img(name: str) -> str:
     return f"![{name}]({name})"
 
 
-def _report(r: dict) -> str:
+def report_sections(r: dict) -> str:
     a = r["analysis"]
     L = ["## Rate–distortion planes (Fig. 2–3, 5–6)", "", _img("rd_planes.png"), "", _img("train_test_distortion.png"),
          "", "## Rate decomposition (Fig. 8)", ""]
@@ -54,16 +56,16 @@ def _report(r: dict) -> str:
 
 
 def _trained_report(a: dict) -> list[str]:
-    """The ``trained`` section: the baselines and the runs that did not train (by weights)."""
+    """The ``trained`` checks: the baselines and the runs that did not train (by weights)."""
     t = a.get("trained")
     if not t:
         return []
     L = ["## Did the runs train?", "",
          "Each finding is decided only on runs that trained (the rule is in each finding's text). Input-ignoring "
          "distortion on the training rows (every pixel Bernoulli with its mean there): "
-         + "; ".join(f"{k} {v:.1f} nats" for k, v in t["baseline"].items()) + ".", ""]
+         + "; ".join(f"{k} {v:.1f} nats" for k, v in trained_baselines(t).items()) + ".", ""]
     for weights, what in (("final", "final weights"), ("early_stopped", "early-stopped weights")):
-        failed = t["failed"].get(weights, [])
+        failed = untrained_runs(a, weights=weights)
         L.append(f"- {what}: " + ("every run trained." if not failed else f"{len(failed)} did not — "
                                   + "; ".join(failed) + "."))
     return L + [""]
@@ -89,7 +91,7 @@ def _disentanglement_report(r: dict) -> list[str]:
     untrained = sorted({f"{x['architecture']} {x['split']} β={x['beta']:g}" for x in d["runs"] if x["trained"] == 0})
     scores, c = d["scores"], r["config"]
     for arch in c["architectures"]:
-        for label in (_label(s) for s in c["splits"]):
+        for label in (split_label(s) for s in c["splits"]):
             cells = d["table"].get(arch, {}).get(label)
             if not cells:
                 continue

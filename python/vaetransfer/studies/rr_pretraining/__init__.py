@@ -61,26 +61,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..._checks import value_error
-from ..pipeline import Execution, Study, run_beside
-from ..stats import mean_se
-from .core import (CHECKS, Config, DigitsConfig, EXPERIMENTS, LAMBDAS, LAMBDA_FIELDS, METHODS, MIConfig, PRESETS,
-                   PeakConfig, RUNNERS, STYLES, SWEPT, SWEPT_METHODS, TRAIN, TransferConfig, _analyse, lambdas_of,
-                   layer_mi, methods_of, seeds_of)
-from .figures import _figures
+from ..kit.declarations import Study
+from ..pipeline import Execution
+from .analysis import CHECKS, analyse
+from .config import (EXPERIMENTS, LAMBDA_FIELDS, METHODS, PRESETS, STYLES, SWEPT, SWEPT_METHODS, Config,
+                     DigitsConfig, MIConfig, PeakConfig, TransferConfig, lambdas_of, methods_of, seeds_of)
+from .figures import draw_figures
 from .findings import CLOSING, FINDINGS
-from .report import _report
+from .lambda_sweep import run_lambda_sensitivity
+from .report import render_report
+from .stages import LAMBDAS, RUNNERS, TRAIN, layer_mi
 
-# The package is the study: core (config, data, methods, stages, analysis),
-# findings (with diagnoses), figures and report.
+# The package is the study: config (the Config, presets and which methods, seeds and λ an
+# experiment runs), stages (data, methods, what one run trains and measures), analysis (the means,
+# the λ sweep's sections, the trained checks), findings (with diagnoses), figures, report, and
+# lambda_sweep (the λ diagnostic beside the study).
 __all__ = ["CHECKS", "CLOSING", "Config", "DigitsConfig", "EXPERIMENTS", "FINDINGS", "LAMBDAS", "LAMBDA_FIELDS",
            "METHODS", "MIConfig", "PRESETS", "PeakConfig", "RUNNERS", "STUDY", "STYLES", "SWEPT", "SWEPT_METHODS",
            "TRAIN", "TransferConfig", "lambda_sensitivity", "lambdas_of", "layer_mi", "methods_of", "seeds_of"]
 
 
 STUDY = Study(name="rr_pretraining", title="RR: pretraining with a reverse pass", config=Config, presets=PRESETS,
-              stages=(TRAIN, LAMBDAS), analyse=_analyse, figures=_figures, findings=FINDINGS, report=_report,
-              description=__doc__.split("\n\n", 1)[1])
+              stages=(TRAIN, LAMBDAS), analyse=analyse, figures=draw_figures, findings=FINDINGS,
+              report=render_report, description=__doc__.split("\n\n", 1)[1])
 
 
 def lambda_sensitivity(c: Config, out_dir: str | Path, experiment: str, lambdas, *, methods=("rr",),
@@ -89,21 +92,7 @@ def lambda_sensitivity(c: Config, out_dir: str | Path, experiment: str, lambdas,
     of ``lambdas`` (the field :data:`LAMBDA_FIELDS` names) with each of ``methods`` and every seed,
     as the sweep ``sweeps/lambda_<experiment>`` beside the study in ``out_dir`` (run the study
     there first) under ``execution`` (resumable). Returns
-    {λ: {method: {metric: mean ± se}}} of the runs' headline accuracies, distances and deep I(X; D)."""
-    if experiment not in LAMBDA_FIELDS:
-        raise value_error("experiment", f"expected one of {list(LAMBDA_FIELDS)}, got {experiment!r}")
-    if not methods or any(m not in METHODS for m in methods):
-        raise value_error("methods", f"expected names of {list(METHODS)}, got {list(methods)}")
-    lambdas = [float(v) for v in lambdas]
-    if not lambdas or min(lambdas) <= 0:
-        raise value_error("lambdas", f"expected positive values, got {lambdas}")
-    rows = [{"experiment": experiment, "lambda": lam, "method": m, "seed": s}
-            for lam in lambdas for m in methods for s in seeds_of(c, experiment)]
-    runs = run_beside(out_dir, STUDY, f"lambda_{experiment}", TRAIN, c, rows, execution, progress)
-    out: dict = {}
-    for lam in lambdas:
-        for m in methods:
-            got = [r.measured for r in runs if r.row["lambda"] == lam and r.row["method"] == m]
-            keys = [k for k in got[0] if k.startswith(("accuracy", "distance", "deep_ixt"))]
-            out.setdefault(lam, {})[m] = {k: mean_se([r[k] for r in got]) for k in keys}
-    return out
+    {λ: {method: {metric: mean ± se}}} of the runs' headline accuracies, distances and deep I(X; D)
+    (:func:`.lambda_sweep.run_lambda_sensitivity` with this package's :data:`STUDY`)."""
+    return run_lambda_sensitivity(STUDY, c, out_dir, experiment, lambdas, methods=methods, execution=execution,
+                                  progress=progress)

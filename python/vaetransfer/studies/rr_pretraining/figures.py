@@ -5,8 +5,10 @@ from pathlib import Path
 
 import torch
 
-from ..figures import pyplot, save
-from .core import Config, STYLES, _by_method, _deep_layers, _digits_data, _peak_data, methods_of
+from ..kit.figures import pyplot, save
+from .analysis import by_method
+from .config import STYLES, Config, methods_of
+from .stages import deep_layers, digits_data, peak_data
 
 
 # ---------------------------------------------------------------------------------- figures
@@ -56,7 +58,7 @@ def _figure_mi_planes(out: Path, c: Config, mi: dict) -> str:
 def _figure_mi_training(out: Path, c: Config, results: dict) -> str:
     """I(X; D) of each deep layer over stage A (first seed), per method."""
     plt = pyplot()
-    deep = _deep_layers(c)
+    deep = deep_layers(c)
     fig, axes = plt.subplots(1, len(deep), figsize=(4 * len(deep), 3.4), squeeze=False)
     for (e, method), rows in sorted(results.items()):
         if e != "mi" or "curves" not in rows[0]["A"]:
@@ -104,16 +106,16 @@ def _figure_distances(out: Path, svd: dict) -> str:
     return save(fig, out, "svd_distances.png")
 
 
-def _figures(c: Config, analysis: dict, ctx) -> list[str]:
-    out, results = ctx.out, _by_method(ctx.runs["train"])
+def draw_figures(c: Config, analysis: dict, ctx) -> list[str]:
+    out, results = ctx.out, by_method(ctx.runs["train"])
     figures = []
     if "peak" in c.experiments:
-        p, _, _ = _peak_data(c)
+        p, _, _ = peak_data(c)
         figures.append(_figure_vectors(out, "peak_vectors.png", "Peak test: right singular vectors of the first layer",
                                        methods_of(c, "peak"), results, "peak", None, p.extras["patterns"]))
     if "digits" in c.experiments:
         for case in ("pair", "full"):
-            _, _, patterns = _digits_data(case)
+            _, _, patterns = digits_data(case)
             figures.append(_figure_vectors(out, f"digits_{case}_vectors.png",
                                            f"Digits ({case}): right singular vectors of the first layer",
                                            methods_of(c, "digits"), results, "digits", case, patterns))

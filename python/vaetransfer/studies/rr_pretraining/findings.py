@@ -1,9 +1,9 @@
 """The RR study's findings and their diagnoses (each rule fixed before the ``medium`` runs)."""
 from __future__ import annotations
 
-
-from ..pipeline import Diagnosis, Finding, Verdict, undecided
-from .core import CHECKS, Config, LAMBDA_FIELDS, STYLES, _untrained, seeds_of
+from ..kit.declarations import Diagnosis, Finding, Verdict, undecided
+from .analysis import CHECKS, untrained_reason
+from .config import LAMBDA_FIELDS, STYLES, Config, seeds_of
 
 
 # ---------------------------------------------------------------------------------- findings
@@ -39,7 +39,7 @@ def _svd_vectors_finding(experiment: str, case: str):
         per = a["svd"][case]
         holds = all(_clearly_lower(per["rr"]["distance"], per[m]["distance"]) for m in ("std", "ort") if m in per)
         verdict = Verdict(holds, {"distance": {m: v["distance"] for m, v in per.items()}})
-        return _checked(verdict, _untrained(a, case, [m for m in ("std", "ort", "rr") if m in per]))
+        return _checked(verdict, untrained_reason(a, case, [m for m in ("std", "ort", "rr") if m in per]))
     return decide
 
 
@@ -50,7 +50,7 @@ def _keeps_input_information(c: Config, a: dict) -> Verdict:
     keep = a["mi_deep"]["ixt"]
     holds = all(keep["rr"] > keep[m] for m in ("std", "ort") if m in keep)
     verdict = Verdict(holds, {"mean_ixt": keep, "deep_layers": a["mi_deep"]["layers"]})
-    return _checked(verdict, _untrained(a, "mi", [m for m in ("std", "ort", "rr") if m in keep]))
+    return _checked(verdict, untrained_reason(a, "mi", [m for m in ("std", "ort", "rr") if m in keep]))
 
 
 def _finetunes_better(c: Config, a: dict) -> Verdict:
@@ -62,7 +62,7 @@ def _finetunes_better(c: Config, a: dict) -> Verdict:
     aa = r_aa["mean"] >= s_aa["mean"] - ((r_aa["se"] or 0) + (s_aa["se"] or 0))
     ab = _clearly_lower(acc["std"]["AB"], acc["rr"]["AB"])
     verdict = Verdict(aa and ab, {"accuracy": acc, "A_at_least_as_well": aa, "B_better": ab})
-    return _checked(verdict, _untrained(a, "mi", ("std", "rr"), finetuned=True))
+    return _checked(verdict, untrained_reason(a, "mi", ("std", "rr"), finetuned=True))
 
 
 def _transfers_best(c: Config, a: dict) -> Verdict:
@@ -74,7 +74,7 @@ def _transfers_best(c: Config, a: dict) -> Verdict:
     verdict = Verdict(all(order[s][0] == "rr" for s in ("filled", "edges")),
                       {"accuracy": {m: {s: v["final"][s]["mean"] for s in STYLES} for m, v in transfer.items()},
                        "order": order})
-    return _checked(verdict, _untrained(a, "transfer", list(transfer), finetuned=True))
+    return _checked(verdict, untrained_reason(a, "transfer", list(transfer), finetuned=True))
 
 
 def _did_not_train(reason: str | None) -> bool:

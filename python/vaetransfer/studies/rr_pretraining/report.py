@@ -1,12 +1,14 @@
 """The RR study's report (``index.md``)."""
 from __future__ import annotations
 
-from ..report import markdown_table
-from .core import CHECKS, STYLES, _failed
+from ..kit.markdown import markdown_table
+from .analysis import CHECKS, models_failed
+from .config import STYLES
 
 
 # ---------------------------------------------------------------------------------- report
-def _report(r: dict) -> str:
+def render_report(r: dict) -> str:
+    """The study's own sections of ``index.md`` from its results."""
     a = r["analysis"]
     L = []
     if a["svd"]:
@@ -34,9 +36,10 @@ def _report(r: dict) -> str:
               "scored), Std's mean score, the minimum a model needs (halfway between them), and every model "
               "that did not train (its score, or a training loss that diverged or did not fall by 1 %).", ""]
         L += markdown_table(["check", "score", "chance", "Std's mean", "minimum", "did not train"],
-                            [[name, CHECKS[name][1], ch["chance"], ch.get("reference"),
+                            [[name, CHECKS[name][1], ch["context"]["chance"], ch["context"].get("reference"),
                               ch["rule"].get("minimum", ch["rule"].get("error")),
-                              "; ".join(_failed(ch, {m["method"] for m in ch["models"].values()}, finetuned=True))
+                              "; ".join(models_failed(ch, {m["method"] for m in ch["models"].values()},
+                                                      finetuned=True))
                               or "none"] for name, ch in checks.items()])
         L.append("")
     sweep = a.get("lambdas", {})
@@ -65,10 +68,10 @@ def _report(r: dict) -> str:
 
 
 def _untrained_count(entry: dict, check: str, method: str) -> str:
-    """"k of n" models of ``method`` at one λ of the sweep that did not train (:func:`_failed`)."""
+    """"k of n" models of ``method`` at one λ of the sweep that did not train (:func:`.analysis.models_failed`)."""
     section = (entry.get("trained") or {}).get(check)
     if not section:
         return "—"
     n = sum(m["method"] == method for m in section["models"].values())
-    failed = {f.split(":")[0] for f in _failed(section, (method,)) if f.startswith(f"{method}/")}
+    failed = {f.split(":")[0] for f in models_failed(section, (method,)) if f.startswith(f"{method}/")}
     return f"{len(failed)} of {n}"

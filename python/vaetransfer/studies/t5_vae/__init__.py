@@ -16,14 +16,14 @@ annealing, cross-attention injection, the short built-in corpus. Every other var
 a few settings (:data:`VARIANTS`): no warm-up, mean pooling, deletion 0 / 40 %, threshold
 0 / 3, cyclical annealing, the public code's prefix injection, the long corpus (Tables 1, 3–6
 and Fig. 2–3 in spirit). Three stages: ``pretrain`` (one run of the ``t5_pretrain`` study's science,
-:func:`vaetransfer.studies.t5_pretrain.pretrain` at ``pretrain_preset``, into its run directory; none
+:func:`vaetransfer.studies.kit.t5_pretraining.pretrain` at ``pretrain_preset``, into its run directory; none
 when ``t5_folder`` is given), ``finetune`` (one run per variant and seed) and ``beta_peaks`` (the
 variants ``beta_peak_variants`` again, per seed, with phase 2's β schedule ending at each of
 ``beta_peaks`` instead of 1 — how high β must rise for the posterior to collapse; no runs when
 ``beta_peaks`` is empty, as in the smoke, small and paper presets). On this machine
 ``--workers 2 --threads 1``; paper runs use ``--executor ray --threads 4``.
 
-Measured on held-out sentences (:func:`vaetransfer.text.t5_vae.evaluate` defines each): PPL
+Measured on held-out sentences (:func:`vaetransfer.studies.kit.t5_vae_metrics.evaluate` defines each): PPL
 per sub-word token from the ELBO and from importance-weighted log p(x), reconstruction, KL,
 −ELBO = reconstruction + KL, MI over the whole set (and the minibatch version of the text-VAE
 codes, labelled), active units, latent use (NLL from another sentence's latent minus from its
@@ -45,11 +45,12 @@ the ``small`` preset anneals β to 1 within phase 2 (Eq. 6's 50-epoch ramp over 
 also ends the same ramp at 0.06 and 0.25); W_σ starts at zero, so q(z|x) starts at unit
 variance (see :mod:`vaetransfer.text.t5_vae`); the long corpus is finetuned from the same T5.
 
-Verdicts only on models that trained (:mod:`vaetransfer.studies.trained`; the analysis's ``trained``
-section, each rule's text). A finding is undecided, with the reason, when a model it rests on did
-not train: the pretrained T5 this study made (:func:`vaetransfer.studies.t5_pretrain.failures`:
-training loss finite and 1 % lower at the end; held-out span-corruption cross-entropy at least 10 %
-below the unigram baseline's), or a T5-VAE of the variants it reads whose training reconstruction
+Verdicts only on models that trained (:mod:`vaetransfer.studies.kit.trained`; the analysis's
+``trained`` section — the checks ``t5``, ``t5_vae`` and ``t5_vae_long`` — and each rule's text). A
+finding is undecided, with the reason, when a model it rests on did not train: the pretrained T5
+this study made (:func:`vaetransfer.studies.kit.t5_pretraining.failures`: training loss finite
+and 1 % lower at the end; held-out span-corruption cross-entropy at least 10 % below the unigram
+baseline's), or a T5-VAE of the variants it reads whose training reconstruction
 (the β-free part of the loss) was ever non-finite or did not fall by 1 %, or whose held-out
 reconstruction is above halfway from a unigram to a bigram language model of the same sentences
 (:func:`lm_baselines`). The reference is a language model that ignores the latent, not a VAE that
@@ -62,30 +63,45 @@ The two findings that did not reproduce at ``small`` carry a diagnosis (:func:`.
 :func:`.findings._diagnose_pooling`: their rules, written before any ``medium`` result) from the experiments
 the analysis holds: the runs at β peak 1, the stage ``beta_peaks`` (how high phase 2's β rises)
 and each run's validation curves over phase 2 (whether units are still dying at its end).
+
+The ``medium`` preset (about 1.8 h here, ``--workers 2 --threads 1``, resumable) is sized from what
+the findings need. ``collapse_without_warmup`` did not reproduce at ``small`` (no-warmup KL 0.10
+nats, but 2.5 units stayed above the AU threshold); it is a late effect, so phase 2 lasts 6 epochs
+(3x small's; small's ``longer_phase2`` diagnostic collapsed every no-warmup run there, AU 0; with the
+medium T5 the validation AU of a no-warmup run was 4 after 4.8 epochs and 0 from 5.4 on). It
+depends on how high β rises, which the paper leaves open (Eq. 6's 50-epoch ramp over its 3-epoch
+phase 2 peaks at 0.06; small's ramp at 1; under the ``paper_annealing`` diagnostic nothing
+collapsed): the stage ``beta_peaks`` re-runs the variants that it (no-warmup, plain) and
+``max_pooling_more_informative`` (two-phase, mean-pool) read at β peaks 0.06 (the paper's) and
+0.25 (midway to 1 on a log scale). ``max_pooling_more_informative`` was reversed at ``small`` far
+outside the noise (MI 2.88 ± 0.01 max vs 3.78 ± 0.02 mean): more seeds would not decide it, so 2
+seeds, as small; what may is the β peak (at 0.06 the MI nears its cap and the probes decide) and a
+better-pretrained T5 — the T5 of ``t5_pretrain``'s medium preset (held-out loss 1.52 nats vs
+small's 2.10), pretrained as the first stage. The variants no finding reads beyond the PPL–MI/AU
+trade-off (which reproduced at small, ρ 0.93 / 0.80) and that cost the most are left out: long and
+long-denoise-0 (twice a short run), cyclical and prefix (``--set variants=...`` adds them back).
+A run costs about 0.07 CPU s per phase-1 step and 0.08 per phase-2 step on one thread with this T5.
 """
 from __future__ import annotations
 
-import dataclasses
-import json
-from pathlib import Path
-
-from ..._checks import value_error
-from ...config import config_from_dict, config_to_dict
-from ...io import read_json
-from ..pipeline import Execution, RESULTS_FILE, STUDY_FILE, Stage, Study, run_beside
-from ..report import verdict_text
-from .core import (ATTRIBUTES, BASE, BETA_PEAKS, COLLAPSED_AU, COLLAPSED_KL, Config, EVAL_BYTES, FINETUNE, METRICS,
-                   METRIC_CONVENTIONS, PEAK_METRICS, PRESETS, PRETRAIN, VARIANTS, _analyse, _analysis, _beta_peak_runs,
-                   _finetune_one, _finetune_runs, _measurements, _model_records, _pretrain_one, _pretrain_runs,
-                   _trained_section, checked_t5_folder, eval_batch, late_curve, lm_baselines, peak_key, schedule_of,
-                   settings, train_config, training_summary)
-from .figures import CURVE_VARIANTS, _figure_curves, _figures
+from ..kit.declarations import Stage, Study
+from ..pipeline import Execution
+from . import beside
+from .analysis import PEAK_METRICS, analyse, late_curve, lm_baselines, peak_key
+from .beside import DIAGNOSTICS, diagnostic_report
+from .config import ATTRIBUTES, BASE, COLLAPSED_AU, COLLAPSED_KL, PRESETS, VARIANTS, Config, settings
+from .conventions import METRIC_CONVENTIONS, METRICS
+from .figures import CURVE_VARIANTS, draw_figures
 from .findings import FINDINGS, MI_SATURATED, pooling_outcome
-from .report import (_report, beta_peaks_table, conventions_results_table, conventions_table, results_table,
+from .report import (beta_peaks_table, conventions_results_table, conventions_table, render_report, results_table,
                      trained_lines)
+from .stages import (BETA_PEAKS, EVAL_BYTES, FINETUNE, PRETRAIN, beta_peak_runs, checked_t5_folder, eval_batch,
+                     finetune_one, finetune_runs, pretrain_one, pretrain_runs, schedule_of, train_config,
+                     training_summary)
 
-# The package is the study: core (config, data, stages, analysis),
-# findings (with diagnoses), figures and report.
+# The package is the study: config (the recipe, variants, config and presets), stages (what each run
+# does), conventions (the metrics in both conventions), analysis (with the trained checks), findings
+# (with their diagnoses), figures, report, and beside (diagnostic sweeps beside a finished study).
 __all__ = ["ATTRIBUTES", "BASE", "BETA_PEAKS", "COLLAPSED_AU", "COLLAPSED_KL", "CURVE_VARIANTS", "Config",
            "DIAGNOSTICS", "EVAL_BYTES", "FINDINGS", "FINETUNE", "METRICS", "METRIC_CONVENTIONS", "MI_SATURATED",
            "PEAK_METRICS", "PRESETS", "PRETRAIN", "STUDY", "VARIANTS", "beta_peaks_table", "checked_t5_folder",
@@ -94,15 +110,11 @@ __all__ = ["ATTRIBUTES", "BASE", "BETA_PEAKS", "COLLAPSED_AU", "COLLAPSED_KL", "
            "train_config", "trained_lines", "training_summary"]
 
 
-# ---------------------------------------------------------------------------------- diagnostics
-#: Diagnostics beside a finished study (its verdicts stand): name → (the variants re-run, the
-#: config changes). ``longer_phase2``: does collapse (or its absence) persist with 3× the
-#: finetuning (App. B)? ``paper_annealing``: Eq. 6's own 50-epoch ramp, under which β stays far below 1.
-DIAGNOSTICS = {
-    "longer_phase2": (("two-phase", "no-warmup", "plain", "mean-pool"),
-                      lambda c: {"phase2_epochs": 3 * c.phase2_epochs}),
-    "paper_annealing": (("two-phase", "no-warmup", "plain", "klt-0"), lambda c: {"anneal_epochs": 50.0}),
-}
+STUDY = Study(name="t5_vae", title="T5 → VAE finetuning (Park & Lee 2021)", config=Config, presets=PRESETS,
+              stages=(Stage(PRETRAIN, pretrain_runs, pretrain_one), Stage(FINETUNE, finetune_runs, finetune_one),
+                      Stage(BETA_PEAKS, beta_peak_runs, finetune_one)),
+              analyse=analyse, figures=draw_figures, findings=FINDINGS, report=render_report,
+              description=__doc__.split("\n\n", 1)[1])
 
 
 def run_diagnostic(out_dir, name: str, *, execution: Execution | None = None, progress: bool = True) -> dict:
@@ -110,42 +122,5 @@ def run_diagnostic(out_dir, name: str, *, execution: Execution | None = None, pr
     config changes — the same T5, data and seeds — as the sweep ``sweeps/<name>`` of the ``finetune``
     stage (resumable) under ``execution``; draws ``curves_<name>.png`` there. Returns ``{name,
     changes, config, runs, analysis, findings, figures}``: the study's analysis and findings on these
-    runs."""
-    if name not in DIAGNOSTICS:
-        raise value_error("name", f"expected one of {list(DIAGNOSTICS)}, got {name!r}")
-    out = Path(out_dir)
-    if not (out / RESULTS_FILE).is_file():
-        raise value_error("out_dir", f"{out} holds no finished t5_vae study; run it first")
-    recorded = read_json(out / STUDY_FILE, "out_dir", expect=dict)
-    if recorded.get("study") != STUDY.name:
-        raise value_error("out_dir", f"{out} holds the study {recorded.get('study')!r}, not {STUDY.name!r}")
-    c = config_from_dict(Config, recorded["config"])
-    variants, changes = DIAGNOSTICS[name]
-    dc = dataclasses.replace(c, variants=tuple(v for v in variants if v in c.variants), **changes(c))
-    runs = run_beside(out, STUDY, name, STUDY.stage(FINETUNE), dc, _finetune_runs(dc, {}), execution, progress)
-    results = _measurements(runs)
-    check = read_json(out / RESULTS_FILE, "out_dir", expect=dict).get("analysis", {}).get("trained") or {}
-    analysis = {**_analysis(results),  # the study's baselines and T5 check (none in results that predate them)
-                "trained": _trained_section(_model_records(results), check.get("baselines"), check.get("t5"))}
-    return {"name": name, "changes": changes(c), "config": config_to_dict(dc), "runs": len(runs), "analysis": analysis,
-            "findings": [f.judge(dc, analysis) for f in FINDINGS],
-            "figures": [_figure_curves(out, results, f"curves_{name}.png")]}
-
-
-def diagnostic_report(d: dict) -> str:
-    """A diagnostic's (:func:`run_diagnostic`) results table and findings as Markdown."""
-    changes = ", ".join(f"{k}={v}" for k, v in d["changes"].items())
-    L = [f"## Diagnostic `{d['name']}` ({changes}): results", ""] + results_table(d["analysis"]["summary"])
-    L += ["", "In both conventions (see the study's Conventions):", ""]
-    L += conventions_results_table(d["analysis"]["summary"])
-    L += ["", "Findings on these runs (the study's verdicts stand):", ""]
-    L += [f"- `{f['name']}`: **{verdict_text(f['reproduced'])}** — "
-          + (f["reason"] if f["reproduced"] is None else f"`{json.dumps(f['evidence'])}`") for f in d["findings"]]
-    return "\n".join(L) + "\n"
-
-
-STUDY = Study(name="t5_vae", title="T5 → VAE finetuning (Park & Lee 2021)", config=Config, presets=PRESETS,
-              stages=(Stage(PRETRAIN, _pretrain_runs, _pretrain_one), Stage(FINETUNE, _finetune_runs, _finetune_one),
-                      Stage(BETA_PEAKS, _beta_peak_runs, _finetune_one)),
-              analyse=_analyse, figures=_figures, findings=FINDINGS, report=_report,
-              description=__doc__.split("\n\n", 1)[1])
+    runs (:func:`.beside.run_diagnostic` of :data:`STUDY`)."""
+    return beside.run_diagnostic(STUDY, out_dir, name, execution=execution, progress=progress)

@@ -3,15 +3,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..figures import pyplot, save
-from .core import ATTRIBUTES, COLLAPSED_KL, Config, FINETUNE, _measurements, _short_corpus
+from ..kit.figures import pyplot, save
+from .analysis import measurements, short_corpus
+from .config import ATTRIBUTES, COLLAPSED_KL, Config
+from .stages import FINETUNE
 
 
 # ---------------------------------------------------------------------------------- figures
 CURVE_VARIANTS = ("two-phase", "no-warmup", "plain", "klt-3", "mean-pool", "cyclical", "prefix")
 
 
-def _figure_curves(out: Path, results: dict, name: str = "curves.png") -> str:
+def figure_curves(out: Path, results: dict, name: str = "curves.png") -> str:
+    """KL, MI, active units and reconstruction on the validation sentences during training, the
+    first seed of each of :data:`CURVE_VARIANTS` run (``results``: :func:`.analysis.measurements`)."""
     plt = pyplot()
     panels = (("kl", "KL (validation, nats/sentence)"), ("mi", "MI (validation, whole set)"),
               ("au", "active units"), ("reconstruction", "reconstruction (validation, nats/sentence)"))
@@ -35,11 +39,12 @@ def _figure_curves(out: Path, results: dict, name: str = "curves.png") -> str:
     return save(fig, out, name)
 
 
-def _figure_tradeoff(out: Path, summary: dict) -> str:
+def figure_tradeoff(out: Path, summary: dict) -> str:
+    """PPL against MI and active units over the short-corpus variants."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
     for ax, key, label in ((axes[0], "mi", "MI (whole set)"), (axes[1], "active_units", "active units")):
-        for v in _short_corpus(summary):
+        for v in short_corpus(summary):
             row = summary[v]
             ax.errorbar(row[key]["mean"], row["ppl_iw"]["mean"], xerr=row[key]["se"], yerr=row["ppl_iw"]["se"],
                         fmt="o", ms=4)
@@ -52,7 +57,8 @@ def _figure_tradeoff(out: Path, summary: dict) -> str:
     return save(fig, out, "tradeoff.png")
 
 
-def _figure_probes(out: Path, summary: dict) -> str:
+def figure_probes(out: Path, summary: dict) -> str:
+    """Each variant's attribute-probe accuracy above chance."""
     plt = pyplot()
     variants = list(summary)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.75 * len(variants) + 2), 3.8))
@@ -69,7 +75,7 @@ def _figure_probes(out: Path, summary: dict) -> str:
     return save(fig, out, "probes.png")
 
 
-def _figure_beta_peaks(out: Path, peaks: dict) -> str:
+def figure_beta_peaks(out: Path, peaks: dict) -> str:
     """KL, MI, active units and PPL against the β peak of phase 2 (mean ± se over seeds)."""
     plt = pyplot()
     panels = (("kl", "KL (nats/sentence)"), ("mi", "MI (whole test set)"), ("active_units", "active units"),
@@ -94,12 +100,14 @@ def _figure_beta_peaks(out: Path, peaks: dict) -> str:
     return save(fig, out, "beta_peaks.png")
 
 
-def _figures(c: Config, analysis: dict, ctx) -> list[str]:
-    results, summary = _measurements(ctx.runs[FINETUNE]), analysis["summary"]
-    figures = [_figure_curves(ctx.out, results)]
-    if len(_short_corpus(summary)) >= 2:
-        figures.append(_figure_tradeoff(ctx.out, summary))
-    figures.append(_figure_probes(ctx.out, summary))
+def draw_figures(c: Config, analysis: dict, ctx) -> list[str]:
+    """The study's figures: the curves, the trade-off (2+ short-corpus variants), the probes and the
+    β peaks (when swept)."""
+    results, summary = measurements(ctx.runs[FINETUNE]), analysis["summary"]
+    figures = [figure_curves(ctx.out, results)]
+    if len(short_corpus(summary)) >= 2:
+        figures.append(figure_tradeoff(ctx.out, summary))
+    figures.append(figure_probes(ctx.out, summary))
     if analysis.get("beta_peaks"):
-        figures.append(_figure_beta_peaks(ctx.out, analysis["beta_peaks"]))
+        figures.append(figure_beta_peaks(ctx.out, analysis["beta_peaks"]))
     return figures

@@ -1,11 +1,16 @@
-"""The T5-VAE study's findings and their diagnoses (each rule fixed before the ``medium`` runs)."""
+"""The T5-VAE study's findings and their diagnoses (each rule fixed before the ``medium`` runs).
+
+The diagnoses are here, beside the rules they re-apply: each asks its finding's rule (and
+:func:`pooling_outcome`) at every β peak, and a finding declares its diagnosis."""
 from __future__ import annotations
 
-from .. import t5_pretrain
-from ..pipeline import Diagnosis, Finding, Verdict, undecided
-from ..report import fmt
-from ..stats import spearman
-from .core import ATTRIBUTES, COLLAPSED_AU, COLLAPSED_KL, Config, _clearly_higher, _m, _short_corpus, _untrained
+from ..kit.declarations import Diagnosis, Finding, Verdict, undecided
+from ..kit.markdown import fmt
+from ..kit.stats import spearman
+from ..kit.t5_pretraining import UNIGRAM_MARGIN
+from ..kit.t5_vae_metrics import AU_THRESHOLD
+from .analysis import clearly_higher, mean_of, short_corpus, untrained
+from .config import ATTRIBUTES, COLLAPSED_AU, COLLAPSED_KL, Config
 
 
 # ---------------------------------------------------------------------------------- findings
@@ -45,7 +50,7 @@ def _collapse_without_warmup(c: Config, a: dict) -> Verdict:
                  for v in ("no-warmup", "plain") if v in peaks}
     if collapsed:  # the β-peak sweep, beside the verdict (which reads the finetune stage's runs)
         evidence["collapsed_by_beta_peak"] = collapsed
-    why = _untrained(a, ("no-warmup",))
+    why = untrained(a, ("no-warmup",))
     if why:
         return undecided(why, **evidence)
     return Verdict(all(r["collapsed"] for r in runs), evidence)
@@ -57,7 +62,7 @@ def _two_phase_keeps_kl_and_units(c: Config, a: dict) -> Verdict:
         return why
     s = a["summary"]["two-phase"]
     evidence = {"kl": s["kl"], "active_units": s["active_units"], "latent_use": s["latent_use"]}
-    why = _untrained(a, ("two-phase",))
+    why = untrained(a, ("two-phase",))
     if why:
         return undecided(why, **evidence)
     kept = all(r["kl"] > COLLAPSED_KL and r["active_units"] > c.latent_dim / 2 for r in a["per_run"]["two-phase"])
@@ -66,16 +71,16 @@ def _two_phase_keeps_kl_and_units(c: Config, a: dict) -> Verdict:
 
 def _ppl_vs_mi_au_tradeoff(c: Config, a: dict) -> Verdict:
     summary = a["summary"]
-    short = _short_corpus(summary)
+    short = short_corpus(summary)
     if len(short) < 3:
         return undecided(f"{len(short)} short-corpus variant(s) with a finite PPL: a rank correlation needs 3",
                          variants=short)
-    if any(_m(summary, v, k) is None for v in short for k in ("mi", "active_units", "kl")):
+    if any(mean_of(summary, v, k) is None for v in short for k in ("mi", "active_units", "kl")):
         return undecided("a short-corpus variant has no finite MI, AU or KL (diverged)", variants=short)
-    ppl = [_m(summary, v, "ppl_iw") for v in short]
-    rho = {k: spearman(ppl, [_m(summary, v, key) for v in short])
+    ppl = [mean_of(summary, v, "ppl_iw") for v in short]
+    rho = {k: spearman(ppl, [mean_of(summary, v, key) for v in short])
            for k, key in (("rho_ppl_mi", "mi"), ("rho_ppl_au", "active_units"), ("rho_ppl_kl", "kl"))}
-    why = _untrained(a, short)
+    why = untrained(a, short)
     if why:
         return undecided(why, variants=short, **rho)
     return Verdict(rho["rho_ppl_mi"] is not None and rho["rho_ppl_au"] is not None
@@ -97,7 +102,7 @@ def pooling_outcome(mi_max: dict, mi_mean: dict, probe_max, probe_mean, cap: flo
         return "max" if probe_max > probe_mean else "mean" if probe_mean > probe_max else "tie"
     if min(mi_max["n"], mi_mean["n"]) < 2:
         return "undecided"
-    return "max" if _clearly_higher(mi_max, mi_mean) else "mean" if _clearly_higher(mi_mean, mi_max) else "tie"
+    return "max" if clearly_higher(mi_max, mi_mean) else "mean" if clearly_higher(mi_mean, mi_max) else "tie"
 
 
 def _max_pooling_more_informative(c: Config, a: dict) -> Verdict:
@@ -119,7 +124,7 @@ def _max_pooling_more_informative(c: Config, a: dict) -> Verdict:
         evidence["mi_max_vs_mean_by_beta_peak"] = ", ".join(
             f"β {p}: {fmt(row['mi']['mean'])} vs {fmt(peaks['mean-pool'][p]['mi']['mean'])}"
             for p, row in peaks["two-phase"].items() if p in peaks["mean-pool"])
-    why = _untrained(a, ("two-phase", "mean-pool"))
+    why = untrained(a, ("two-phase", "mean-pool"))
     if why:
         return undecided(why, **evidence)
     outcome = pooling_outcome(mx["mi"], mn["mi"], probe_max, probe_mean, mx["mi_cap"])
@@ -162,15 +167,13 @@ def _diagnose_collapse(c: Config, a: dict) -> Diagnosis | None:
     verdict = _collapse_without_warmup(c, a)
     if verdict.reproduced is None:
         return Diagnosis("setting", f"Undecidable at these settings: {verdict.reason}.", {})
-    from ...text.t5_vae import AU_THRESHOLD
-
     s, runs, plain = a["summary"]["no-warmup"], a["per_run"]["no-warmup"], a["per_run"].get("plain", [])
     kl, au = s["kl"]["mean"], s["active_units"]["mean"]
     by_peak, skipped = {}, []
     for p, row in _sweep(a).get("no-warmup", {}).items():
         if p == "1":
             continue
-        if _untrained(a, ("no-warmup",), (p,)):
+        if untrained(a, ("no-warmup",), (p,)):
             skipped.append(p)
             continue
         prow = _sweep(a).get("plain", {}).get(p)
@@ -250,7 +253,7 @@ def _diagnose_pooling(c: Config, a: dict) -> Diagnosis | None:
         other = sweep.get("mean-pool", {}).get(p)
         if p == "1" or other is None:
             continue
-        if _untrained(a, ("two-phase", "mean-pool"), (p,)):
+        if untrained(a, ("two-phase", "mean-pool"), (p,)):
             skipped.append(p)
             continue
         rows[p] = (row["mi"], other["mi"], row["probe_mean"], other["probe_mean"])
@@ -281,7 +284,7 @@ def _diagnose_pooling(c: Config, a: dict) -> Diagnosis | None:
 _TRAINED = (" Undecided when a model it rests on did not train: the pretrained T5, when this study pretrained it "
             "(its training loss ever non-finite or not 1 % lower over the last window than over the first, or its "
             "held-out span-corruption cross-entropy not at least "
-            f"{t5_pretrain.UNIGRAM_MARGIN * 100:g} % below the unigram baseline's), or a T5-VAE "
+            f"{UNIGRAM_MARGIN * 100:g} % below the unigram baseline's), or a T5-VAE "
             "whose training reconstruction (nats/sentence, the β-free part of the loss, which itself rises by design "
             "as β anneals) was ever non-finite or whose mean over the last window (a tenth of the run, at most 25 "
             "steps) is not at least 1 % below its mean over the first, or whose held-out reconstruction (nats/"

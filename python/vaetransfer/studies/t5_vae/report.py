@@ -1,9 +1,12 @@
 """The T5-VAE study's report (``index.md``)."""
 from __future__ import annotations
 
-from .. import t5_pretrain
-from ..report import fmt, markdown_table
-from .core import ATTRIBUTES, BASE, COLLAPSED_AU, COLLAPSED_KL, METRIC_CONVENTIONS, PEAK_METRICS, _untrained
+from ..kit import trained
+from ..kit.markdown import fmt, markdown_table
+from ..kit.t5_pretraining import UNIGRAM_MARGIN
+from .analysis import LONG_VAE_CHECK, PEAK_METRICS, T5_CHECK, VAE_CHECK, vae_failures
+from .config import ATTRIBUTES, BASE, COLLAPSED_AU, COLLAPSED_KL
+from .conventions import METRIC_CONVENTIONS
 
 
 # ---------------------------------------------------------------------------------- report
@@ -47,7 +50,7 @@ def conventions_results_table(summary: dict) -> list[str]:
 
 
 def beta_peaks_table(peaks: dict) -> list[str]:
-    """The β-peak sweep (:func:`_beta_peak_analysis`) as a Markdown table, one row per variant and peak."""
+    """The β-peak sweep (:func:`.analysis.beta_peak_analysis`) as a Markdown table, one row per variant and peak."""
     rows = [[v, p] + [row[k] for k in PEAK_METRICS] + [fmt(row["probe_mean"], 2), f"{row['collapsed']}/{row['runs']}"]
             for v, by_peak in peaks["summary"].items() for p, row in by_peak.items()]
     return markdown_table(["variant", "β peak", "PPL (IW)", "KL", "MI", "AU", "latent use", "probes (mean)",
@@ -55,12 +58,13 @@ def beta_peaks_table(peaks: dict) -> list[str]:
 
 
 def trained_lines(a: dict) -> list[str]:
-    """The analysis's ``trained`` section (:func:`_trained_section`) in words: the baselines, the
-    rule, the pretrained T5's check and every model that did not train."""
+    """The analysis's ``trained`` section (:func:`.analysis.trained_checks`) in words: the baselines,
+    the rule, the pretrained T5's check and every model that did not train."""
     t = a.get("trained")
-    if not t:
+    if not t or VAE_CHECK not in t:  # an analysis that predates the section (or this layout of it)
         return []
-    b, rule = t.get("baselines"), t.get("rule") or {}
+    vae = t.get(VAE_CHECK) or {}
+    b, rule = vae.get("context"), vae.get("rule") or {}
     L = ["", "## Did the models train?", ""]
     if b:
         L.append(f"Language models of the short corpus's training sentences that ignore the latent, on its test "
@@ -69,19 +73,20 @@ def trained_lines(a: dict) -> list[str]:
                  + (f"A T5-VAE counts as trained when its held-out reconstruction is at most {fmt(rule['maximum'], 2)} "
                     f"({rule['basis']}) and its training reconstruction was finite and fell by 1 %."
                     if "maximum" in rule else rule.get("error", "")))
-    L += ["", "Pretrained T5: " + ("given as `t5_folder`, not checked." if t.get("t5") is None else
-                                   ("did not train — " + "; ".join(x.removeprefix("pretrained T5: ") for x in t["t5"])
-                                    + "." if t["t5"] else
+    t5 = trained.check_failures(t[T5_CHECK]) if T5_CHECK in t else None
+    L += ["", "Pretrained T5: " + ("given as `t5_folder`, not checked." if t5 is None else
+                                   ("did not train — " + "; ".join(x.removeprefix("pretrained T5: ") for x in t5)
+                                    + "." if t5 else
                                     f"trained (training loss finite and 1 % lower at the end; held-out cross-entropy "
-                                    f"at least {t5_pretrain.UNIGRAM_MARGIN * 100:g} % below the unigram baseline's)."))]
-    models = t.get("models") or {}
-    why = _untrained({"trained": {**t, "t5": None}}, {m["variant"] for m in models.values()},
-                     {m["beta_peak"] for m in models.values()})
-    L += ["", f"T5-VAEs ({len(models)}): " + (why + "." if why else "every one trained.")]
+                                    f"at least {UNIGRAM_MARGIN * 100:g} % below the unigram baseline's)."))]
+    models = sum(len((t.get(name) or {}).get("models") or {}) for name in (VAE_CHECK, LONG_VAE_CHECK))
+    why = trained.reason(vae_failures(t))
+    L += ["", f"T5-VAEs ({models}): " + (why + "." if why else "every one trained.")]
     return L
 
 
-def _report(r: dict) -> str:
+def render_report(r: dict) -> str:
+    """The study's sections of ``index.md``."""
     c, a = r["config"], r["analysis"]
     pre = a["pretrain"]
     t5 = (f"pretrained here by the `t5_pretrain` study's science at its `{c['pretrain_preset']}` preset (held-out "

@@ -46,25 +46,29 @@ held-out rows (the public code drew 10,000 with repeats and deduplicated them).
 """
 from __future__ import annotations
 
-from ..pipeline import Stage, Study
-from . import diagnostics
-from .analysis import _analyse, _annealed_runs, _train_annealed, _train_reference
-from .core import (ANNEALED_SETTINGS, Config, HEADLINE, INITS, LATENT, MEASURES, PER_FACTOR, PRESETS, RetrainStage,
-                   SIDES, TWIN_STARTS, VARIANTS, Variant, _model_runs, _retrain, _retraining_runs, _train_model)
-from .figures import _figures
+from ..kit.declarations import Stage, Study
+from . import analysis, config, crosscheck, diagnostics, figures, findings, heatmaps, report, stages
+from .analysis import HEADLINE, PER_FACTOR, analyse
+from .config import (ANNEALED_SETTINGS, INITS, LATENT, MEASURES, PRESETS, SIDES, TWIN_STARTS, VARIANTS, Config,
+                     Variant)
+from .figures import draw_figures
 from .findings import FINDINGS, PROBE_TOLERANCE
-from .report import _report
+from .report import render_report
+from .stages import RetrainStage
 
-# The package is the study: core (config, data, stages, similarity, experiments), analysis (the
-# diagnostics' runs and the resumable analysis steps), figures, findings, diagnostics (the rules
-# that separate causes) and report.
-__all__ = ["ANNEALED_SETTINGS", "Config", "FINDINGS", "HEADLINE", "INITS", "LATENT", "MEASURES", "PER_FACTOR", "PRESETS", "PROBE_TOLERANCE",
-           "RetrainStage", "SIDES", "STUDY", "TWIN_STARTS", "VARIANTS", "Variant", "diagnostics"]
+# The package is the study: config (Config, PRESETS), stages (data and the training stages), crosscheck
+# (the declared plain-PyTorch cross-check and its stage), heatmaps (cross-seed similarity), analysis (the
+# experiments and the diagnostics' measurements as resumable steps), diagnostics (the rules that separate
+# causes), findings, figures and report.
+__all__ = ["ANNEALED_SETTINGS", "Config", "FINDINGS", "HEADLINE", "INITS", "LATENT", "MEASURES", "PER_FACTOR",
+           "PRESETS", "PROBE_TOLERANCE", "RetrainStage", "SIDES", "STUDY", "TWIN_STARTS", "VARIANTS", "Variant",
+           "analysis", "config", "crosscheck", "diagnostics", "figures", "findings", "heatmaps", "report", "stages"]
 
 
 STUDY = Study(name="transfer", title="How good are VAEs at transfer learning?", config=Config, presets=PRESETS,
-              stages=(Stage("models", _model_runs, _train_model), Stage("retraining", _retraining_runs, _retrain),
-                      Stage("crosscheck", diagnostics.crosscheck_runs, _train_reference),
-                      Stage("annealed_settings", _annealed_runs, _train_annealed)),
-              analyse=_analyse, figures=_figures, findings=FINDINGS, report=_report,
+              stages=(Stage("models", stages.model_runs, stages.train_model),
+                      Stage("retraining", stages.retraining_runs, stages.retrain),
+                      Stage("crosscheck", crosscheck.crosscheck_runs, crosscheck.train_crosscheck_run),
+                      Stage("annealed_settings", stages.annealed_runs, stages.train_annealed)),
+              analyse=analyse, figures=draw_figures, findings=FINDINGS, report=render_report,
               description=__doc__.split("\n\n", 1)[1])

@@ -1,19 +1,14 @@
 """The transfer study's diagnostics: what separates the causes when a finding does not reproduce.
 
-Three targeted experiments, each a section of the study's analysis, and the rules that turn them
-into a :class:`~vaetransfer.studies.Diagnosis` per finding (written before the `medium` runs):
+Targeted experiments, each a section of the study's analysis, and the rules that turn them into a
+:class:`~vaetransfer.studies.kit.declarations.Diagnosis` per finding (written before the `medium` runs):
 
-* ``crosscheck`` — an **independent implementation**: the first ``objectives`` pair whose
-  objectives the plain-PyTorch twins have (β-VAE, β-TC-VAE), trained by those twins
-  (:func:`vaetransfer.torch_reference.train_python`: its own loop, loss and TC estimator) on the
-  same data with the same steps, batch and learning rate, compared by a linear CKA written here in
-  NumPy (:func:`numpy_cka`, no code shared with the core's engine), every seed, and the same
-  NumPy CKA on the core's models of those seeds. The twins start twice (``crosscheck_inits``):
-  from the core models' initial weights, so that only the training loop and loss differ, and
-  from torch's own initialisation (the same distribution, other draws). Where the twins from the
-  core's weights order the encoder/decoder quadrants the other way by more than the seed pairs'
-  spread, our implementation is suspect; where only the twins from other draws do, the verdict
-  moves with the initial weights more than the seeds show;
+* ``crosscheck`` — an independent implementation (:mod:`.crosscheck`): the first ``objectives``
+  pair trained again by plain-PyTorch twins and compared by a NumPy CKA, from the core models'
+  initial weights and from torch's own. Where the twins from the core's weights order the
+  encoder/decoder quadrants the other way by more than the seed pairs' spread, our implementation
+  is suspect; where only the twins from other draws do, the verdict moves with the initial weights
+  more than the seeds show;
 * ``decoder_to_input`` — how much of a layer is the image itself: linear CKA of every layer of
   each source model (first seed) with the input pixels. A decoder that reconstructs its input
   ends in a layer that is nearly a linear image of the pixels; when the decoder layers are close
@@ -26,24 +21,21 @@ into a :class:`~vaetransfer.studies.Diagnosis` per finding (written before the `
   steps may change the verdict;
 * ``annealed`` — is an Annealed VAE that did not train a matter of its settings? The Annealed VAE
   retrained (first seed) with each of the config's ``annealed_settings`` (a smaller γ, a slower
-  capacity ramp), its held-out distortion set against the ``trained`` section's threshold. A
+  capacity ramp), its held-out distortion set against the ``trained`` check's threshold. A
   setting that trains where the study's does not names the setting the finding depends on.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from ... import similarity
-from ... import torch_reference as ref
-from ...io import atomic_path, load_torch
-from ..pipeline import Diagnosis, execution_device
+from ..kit.declarations import Diagnosis
+from .crosscheck import TWIN_START_WORDS, gap_text
 
 VERSION = 5  #: part of the diagnostics step's key: a change of what it computes recomputes it on resume
-REFERENCE_WEIGHTS = "reference_vae.pt"  #: the cross-check model's final weights, in its run directory
 TREND_TOLERANCE = 0.05   #: |change| of a quadrant mean over the last half of training that counts as still moving
 PIXEL_LIKE = 0.8         #: mean decoder-to-input CKA at or above which decoders count as images of the pixels
 #: Share of the target-trained models' gain over the input-ignoring baseline (held-out target
@@ -52,167 +44,6 @@ PIXEL_LIKE = 0.8         #: mean decoder-to-input CKA at or above which decoders
 #: CKA results, before its reconstruction numbers were read).
 DRAWS_TARGET = 0.5
 SPENT_WITHOUT_ENCODING = 0.05  #: I(x; z) below this share of the rate: capacity spent as marginal KL
-REFERENCE_OBJECTIVES = {"beta-vae": "beta-vae", "beta-tc-vae": "beta-tc-vae"}  #: what the twins can train
-
-
-# ---------------------------------------------------------------------------------- independent CKA
-def numpy_cka(x: np.ndarray, y: np.ndarray) -> float:
-    """Linear CKA (Kornblith et al. 2019, Eq. 2 of the transfer paper) of ``x`` (n × p) and ``y``
-    (n × q) in float64 NumPy: ‖YᵀX‖_F² / (‖XᵀX‖_F ‖YᵀY‖_F) on column-centred matrices, through
-    the n × n Grams when a side is wider than n."""
-    x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
-    y = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
-    x = x - x.mean(0)
-    y = y - y.mean(0)
-    if max(x.shape[1], y.shape[1]) > len(x):
-        k, l_ = x @ x.T, y @ y.T
-        den = np.sqrt((k * k).sum() * (l_ * l_).sum())
-        return float((k * l_).sum() / den) if den > 0 else 0.0
-    den = np.linalg.norm(x.T @ x) * np.linalg.norm(y.T @ y)
-    return float(np.linalg.norm(y.T @ x) ** 2 / den) if den > 0 else 0.0
-
-
-def numpy_quadrants(acts_a: "OrderedDict[str, np.ndarray]", acts_b: "OrderedDict[str, np.ndarray]") -> dict:
-    """Encoder and decoder quadrant means (the layers of :func:`vaetransfer.similarity.encoder_layers`
-    / ``decoder_layers``: input and ``sampled`` left out) of the NumPy CKA heatmap of two models."""
-    names = list(acts_a)
-    out = {}
-    for part, layers in (("encoder", similarity.encoder_layers(names)), ("decoder", similarity.decoder_layers(names))):
-        out[f"{part}_mean"] = round(float(np.mean([numpy_cka(acts_a[i], acts_b[j]) for i in layers for j in layers])), 4)
-    return out
-
-
-# ---------------------------------------------------------------------------------- the cross-check stage
-def crosscheck_labels(c) -> list[str]:
-    """The variants the cross-check trains: the first ``objectives`` pair whose two objectives have
-    a plain-PyTorch twin (β-VAE, β-TC-VAE); empty when ``c.crosscheck`` is off or none has."""
-    if not c.crosscheck:
-        return []
-    for pair in c.objectives:
-        if all(_variant(c, v).objective in REFERENCE_OBJECTIVES for v in pair):
-            return list(pair)
-    return []
-
-
-def crosscheck_runs(c, earlier) -> list[dict]:
-    """One plain-PyTorch run per cross-check variant, seed and start in ``c.crosscheck_inits`` (every
-    seed: the verdict compares the same cross-seed pairs as the core's heatmaps)."""
-    return [{"variant": v, "seed": s, "init": i} for i in c.crosscheck_inits for s in c.seeds
-            for v in crosscheck_labels(c)]
-
-
-def _variant(c, label):
-    return next(v for v in c.variants if v.label == label)
-
-
-def train_reference(c, row: dict, job, training_rows, start: "torch.nn.Module | None" = None) -> dict:
-    """Trains one cross-check model with :func:`vaetransfer.torch_reference.train_python` (its
-    sampling through torch's global generator seeded with the run's seed, its data order through
-    the loop's own) and keeps its final weights; ``training_rows``: the source domain's training
-    images, float in [0, 1]; ``start``: the twin to train from its current weights (init "core":
-    the core model's initial weights), or None: a twin initialised by torch from the seed."""
-    out = Path(job.run_dir)
-    weights = out / REFERENCE_WEIGHTS
-    v = _variant(c, row["variant"])
-    if weights.exists():
-        return {"steps": c.steps, **_summary_of(out)}
-    torch.manual_seed(row["seed"])
-    # On the study's execution device, as the core's runs train (the rows stay on the CPU; batches move).
-    device = execution_device()
-    model = (start if start is not None else ref.ReferenceVAE("conv")).to(device)
-    beta = float(v.params.get("beta", 1.0))
-    losses = ref.train_python(model, training_rows, c.steps, c.batch_size, beta=beta, lr=c.lr, seed=row["seed"],
-                              objective=REFERENCE_OBJECTIVES[v.objective], device=device)
-    from ..trained import loss_summary
-    summary = loss_summary(losses)
-    out.mkdir(parents=True, exist_ok=True)
-    with atomic_path(weights) as tmp:   # CPU tensors: the weights load on any machine
-        torch.save({"state_dict": {k: t.cpu() for k, t in model.state_dict().items()}, "summary": summary}, tmp)
-    return {"steps": c.steps, **summary}
-
-
-def _summary_of(run_dir: Path) -> dict:
-    return load_torch(Path(run_dir) / REFERENCE_WEIGHTS, "run_dir")["summary"]
-
-
-def reference_model(run_dir) -> ref.ReferenceVAE:
-    model = ref.ReferenceVAE("conv")
-    model.load_state_dict(load_torch(Path(run_dir) / REFERENCE_WEIGHTS, "run_dir")["state_dict"])
-    return model.eval()
-
-
-def reference_activations(model: ref.ReferenceVAE, x: torch.Tensor, seed: int, chunk: int = 250
-                          ) -> "OrderedDict[str, np.ndarray]":
-    """Every layer of a cross-check model on ``x``, the decoder fed with z = μ + σ·ε, ε from ``seed``."""
-    g = torch.Generator().manual_seed(seed)
-    eps = torch.randn(len(x), model.latent_dim, generator=g)
-    parts: dict[str, list] = OrderedDict()
-    with torch.no_grad():
-        for start in range(0, len(x), chunk):
-            for k, v in model.activations(x[start:start + chunk], eps[start:start + chunk]).items():
-                parts.setdefault(k, []).append(v.double().numpy())
-    return OrderedDict((k, np.concatenate(v)) for k, v in parts.items())
-
-
-def _pair_stats(pairs: list[dict]) -> dict:
-    """Quadrant means over cross-seed pairs, and the decoder-minus-encoder gap's mean and standard
-    error over the pairs (pairs share models, so the error is a rough one)."""
-    gaps = [p["decoder_mean"] - p["encoder_mean"] for p in pairs]
-    return {**{k: round(float(np.mean([p[k] for p in pairs])), 4) for k in ("encoder_mean", "decoder_mean")},
-            "gap": round(float(np.mean(gaps)), 4),
-            "gap_se": round(float(np.std(gaps, ddof=1) / np.sqrt(len(gaps))), 4) if len(gaps) > 1 else None,
-            "pairs": len(pairs)}
-
-
-def crosscheck_section(c, runs: list, core_objectives: dict, x: torch.Tensor, core_acts=None) -> dict:
-    """The cross-check: per twin start (``twins``: init → its numbers), the twins' quadrant means
-    (NumPy CKA over every ordered pair of different seeds), beside the core's heatmap means for the
-    same pair and, with ``core_acts`` ((label, seed) → the core model's activations as NumPy arrays),
-    the same NumPy CKA on the core's models (``core_numpy``: the engine against NumPy on the same
-    models, and the twins' training against the core's with the same CKA). Per start:
-    ``same_ordering``, whether twins and core order encoder and decoder the same way;
-    ``distinguishable``, whether their decoder-minus-encoder gaps differ by more than twice the
-    combined standard error over the pairs. ``decisive``: the start whose verdict the diagnosis
-    follows (:func:`decisive_start`)."""
-    labels = crosscheck_labels(c)
-    if not labels:
-        return {}
-    a, b = labels
-    by = {(r.row["variant"], r.row["seed"], r.row["init"]): r for r in runs}
-    seeds = [s for s in c.seeds if all((v, s, i) in by for v in labels for i in c.crosscheck_inits)]
-    order = [(sa, sb) for sa in seeds for sb in seeds if sa != sb]
-    core = core_objectives.get(f"{a}_vs_{b}", {}).get("matrices", {}).get("cka", {})
-    core = {k: core.get(k) for k in ("encoder_mean", "decoder_mean")}
-    out = {"pair": [a, b], "seeds": seeds, "core": core}
-    compare = core
-    if core_acts is not None:
-        theirs = {(v, s): core_acts(v, s) for v in labels for s in seeds}
-        out["core_numpy"] = compare = _pair_stats([numpy_quadrants(theirs[(a, sa)], theirs[(b, sb)])
-                                                   for sa, sb in order])
-        del theirs
-    out["twins"] = {}
-    for init in c.crosscheck_inits:
-        acts = {(v, s): reference_activations(reference_model(by[(v, s, init)].dir), x, s) for v in labels for s in seeds}
-        twins = _pair_stats([numpy_quadrants(acts[(a, sa)], acts[(b, sb)]) for sa, sb in order])
-        del acts
-        agree = None
-        if None not in core.values():
-            agree = (twins["encoder_mean"] > twins["decoder_mean"]) == (core["encoder_mean"] > core["decoder_mean"])
-        distinguishable = None
-        if compare.get("gap_se") is not None and twins["gap_se"] is not None:
-            distinguishable = abs(compare["gap"] - twins["gap"]) > 2 * float(np.hypot(compare["gap_se"],
-                                                                                       twins["gap_se"]))
-        out["twins"][init] = {**twins, "same_ordering": agree, "distinguishable": distinguishable}
-    out["decisive"] = decisive_start(out["twins"])
-    models = {f"{r.row['variant']}/init={r.row['init']}/seed={r.row['seed']}":
-              {"label": r.row["variant"], "seed": r.row["seed"], "init": r.row["init"], **r.measured} for r in runs}
-    return {**out, "models": models}
-
-
-def decisive_start(twins: dict) -> str | None:
-    """The twin start the objectives diagnosis follows: "core" (the core's initial weights, so that
-    the training loop and loss are all that differs) where it was run, else the first."""
-    return "core" if "core" in twins else next(iter(twins), None)
 
 
 # ---------------------------------------------------------------------------------- decoder diagnostics
@@ -279,7 +110,8 @@ def diagnose_objectives(c, a: dict, untrained: dict) -> Diagnosis | None:
     evidence = {"quadrants": {k: {"encoder": e, "decoder": dd} for k, (e, dd) in quadrants.items()}}
     twin = (cross.get("twins") or {}).get(cross.get("decisive")) or {}
     if twin.get("same_ordering") is False and twin.get("distinguishable") is not False:
-        return Diagnosis("open", f"The plain-PyTorch twins ({_START[cross['decisive']]}) with a NumPy CKA order the "
+        start = TWIN_START_WORDS[cross["decisive"]]
+        return Diagnosis("open", f"The plain-PyTorch twins ({start}) with a NumPy CKA order the "
                                  f"{'/'.join(cross['pair'])} quadrants the other way (encoder {twin['encoder_mean']}, "
                                  f"decoder {twin['decoder_mean']}) from the core (encoder "
                                  f"{cross['core']['encoder_mean']}, decoder {cross['core']['decoder_mean']}"
@@ -345,7 +177,7 @@ def annealed_clause(a: dict) -> tuple[str, dict | None]:
     numbers), or ("", None) without it: each setting's held-out distortion and rate against the
     source's trained threshold, and which settings train."""
     d = (a.get("diagnostics") or {}).get("annealed")
-    rule = ((a.get("trained") or {}).get("rules") or {}).get("source") or {}
+    rule = ((a.get("trained") or {}).get("source") or {}).get("rule") or {}
     if not d or not d.get("settings") or "maximum" not in rule:
         return "", None
     limit = rule["maximum"]
@@ -371,26 +203,18 @@ def annealed_clause(a: dict) -> tuple[str, dict | None]:
     return text, {"threshold": limit, "settings": judged}
 
 
-#: How the cross-check's twins started, in words (``crosscheck_inits``).
-_START = {"core": "from the core models' initial weights", "torch": "from torch's own initialisation"}
-
-
-def _gap_text(m: dict) -> str:
-    return f"{m['gap']:+.3f} ± {m['gap_se']:.3f} over {m['pairs']} seed pairs"
-
-
 def _crosscheck_clause(cross: dict) -> str:
     """What the cross-check adds to a diagnosis it did not decide: the decisive start's agreement
     (or a reversed ordering within the seed pairs' spread), and any other start that the spread
     does separate from the core — the quadrant gap then moves with the initial draws alone."""
     twins = cross.get("twins") or {}
     twin = twins.get(cross.get("decisive")) or {}
-    start = _START.get(cross.get("decisive"), "")
+    start = TWIN_START_WORDS.get(cross.get("decisive"), "")
     core = cross.get("core_numpy") or cross.get("core") or {}
     if twin.get("same_ordering") is False:  # and not distinguishable (else the diagnosis is "open")
         text = (f"; the plain-PyTorch twins ({start}) with a NumPy CKA order the pair the other way (encoder "
                 f"{twin['encoder_mean']}, decoder {twin['decoder_mean']}), but their decoder-minus-encoder gap "
-                f"({_gap_text(twin)}) is within twice the seed-pair spread of the core's "
+                f"({gap_text(twin)}) is within twice the seed-pair spread of the core's "
                 f"({core['gap']:+.3f} ± {core['gap_se']:.3f}): the cross-check cannot tell the two implementations "
                 "apart")
     elif twin.get("same_ordering") is True:
@@ -401,67 +225,10 @@ def _crosscheck_clause(cross: dict) -> str:
         return ""
     apart = {k: m for k, m in twins.items() if k != cross.get("decisive") and m.get("distinguishable")}
     for k, m in apart.items():
-        text += (f"; twins {_START[k]} (the same distribution, other draws) do differ from the core (gap "
-                 f"{_gap_text(m)}): the quadrant gap moves with the initial weights' draws by more than "
+        text += (f"; twins {TWIN_START_WORDS[k]} (the same distribution, other draws) do differ from the core (gap "
+                 f"{gap_text(m)}): the quadrant gap moves with the initial weights' draws by more than "
                  f"{m['pairs']} seed pairs' spread shows")
     return text
-
-
-# ---------------------------------------------------------------------------------- report
-def report_section(c: dict, a: dict) -> list[str]:
-    """``index.md``: which models trained (the ``trained`` section) and the diagnostics."""
-    from ..report import markdown_table
-
-    L = []
-    t = a.get("trained")
-    if t:
-        L += ["", "## 10. Did the models train?", "",
-              "Held-out distortion (nats, z = posterior mean) of every VAE on its own domain, against the rule the "
-              "findings apply (a finding resting on a model that fails it is undecided):", ""]
-        for side, rule in t["rules"].items():
-            L.append(f"- {side}: input-ignoring baseline {t['baseline'][side]:.1f}; "
-                     + (f"threshold {rule['maximum']:.1f} ({rule['basis']})" if "maximum" in rule else rule["error"]))
-        L.append("")
-        L += markdown_table(["model", "held-out distortion"], [[k, v] for k, v in t["distortion"].items()])
-    d = a.get("diagnostics")
-    if not d:
-        return L
-    L += ["", "## 11. Diagnostics", ""]
-    cross = d.get("crosscheck")
-    if cross:
-        numpy_core = cross.get("core_numpy") or {}
-        L += [f"**Independent cross-check** ({' vs '.join(cross['pair'])}, plain-PyTorch twins and a NumPy CKA, "
-              f"seeds {cross['seeds']}; the diagnosis follows the twins {_START[cross['decisive']]}): the core's "
-              f"heatmaps: encoder quadrant {cross['core']['encoder_mean']}, decoder {cross['core']['decoder_mean']}"
-              + (f"; the NumPy CKA on the core's models: {numpy_core['encoder_mean']}, {numpy_core['decoder_mean']} "
-                 f"(decoder-minus-encoder gap {_gap_text(numpy_core)})" if numpy_core.get("gap_se") is not None
-                 else "") + ".", ""]
-        L += markdown_table(["twins", "encoder", "decoder", "gap ± s.e.", "same ordering", "distinguishable"],
-                            [[_START[k], m["encoder_mean"], m["decoder_mean"],
-                              _gap_text(m) if m.get("gap_se") is not None else m["gap"], m["same_ordering"],
-                              m["distinguishable"]] for k, m in cross["twins"].items()])
-        L.append("")
-    if d.get("decoder_to_input"):
-        L += ["**CKA of each layer with the input pixels** (first seed):", ""]
-        L += markdown_table(["variant", "encoder layers (mean)", "decoder layers (mean)"],
-                            [[k, v["encoder_mean"], v["decoder_mean"]] for k, v in d["decoder_to_input"].items()])
-        L.append("")
-    annealed = d.get("annealed")
-    if annealed:
-        L += [f"**The Annealed VAE's settings** (seed {annealed['seed']}; held-out source rows, nats; the study's "
-              "own setting first):", ""]
-        L += markdown_table(["setting", "γ", "C max", "C ramp (steps)", "steps", "distortion", "rate", "I(x; z)",
-                             "marginal KL"],
-                            [[k if k != "study" else f"{m['label']} (the study's)", m["gamma"], m["c_max"],
-                              m["ramp_steps"], m["steps"], m["distortion"], m["rate"], m["mutual_information"],
-                              m["marginal_kl"]] for k, m in annealed_rows(annealed).items()])
-        L.append("")
-    if d.get("objectives_over_training"):
-        L += ["**Objective pairs over training** (quadrant means at the same step, seeds 1 vs 2):", ""]
-        L += markdown_table(["pair", "step", "encoder", "decoder"],
-                            [[k, p["step"], p["encoder_mean"], p["decoder_mean"]]
-                             for k, v in d["objectives_over_training"].items() for p in v["curve"]])
-    return L
 
 
 def _half_width(matrix: dict, key: str) -> float | None:
@@ -523,7 +290,7 @@ def source_draws_target(a: dict) -> dict | None:
     share of the target models' gain over the baseline that the source models recover. None
     without those sections."""
     r, t = a.get("retraining") or {}, a.get("trained") or {}
-    baseline = (t.get("baseline") or {}).get("target")
+    baseline = ((t.get("target") or {}).get("context") or {}).get("baseline")
     as_is = [v["loss"][0] for v in (r.get("curves") or {}).values() if v.get("latent") == "frozen"]
     if baseline is None or not as_is or r.get("target_model_loss") is None:
         return None

@@ -6,9 +6,11 @@ from pathlib import Path
 import torch
 
 from ... import plots, similarity
-from .. import trained
-from ..figures import pyplot, save
-from .core import Config, PER_FACTOR, _NAMES, _held_out, _loaded, _retraining_curves, _stage_model
+from ..kit import trained
+from ..kit.figures import pyplot, save
+from .analysis import PER_FACTOR, loaded, stage_model
+from .config import Config
+from .stages import held_out, retraining_curves
 
 
 # ---------------------------------------------------------------------------------- figures
@@ -18,8 +20,8 @@ def _heatmaps(out: Path, name: str, matrices: dict, title: str, xlabel: str, yla
     for ax, (measure, m) in zip(axes[0], matrices.items()):
         matrix = similarity.SimilarityMatrix(torch.tensor(m["values"], dtype=torch.float64), m["rows"], m["cols"],
                                              measure, n_pairs=m["n_pairs"], n=m["n"])
-        plots.similarity_heatmap(matrix, ax=ax, title=f"{_NAMES.get(measure, measure)}, {m['n_pairs']} seed pairs, n = {m['n']}",
-                                 xlabel=xlabel, ylabel=ylabel)
+        title = f"{similarity.display_name(measure, short=True)}, {m['n_pairs']} seed pairs, n = {m['n']}"
+        plots.similarity_heatmap(matrix, ax=ax, title=title, xlabel=xlabel, ylabel=ylabel)
     fig.suptitle(title, fontsize=13)
     return save(fig, out, f"{name}.png")
 
@@ -73,13 +75,13 @@ def _retraining_figures(out: Path, c: Config, r: dict, runs: dict, stage_runs: d
     """The loss per stage, and a reconstruction grid per curve of the first seed."""
     plt = pyplot()
     decoder, figures = r["decoder"], []
-    x_grid = _held_out(c, c.target, min(c.grid_n, c.similarity_n), "grid_n")
+    x_grid = held_out(c, c.target, min(c.grid_n, c.similarity_n), "grid_n")
     target_model = runs[(f"target/{c.reference}", c.seeds[0])].model()
-    for name, stages in _retraining_curves(c, decoder):
+    for name, stages in retraining_curves(c, decoder):
         s = stages[0]
         if s.seed != c.seeds[0]:
             continue
-        recons = [_stage_model(runs, stage_runs, t, c.reference).reconstruct(x_grid) for t in stages]
+        recons = [stage_model(runs, stage_runs, t, c.reference).reconstruct(x_grid) for t in stages]
         cols = [x_grid, target_model.reconstruct(x_grid)] + recons
         grid = torch.stack(cols, 1).reshape(-1, *x_grid.shape[1:])
         titles = ["input", "target VAE"] + [f"k={t.k}" for t in stages]
@@ -110,8 +112,8 @@ def _reconstruction_figures(out: Path, c: Config, runs: dict) -> list[str]:
     s, ref = c.seeds[0], c.reference
     src, tgt = runs[(f"source/{ref}", s)].model(), runs[(f"target/{ref}", s)].model()
     n = min(c.grid_n, c.similarity_n)
-    x_s = _held_out(c, c.source, n, "grid_n")
-    x_t = _held_out(c, c.target, n, "grid_n")
+    x_s = held_out(c, c.source, n, "grid_n")
+    x_t = held_out(c, c.target, n, "grid_n")
     figures = []
     for path, x, own, other, own_name, other_name in (
             ("reconstructions_target_by_source.png", x_t, tgt, src, c.target, c.source),
@@ -146,6 +148,7 @@ def _disentanglement_figure(out: Path, c: Config, d: dict) -> str:
     fig.tight_layout()
     return save(fig, out, "disentanglement.png")
 
+
 def _loss_curves(out: Path, c: Config, runs: dict) -> str:
     """8. The loss of every model over training (Fig. 20), smoothed over the loss window."""
     plt = pyplot()
@@ -170,10 +173,10 @@ def _loss_curves(out: Path, c: Config, runs: dict) -> str:
     return save(fig, out, "loss_curves.png")
 
 
-def _figures(c: Config, a: dict, ctx) -> list[str]:
+def draw_figures(c: Config, a: dict, ctx) -> list[str]:
     """Heatmaps and curves from the analysis; reconstruction grids and loss curves from the runs."""
     out = ctx.out
-    runs, stage_runs, _ = _loaded(c, ctx.runs)
+    runs, stage_runs, _ = loaded(c, ctx.runs)
     dyn = a["dynamics"]["variants"]
     figures = [_heatmaps(out, f"dynamics_{label}", v["early"],
                          f"{label} on {c.source}: step {v['early_step']} (rows) vs final step {v['final_step']} "

@@ -1,10 +1,11 @@
 """The transfer study's findings; their diagnoses are in :mod:`.diagnostics`."""
 from __future__ import annotations
 
-from .. import trained
-from ..pipeline import Finding, Verdict, undecided
+from ..kit import trained
+from ..kit.declarations import Finding, Verdict, undecided
 from . import diagnostics
-from .core import Config, _mean
+from .analysis import rounded_mean
+from .config import Config
 
 
 # ---------------------------------------------------------------------------------- findings
@@ -12,23 +13,23 @@ PROBE_TOLERANCE = 0.05  #: how far below the own domain's encoders the other dom
 
 
 def _untrained(a: dict, labels: set[str]) -> str | None:
-    """Why models of ``labels`` cannot support a verdict, or None (:mod:`.trained`): a training
-    loss that diverged or did not fall, or a VAE whose held-out distortion on its own domain did
-    not recover half of what the reference (β = 1) models gain over the input-ignoring baseline
-    (the ``trained`` section; results written before it existed check the losses only)."""
-    check = a.get("trained") or {}
+    """Why models of ``labels`` cannot support a verdict, or None (:mod:`vaetransfer.studies.kit.trained`):
+    a training loss that diverged or did not fall, or a VAE whose held-out distortion on its own
+    domain did not recover half of what the reference (β = 1) models gain over the input-ignoring
+    baseline (the ``trained`` checks: one per domain's VAEs, one of the classifiers)."""
+    checks = a.get("trained") or {}
+
+    def failures(check: dict | None, what: str = "") -> list[str]:
+        if not check:
+            return []
+        return trained.check_failures(check, [k for k, m in check["models"].items() if m["label"] in labels],
+                                      label=what)
+
     failed = []
     for side in sorted({label.split("/")[0] for label in labels}):
-        rows = {k: {**m, "distortion": check.get("distortion", {}).get(k)} for k, m in a["models"].items()
-                if m["label"] in labels and m["label"].startswith(f"{side}/")}
-        vaes = {k: m for k, m in rows.items() if not m["label"].endswith("/classifier")}
-        spec = check.get("rules", {}).get(side)
-        if vaes and spec and "error" in spec:
-            failed.append(f"{side} VAEs: {spec['error']}")
-            vaes = {}
-        rule = trained.TrainedRule(**spec) if vaes and spec else None
-        failed += trained.failures(vaes, rule)
-        failed += trained.failures({k: m for k, m in rows.items() if m["label"].endswith("/classifier")})
+        failed += failures(checks.get(side), f"{side} VAEs")
+        if side == "source":  # the classifier is trained on the source
+            failed += failures(checks.get("classifier"))
     return trained.reason(failed)
 
 
@@ -132,7 +133,7 @@ def _latent_matters_little(c: Config, a: dict) -> Verdict:
     why = _untrained(a, {f"source/{c.reference}"})
     if why:
         return undecided(why)
-    effect, drop = _mean(differences), _mean(list(drops.values()))
+    effect, drop = rounded_mean(differences), rounded_mean(list(drops.values()))
     return Verdict(effect < 0.25 * abs(drop or 0.0), {"mean_abs_loss_difference_frozen_vs_retrained": effect,
                                                       "mean_loss_drop_from_retraining_the_decoder": drop})
 

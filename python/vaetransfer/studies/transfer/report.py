@@ -1,8 +1,9 @@
 """The transfer study's report (``index.md``)."""
 from __future__ import annotations
 
-from ..report import fmt, markdown_table
+from ..kit.markdown import fmt, markdown_table
 from . import diagnostics
+from .crosscheck import TWIN_START_WORDS, gap_text
 
 
 # ---------------------------------------------------------------------------------- report
@@ -12,7 +13,8 @@ def _ci_text(d: dict, key: str) -> str:
     return fmt(d[key]) if not ci else f"{fmt(d[key])} [{fmt(ci[0])}, {fmt(ci[1])}]"
 
 
-def _report(r: dict) -> str:
+def render_report(r: dict) -> str:
+    """The study's sections of ``index.md``, from its results."""
     c, a = r["config"], r["analysis"]
     L = [f"**{c['source']} → {c['target']}**: {len(c['seeds'])} seeds, {c['steps']:,} steps per model, "
          f"{c['similarity_n']:,} held-out examples per heatmap; every comparison averages over pairs of different "
@@ -85,5 +87,65 @@ def _report(r: dict) -> str:
                                                                for e in d["encoders"].values()]
                              for f, shared in d["shared"].items()])
         L += ["", "![disentanglement](disentanglement.png)"]
-    L += diagnostics.report_section(c, a)
+    L += _trained_and_diagnostics(c, a)
     return "\n".join(L)
+
+
+def _trained_and_diagnostics(c: dict, a: dict) -> list[str]:
+    """Sections 10 and 11: which models trained (the ``trained`` checks) and the diagnostics."""
+    L = []
+    t = a.get("trained")
+    if t:
+        sides = [side for side in ("source", "target") if side in t]
+        L += ["", "## 10. Did the models train?", "",
+              "Held-out distortion (nats, z = posterior mean) of every VAE on its own domain, against the rule the "
+              "findings apply (a finding resting on a model that fails it is undecided):", ""]
+        for side in sides:
+            rule = t[side]["rule"]
+            if rule is not None:
+                L.append(f"- {side}: input-ignoring baseline {t[side]['context']['baseline']:.1f}; "
+                         + (f"threshold {rule['maximum']:.1f} ({rule['basis']})" if "maximum" in rule
+                            else rule["error"]))
+        L.append("")
+        rows = [(k, m) for side in sides for k, m in sorted(t[side]["models"].items(),
+                                                            key=lambda item: (item[1]["label"], item[1]["seed"]))]
+        L += markdown_table(["model", "held-out distortion"], [[k, m["distortion"]] for k, m in rows])
+    d = a.get("diagnostics")
+    if not d:
+        return L
+    L += ["", "## 11. Diagnostics", ""]
+    cross = d.get("crosscheck")
+    if cross:
+        numpy_core = cross.get("core_numpy") or {}
+        L += [f"**Independent cross-check** ({' vs '.join(cross['pair'])}, plain-PyTorch twins and a NumPy CKA, "
+              f"seeds {cross['seeds']}; the diagnosis follows the twins {TWIN_START_WORDS[cross['decisive']]}): the "
+              f"core's heatmaps: encoder quadrant {cross['core']['encoder_mean']}, decoder {cross['core']['decoder_mean']}"
+              + (f"; the NumPy CKA on the core's models: {numpy_core['encoder_mean']}, {numpy_core['decoder_mean']} "
+                 f"(decoder-minus-encoder gap {gap_text(numpy_core)})" if numpy_core.get("gap_se") is not None
+                 else "") + ".", ""]
+        L += markdown_table(["twins", "encoder", "decoder", "gap ± s.e.", "same ordering", "distinguishable"],
+                            [[TWIN_START_WORDS[k], m["encoder_mean"], m["decoder_mean"],
+                              gap_text(m) if m.get("gap_se") is not None else m["gap"], m["same_ordering"],
+                              m["distinguishable"]] for k, m in cross["twins"].items()])
+        L.append("")
+    if d.get("decoder_to_input"):
+        L += ["**CKA of each layer with the input pixels** (first seed):", ""]
+        L += markdown_table(["variant", "encoder layers (mean)", "decoder layers (mean)"],
+                            [[k, v["encoder_mean"], v["decoder_mean"]] for k, v in d["decoder_to_input"].items()])
+        L.append("")
+    annealed = d.get("annealed")
+    if annealed:
+        L += [f"**The Annealed VAE's settings** (seed {annealed['seed']}; held-out source rows, nats; the study's "
+              "own setting first):", ""]
+        L += markdown_table(["setting", "γ", "C max", "C ramp (steps)", "steps", "distortion", "rate", "I(x; z)",
+                             "marginal KL"],
+                            [[k if k != "study" else f"{m['label']} (the study's)", m["gamma"], m["c_max"],
+                              m["ramp_steps"], m["steps"], m["distortion"], m["rate"], m["mutual_information"],
+                              m["marginal_kl"]] for k, m in diagnostics.annealed_rows(annealed).items()])
+        L.append("")
+    if d.get("objectives_over_training"):
+        L += ["**Objective pairs over training** (quadrant means at the same step, seeds 1 vs 2):", ""]
+        L += markdown_table(["pair", "step", "encoder", "decoder"],
+                            [[k, p["step"], p["encoder_mean"], p["decoder_mean"]]
+                             for k, v in d["objectives_over_training"].items() for p in v["curve"]])
+    return L

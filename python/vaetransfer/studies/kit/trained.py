@@ -15,16 +15,28 @@ Two checks, each stated in the study's rule text before any run:
   at most a threshold — usually :meth:`TrainedRule.halfway`: a VAE's held-out distortion must
   recover at least half of what the β = 1 models gain over a model that ignores its input — or an
   accuracy-like score at least a minimum (e.g. chance plus a margin).
+
+**One JSON shape.** Every study's analysis holds a ``trained`` section that maps a check's name to
+one :func:`check` record, ``{"rule", "models", "context"}``: ``rule`` the quality rule
+(:func:`rule_record`: the :class:`TrainedRule` fields, or ``{"error": why}`` when its reference did
+not train, or None when only divergence is checked), ``models`` each checked model's record
+(``loss_first``, ``loss_last``, ``finite`` and the rule's score, beside any labels the study
+keeps), ``context`` what the rule was built from (baselines, the reference, chance). Findings ask
+:func:`check_reason` about the models they rest on.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping, Sequence
 
-from .._checks import type_error, value_error
+from ..._C import ArgumentError
+from ..._checks import type_error, value_error
+from ...train import load_run
 
-__all__ = ["TrainedRule", "failures", "history_loss_summary", "input_ignoring_distortion", "loss_summary", "loss_window", "reason", "untrained"]
+__all__ = ["TrainedRule", "failures", "history_loss_summary", "input_ignoring_distortion", "loss_summary", "loss_window",
+           "reason", "untrained", "rule_record", "halfway_record", "rule_of", "check", "check_failures", "check_reason"]
 
 
 #: The least relative fall of the training loss (last window against first) that counts as
@@ -148,10 +160,6 @@ def history_loss_summary(train_dir) -> dict:
     """:func:`loss_summary` of the training loss a run's ``history.csv`` in ``train_dir`` recorded
     (for runs measured before a study kept the summary), or ``{}`` when there is none (then the
     losses are not checked)."""
-    from pathlib import Path
-
-    from ..train import load_run
-
     path = Path(train_dir)
     history = load_run(path).history if (path / "history.csv").exists() else {}
     loss = history.get("loss")
@@ -162,10 +170,76 @@ def input_ignoring_distortion(train_images, test_images) -> float:
     """The held-out Bernoulli distortion (nats per example, summed over pixels) of a model that
     ignores its input: every pixel Bernoulli with its mean over ``train_images`` (clamped to
     [1e-4, 1 − 1e-4]), the best such a model can do. Images: float tensors in [0, 1], [N, ...]."""
-    import torch
-
     p = train_images.double().mean(0).clamp(1e-4, 1 - 1e-4)
     x = test_images.double()
     if x.shape[1:] != p.shape:
         raise value_error("test_images", f"expected images of shape {list(p.shape)}, got {list(x.shape[1:])}")
     return float(-(x * p.log() + (1 - x) * (1 - p).log()).flatten(1).sum(1).mean())
+
+
+# ---------------------------------------------------------------------------------- one JSON shape
+def rule_record(rule: TrainedRule | None, digits: int = 3) -> dict | None:
+    """A rule as its checks store it: the :class:`TrainedRule` fields with the threshold rounded to
+    ``digits`` decimals (None for no rule: only divergence is checked)."""
+    if rule is None or rule.key is None:
+        return None
+    out = {"key": rule.key, "what": rule.what, "basis": rule.basis}
+    if rule.maximum is not None:
+        out["maximum"] = round(rule.maximum, digits)
+    else:
+        out["minimum"] = round(rule.minimum, digits)
+    return out
+
+
+def halfway_record(key: str, baseline: float, reference: float, *, digits: int = 3, **names) -> dict:
+    """:meth:`TrainedRule.halfway` as a record (:func:`rule_record`), or ``{"error": why}`` when the
+    reference is no better than the baseline (then no model can be judged). ``names``: ``what``,
+    ``reference_name``, ``baseline_name``."""
+    try:
+        return rule_record(TrainedRule.halfway(key, baseline, reference, **names), digits)
+    except ArgumentError as exc:
+        return {"error": str(exc)}
+
+
+def rule_of(record: Mapping | None) -> TrainedRule | None:
+    """The :class:`TrainedRule` of a stored rule record (None for None or an ``{"error"}`` record)."""
+    if not record or "error" in record:
+        return None
+    return TrainedRule(**{k: record[k] for k in ("key", "maximum", "minimum", "what", "basis") if k in record})
+
+
+def check(models: Mapping[str, Mapping], rule: TrainedRule | Mapping | None = None, **context) -> dict:
+    """One trained check in the shape every study stores: ``{"rule", "models", "context"}``.
+    ``models``: name → record (``loss_first``, ``loss_last``, ``finite`` where known, the rule's
+    score); ``rule``: a :class:`TrainedRule`, a stored record (:func:`rule_record`,
+    :func:`halfway_record`, ``{"error"}``) or None; ``context``: JSON numbers the rule came from."""
+    if not isinstance(models, Mapping):
+        raise type_error("models", f"expected a mapping of model name to record, got {type(models).__name__}")
+    record = rule_record(rule) if isinstance(rule, TrainedRule) else (dict(rule) if rule is not None else None)
+    return {"rule": record, "models": {str(k): dict(v) for k, v in models.items()}, "context": dict(context)}
+
+
+def check_failures(section: Mapping, names: Sequence[str] | None = None, *, label: str = "") -> list[str]:
+    """One ``"name: why"`` per model of a :func:`check` record (only ``names``, when given) that did
+    not train. A rule whose reference did not train (``{"error"}``) fails every model asked about.
+    A record without losses (an output measured before they were kept) is checked on its score
+    only."""
+    rule_spec = section.get("rule")
+    models = section.get("models") or {}
+    chosen = {n: models[n] for n in (names if names is not None else models) if n in models}
+    if rule_spec and "error" in rule_spec:
+        return [f"{label or 'no model can be judged'}: {rule_spec['error']}"] if chosen else []
+    rule = rule_of(rule_spec)
+    out = []
+    for name, m in chosen.items():
+        if "loss_first" in m or "finite" in m:
+            out += failures({name: m}, rule)
+        elif rule is not None and (why := rule.fails(m.get(rule.key))):
+            out.append(f"{name}: {why}")
+    return out
+
+
+def check_reason(section: Mapping | None, names: Sequence[str] | None = None) -> str | None:
+    """The undecided reason of :func:`check_failures` (None when every model trained, or when there
+    is no such check: an analysis written before it)."""
+    return reason(check_failures(section, names)) if section else None

@@ -12,7 +12,7 @@ def pyplot():
 
 def save(fig, out: Path, name: str) -> str:
     """Lays out and writes ``fig`` to ``out/name`` (closing it); returns ``name`` for the report."""
-    from .. import plots
+    from ... import plots  # matplotlib, loaded only when a figure is drawn
     fig.tight_layout()
     plots.save_figure(fig, Path(out) / name)
     return name

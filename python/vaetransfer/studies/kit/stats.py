@@ -1,8 +1,13 @@
-"""Summary statistics the studies' reports share."""
+"""Summary statistics the studies share, and the interval settings of a study config."""
 from __future__ import annotations
 
 import math
 from typing import Sequence
+
+import torch
+
+from ... import similarity
+from ..._checks import value_error
 
 
 def mean_se(values: Sequence[float | None]) -> dict:
@@ -42,12 +47,18 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
     return round(num / den, 3) if den else None
 
 
+def chance(labels: torch.Tensor, num_classes: int | None = None, digits: int | None = None) -> float:
+    """Chance accuracy on ``labels``: the share of the most frequent class (of ``num_classes``
+    when given), rounded to ``digits`` decimals when given."""
+    counts = torch.bincount(labels.long(), minlength=num_classes or 0)
+    share = float(counts.max()) / len(labels)
+    return round(share, digits) if digits is not None else share
+
+
 # The interval fields a study config carries (``ci``, ``ci_resamples``, ``ci_resampling``,
 # ``ci_seed``): checked and turned into similarity keywords in one place.
 def check_interval_fields(config) -> None:
     """Named errors for a config's interval fields (0 resamples: no intervals)."""
-    from .. import similarity
-    from .._checks import value_error
     if not 0 < config.ci < 1:
         raise value_error("ci", f"expected a confidence level in (0, 1), got {config.ci}")
     if config.ci_resamples == 1 or config.ci_resamples < 0:
