@@ -19,6 +19,7 @@ import vaetransfer
 from vaetransfer import cli, interrupts, studies, sweep
 from vaetransfer.io import CorruptFileWarning
 from vaetransfer.studies import pipeline
+from vaetransfer.studies.kit import declarations
 
 from test_sweep import wait_for  # noqa: E402 - the suite's one polling helper
 
@@ -33,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vaetransfer.studies import Stage, Study
-from vaetransfer.studies.kit import declarations
 
 
 def work(run_dir, go):
