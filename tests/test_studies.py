@@ -113,7 +113,7 @@ def test_set_reaches_the_config_and_an_incompatible_rerun_is_refused(smoke, tmp_
     assert info.value.argument == "out_dir"
 
     seen = {}
-    monkeypatch.setattr(studies, "_run", lambda study, config, out_dir, **kw: seen.update(config=config, **kw) or {})
+    monkeypatch.setattr(pipeline, "run", lambda study, config, out_dir, **kw: seen.update(config=config, **kw) or {})
     fresh = tmp_path / "fresh"
     assert cli.main(["run", "quickstart", "--preset", "smoke", "--set", "steps=7", "--set", "betas=[1, 4]",
                      "--set", "procrustes=false", "--out", str(fresh), "--workers", "3"]) == 0
@@ -468,7 +468,7 @@ def test_a_record_written_before_a_field_existed_resumes_with_its_default(tmp_pa
         return real_run(dataclasses.replace(study, stages=(), analyse=lambda c, r, x: {}, figures=None, findings=(),
                                             report=None), config, out_dir, **kw)
 
-    monkeypatch.setattr(studies, "_run", no_stages)
+    monkeypatch.setattr(pipeline, "run", no_stages)
     out = tmp_path / "old"
     studies.run_study("quickstart", out, preset="smoke", progress=False)
     record = json.loads((out / "study.json").read_text())
