@@ -97,17 +97,16 @@ def test_input_ignoring_distortion_is_the_best_constant_bernoulli():
 def _transfer_analysis(annealed_distortion: float) -> dict:
     """A synthetic transfer analysis: two seeds of beta1 and annealed, the objectives pair's quadrants."""
     falling = trained.loss_summary(np.linspace(3000.0, 100.0, 100))
-    models, distortion = {}, {}
+    models, vaes = {}, {"source": {}, "target": {}}
     for label, d in (("source/beta1", 68.0), ("source/annealed", annealed_distortion), ("target/beta1", 100.0)):
         for s in (0, 1):
             models[f"{label}/seed={s}"] = {"label": label, "seed": s, "steps": 100, **falling}
-            distortion[f"{label}/seed={s}"] = d
+            vaes[label.split("/")[0]][f"{label}/seed={s}"] = {**models[f"{label}/seed={s}"], "distortion": d}
     rule = trained.TrainedRule.halfway("distortion", 378.0, 68.0, what="held-out distortion",
                                        reference_name="the beta1 models'")
     return {"models": models,
-            "trained": {"distortion": distortion, "baseline": {"source": 378.0},
-                        "rules": {"source": {"key": rule.key, "maximum": rule.maximum, "what": rule.what,
-                                             "basis": rule.basis}}},
+            "trained": {"source": trained.check(vaes["source"], rule, baseline=378.0),
+                        "target": trained.check(vaes["target"])},
             "objectives": {"beta1_vs_annealed": {"a": "beta1", "b": "annealed",
                                                  "matrices": {"cka": {"encoder_mean": 0.5, "decoder_mean": 0.01}}}}}
 
@@ -121,7 +120,7 @@ def test_a_transfer_finding_on_a_model_that_did_not_train_is_undecided():
     assert decided.reproduced is True and decided.reason is None
     # the reference itself no better than the baseline: no VAE of the domain can be judged
     a = _transfer_analysis(annealed_distortion=150.0)
-    a["trained"]["rules"]["source"] = {"error": "argument 'reference': expected a reference loss below the baseline"}
+    a["trained"]["source"]["rule"] = {"error": "argument 'reference': expected a reference loss below the baseline"}
     verdict = transfer.findings._encoders_alike(c, a)
     assert verdict.reproduced is None and "source VAEs: argument 'reference'" in verdict.reason
     # results written before the check existed: the losses alone decide
