@@ -166,6 +166,23 @@ def test_kept_initialisation_is_the_one_pretraining_started_from(tmp_path):
     assert any(not torch.allclose(other.named_parameters()[n], v, atol=1e-3) for n, v in init.named_parameters().items())
 
 
+def test_sklearn_digits_cka_inputs_are_the_references_inputs_and_self_similarity_is_checked():
+    """The pairing defect at its spot: the tracked CKA inputs (the first cka_n rows of an n_test build)
+    are the reference activations' inputs (a cka_n build) — on the shuffled sklearn_digits too — and the
+    epoch-0 check refuses a model compared with itself on other inputs."""
+    c = fs.Config(cka_n=40, finetune_test_n=300, channels=4)
+    setup = fs.stages.finetune_setup(c, fs.TaskSpec("sklearn_digits"), 0)
+    assert setup.n_test > c.cka_n
+    _, test_set, tracked = setup.datasets()
+    assert torch.equal(tracked, setup.cka_inputs()) and torch.equal(tracked, test_set.float_images(range(c.cka_n)))
+    model = build_model(setup.model_config(), seed=0).eval()
+    refs = OrderedDict(pretrained=fs.stages.layer_activations(model, tracked))
+    fs.stages.check_self_similarity(fs.layer_cka(model, tracked, refs), "pretrained", setup)   # 1 everywhere
+    other = test_set.float_images(range(c.cka_n, 2 * c.cka_n))
+    with pytest.raises(RuntimeError, match="with itself"):
+        fs.stages.check_self_similarity(fs.layer_cka(model, other, refs), "pretrained", setup)
+
+
 def test_finetuning_starts_from_the_pretrained_weights_and_tracks_both_references(smoke):
     out, r = smoke
     a = r["analysis"]

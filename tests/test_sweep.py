@@ -326,7 +326,7 @@ def test_study_job_runs_a_study_per_run_and_checks_its_fields(tmp_path):
     assert numbers
     for k, v in numbers.items():  # a metric named like a row field ("seconds") gets the prefix "metrics."
         assert row[f"metrics.{k}" if k in ("seconds", "id", "name", "status") else k] == pytest.approx(v), k
-    assert row["findings_reproduced"] == sum(f["reproduced"] is True for f in results["findings"])
+    assert row["findings_reproduced"] == sum(f["kind"] == "finding" and f["verdict"] == "reproduced" for f in results["findings"])
 
 
 # ------------------------------------------------------------------------------ Ray

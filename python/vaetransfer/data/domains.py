@@ -192,15 +192,16 @@ class Domain:
     def build_part(self, part: str, start: int = 0, count: int | None = None, *, images: bool = True, seed: int = 0,
                    data_dir: str | os.PathLike | None = None) -> Dataset:
         """Rows ``start`` to ``start + count`` (default: to the end) of the part ``part``, in the
-        order of :meth:`part_rows`, built in increasing row order. ArgumentError naming ``count``
-        when the part holds too few rows."""
+        order of :meth:`part_rows` — so the first k rows of a longer build are the build of k rows
+        (with ``shuffled``, sorting the slice would break that: a prefix of the sorted 898 rows is
+        not the sorted first 500). ArgumentError naming ``count`` when the part holds too few rows."""
         rows = self.part_rows(part, seed=seed, data_dir=data_dir)
         if is_int(start) and count is None:
             count = len(rows) - start
         if not (is_int(start) and is_int(count)) or start < 0 or count < 0 or start + count > len(rows):
             raise value_error("count", f"the {part} part of {self.name!r} has {len(rows):,} rows; asked for "
                                        f"{count!r} rows from row {start!r}")
-        return self.build(rows[start:start + count].sort().values, images=images, seed=seed, data_dir=data_dir)
+        return self.build(rows[start:start + count], images=images, seed=seed, data_dir=data_dir)
 
     def _build_from_splits(self, folder: str, indices: Indices, images: bool) -> Dataset:
         """Rows of the splits concatenated: each split's rows read from its files (only the splits

@@ -33,6 +33,7 @@ from .._checks import check_device, type_error, value_error
 from ..config import config_from_dict, config_to_dict, diff_keys
 from ..interrupts import stop_on_signals
 from ..io import DirectoryLock, output_dir, read_json, set_aside, write_json, write_text
+from .kit.decision import OUTCOMES
 from .kit.declarations import (INDEX_FILE, MEASURED_FILE, NAME_PATTERN, RESULTS_FILE, RESULTS_SCHEMA, STUDY_FILE,
                                SWEEPS_DIR, Job, RunResult, Stage, Study, as_json)
 from .kit.steps import step
@@ -328,9 +329,10 @@ def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Executio
         results["seconds"] = round(time.perf_counter() - start, 2)
         write_json(out / RESULTS_FILE, results)
         write_text(out / INDEX_FILE, render_index(results, study))
-        decided = [f["reproduced"] for f in findings]
-        ctx.say(f"done in {results['seconds']:.1f} s: {decided.count(True)} of {len(findings)} findings reproduced, "
-                f"{decided.count(None)} undecided; see {out / INDEX_FILE}")
+        verdicts = [f["verdict"] for f in findings if f["kind"] == "finding"]
+        counts = ", ".join(f"{verdicts.count(v)} {v}" for v in OUTCOMES if verdicts.count(v))
+        ctx.say(f"done in {results['seconds']:.1f} s: {len(verdicts)} findings ({counts or 'none'}); "
+                f"see {out / INDEX_FILE}")
         return results
 
 

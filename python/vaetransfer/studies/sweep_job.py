@@ -39,5 +39,6 @@ class StudyJob:
         cfg = config_from_dict(study.config, config["config"])
         results = run_study(study, run_dir, preset=config["preset"], config=cfg, progress=False)
         metrics = scalars(results["analysis"], depth=3)
-        metrics["findings_reproduced"] = sum(f["reproduced"] is True for f in results["findings"])
+        for v in ("reproduced", "contradicted", "absent", "undecided"):
+            metrics[f"findings_{v}"] = sum(f["kind"] == "finding" and f["verdict"] == v for f in results["findings"])
         return metrics

@@ -78,7 +78,7 @@ def render_report(r: dict) -> str:
     L += ["", "## The findings in numbers", ""]
     for f in r["findings"]:
         numbers = f["reason"] if f["reproduced"] is None else _NUMBERS[f["name"]](f["evidence"])
-        L.append(f"- `{f['name']}` — **{verdict_text(f['reproduced'])}**: {numbers}.")
+        L.append(f"- `{f['name']}` — **{verdict_text(f)}**: {numbers}.")
     iv = a.get("intervals")
     ci_note = f" In brackets: the {interval_text(iv)}." if iv else ""
     L += ["", "## Final CKA to the initial representation (from scratch)", "",

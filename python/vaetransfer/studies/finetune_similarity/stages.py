@@ -182,13 +182,30 @@ def _curves(run, spe: int, epoch0: dict, references: list[str]) -> dict:
     return out
 
 
+SELF_CKA_TOLERANCE = 1e-4  #: float32 activations: CKA of identical matrices is 1 to about 1e-6
+
+
+def check_self_similarity(epoch0: dict, itself: str, setup: RunSetup) -> None:
+    """The pairing invariant: at epoch 0 the model *is* the reference ``itself`` (its initial weights
+    when training from scratch, the pre-trained model when fine-tuning), so on the same inputs every
+    layer's CKA to it is 1. A lower value means the tracked inputs are not the reference's inputs (the
+    defect that once gave sklearn_digits 0.031 at block1) — stop before training, not after."""
+    off = {layer: epoch0[f"cka_{itself}_{layer}"] for layer in LAYERS
+           if abs(epoch0[f"cka_{itself}_{layer}"] - 1.0) > SELF_CKA_TOLERANCE}
+    if off:
+        raise RuntimeError(f"CKA of the model with itself ({itself}) at epoch 0 is not 1 on {setup.domain!r} "
+                           f"(seed {setup.seed}): {off}; the tracked inputs differ from the reference's")
+
+
 def _train_tracked(setup: RunSetup, run_dir: Path, start_model, references: "OrderedDict[str, OrderedDict]",
-                   device: str, init_from: Path | None = None) -> dict:
+                   device: str, itself: str, init_from: Path | None = None) -> dict:
     """Trains (resumable) on ``device`` while tracking CKA to ``references`` every ``cka_every``
-    epochs; returns the final values and the per-epoch ``curves``."""
+    epochs; returns the final values and the per-epoch ``curves``. ``itself``: the reference the
+    start model is (checked: CKA 1 at epoch 0, :func:`check_self_similarity`)."""
     train_set, test_set, cka_x = setup.datasets()
     start = time.perf_counter()
     epoch0 = layer_cka(start_model, cka_x, references)
+    check_self_similarity(epoch0, itself, setup)
     run = train(setup.train_config(init_from, device), train_set, run_dir / "train", eval_data=test_set,
                 progress=False, metrics_hook=lambda model, report: layer_cka(model, cka_x, references))
     curves = _curves(run, setup.steps_per_epoch, epoch0, list(references))
@@ -213,7 +230,8 @@ def train_from_scratch(setup: RunSetup, run_dir: str | Path, device: str = "cpu"
     # The trainer builds the same model from the same config and seed: these are its first weights.
     _save_init(build_model(setup.model_config(), seed=setup.seed), run_dir / INIT_FILE)
     init = _load_weights(setup.model_config(), setup.seed, run_dir / INIT_FILE, device)
-    return _train_tracked(setup, run_dir, init, OrderedDict(init=layer_activations(init, setup.cka_inputs())), device)
+    return _train_tracked(setup, run_dir, init, OrderedDict(init=layer_activations(init, setup.cka_inputs())), device,
+                          itself="init")
 
 
 def finetune(setup: RunSetup, run_dir: str | Path, pretrained: str | Path, device: str = "cpu") -> dict:
@@ -225,7 +243,7 @@ def finetune(setup: RunSetup, run_dir: str | Path, pretrained: str | Path, devic
     x = setup.cka_inputs()
     model, init = load_run(pretrained / "train").model(device=device), load_init(pretrained, device)
     refs = OrderedDict(pretrained=layer_activations(model, x), init=layer_activations(init, x))
-    return _train_tracked(setup, run_dir, model, refs, device, init_from=pretrained)
+    return _train_tracked(setup, run_dir, model, refs, device, itself="pretrained", init_from=pretrained)
 
 
 # ---------------------------------------------------------------------------------- tasks

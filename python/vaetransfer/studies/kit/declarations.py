@@ -29,9 +29,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..._checks import type_error, value_error
 from ...config import config_to_dict
+from .decision import Effect, decide
 
 __all__ = ["RESULTS_FILE", "STUDY_FILE", "INDEX_FILE", "STEPS_DIR", "SWEEPS_DIR", "MEASURED_FILE", "REQUIRED_PRESETS",
-           "RESULTS_SCHEMA", "NAME_PATTERN", "Verdict", "undecided", "DIAGNOSIS_KINDS", "Diagnosis", "Finding",
+           "RESULTS_SCHEMA", "NAME_PATTERN", "Verdict", "undecided", "DIAGNOSIS_KINDS", "Diagnosis", "FINDING_KINDS", "Finding",
            "RunResult", "Job", "Stage", "Study", "as_json"]
 
 RESULTS_FILE = "results.json"
@@ -43,15 +44,16 @@ MEASURED_FILE = "measured.json"  #: what one run measured (the sweep's result.js
 #: Every study's presets: ``smoke`` (seconds, the tests), ``small`` (this machine, under an hour),
 #: ``medium`` (this machine, about two hours, resumable) and ``paper`` (the paper's sizes).
 REQUIRED_PRESETS = ("smoke", "small", "medium", "paper")
-RESULTS_SCHEMA = 2             #: version of the results.json layout (see :func:`run`)
+RESULTS_SCHEMA = 3             #: version of the results.json layout (see :func:`run`)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.=-]+$")  #: stage, step and sweep names
 
 
 # ---------------------------------------------------------------------------------- findings
 @dataclass(frozen=True)
 class Verdict:
-    """A finding's outcome: ``reproduced`` true or false by its rule, or None when this run cannot
-    decide (``reason`` says why: too few seeds, a model that did not train, the experiment not run);
+    """What a rule returns when it does not return an :class:`~.decision.Effect`: a sanity check's
+    outcome (``reproduced`` True: passed, False: failed), or — for any finding — None when this run
+    cannot decide (``reason`` says why: a model that did not train, the experiment not run);
     ``evidence``: the numbers it was decided on (JSON data)."""
 
     reproduced: bool | None
@@ -106,21 +108,31 @@ class Diagnosis:
         return {"kind": self.kind, "text": self.text, "evidence": dict(self.evidence)}
 
 
+FINDING_KINDS = ("finding", "sanity")
+"""``finding``: a claim of a paper, decided by :func:`~.decision.decide` on the :class:`~.decision.Effect`
+its rule returns (reproduced, contradicted, absent or undecided); ``sanity``: a check that the setup
+works and could not tell the paper from its negation (a larger β lowers the KL; a pretrained model
+beats an untrained one) — passed, failed or undecided, shown apart and left out of the findings' counts."""
+
+
 @dataclass(frozen=True)
 class Finding:
-    """A claim of a paper that a study tests: ``name`` (an identifier), ``claim`` (in words),
-    ``source`` (paper and figure/table/section), ``rule`` (in words: how it is decided, fixed before
-    the runs) and ``decide(config, analysis) -> Verdict`` (the rule as code). Optional: ``figures``
-    (file names, relative to the study's output directory, of the figures that show it) and
+    """A claim of a paper that a study tests: ``name`` (an identifier), ``claim`` (in words, quoting the
+    paper where it can), ``source`` (paper and figure/table/section), ``rule`` (in words: what the effect
+    is and how it is decided, fixed before the runs) and ``decide(config, analysis)`` (the rule as code:
+    an :class:`~.decision.Effect`, which the pipeline decides, or an undecided :class:`Verdict`; a
+    ``sanity`` check returns a :class:`Verdict`). Optional: ``kind`` (:data:`FINDING_KINDS`),
+    ``figures`` (file names, relative to the study's output directory, of the figures that show it) and
     ``diagnose(config, analysis) -> Diagnosis | None`` (why the verdict is what it is)."""
 
     name: str
     claim: str
     source: str
     rule: str
-    decide: Callable[[Any, Mapping], Verdict]
+    decide: Callable[[Any, Mapping], "Effect | Verdict"]
     figures: tuple[str, ...] = ()
     diagnose: Callable[[Any, Mapping], "Diagnosis | None"] | None = None
+    kind: str = "finding"
 
     def __post_init__(self):
         figures = self.figures
@@ -135,22 +147,47 @@ class Finding:
         if self.diagnose is not None and not callable(self.diagnose):
             raise type_error("diagnose", f"finding {self.name!r}: expected a function (config, analysis) -> "
                                          f"Diagnosis | None, got {type(self.diagnose).__name__}")
+        if self.kind not in FINDING_KINDS:
+            raise value_error("kind", f"finding {self.name!r}: expected one of {list(FINDING_KINDS)}, got {self.kind!r}")
+
+    def verdict(self, config, analysis: Mapping) -> tuple[str, str | None, dict, dict | None]:
+        """``(verdict, reason, evidence, decision)``: what the rule returns, decided. ``decision`` is
+        :func:`~.decision.decide`'s record for an effect, None otherwise."""
+        out = self.decide(config, analysis)
+        if isinstance(out, Effect):
+            if self.kind == "sanity":
+                raise type_error("decide", f"sanity check {self.name!r} returned an Effect; a sanity check "
+                                           f"returns a Verdict (passed or failed)")
+            decision = decide(out)
+            return decision["verdict"], decision["reason"], dict(out.evidence), decision
+        if not isinstance(out, Verdict):
+            raise type_error("decide", f"finding {self.name!r} returned {type(out).__name__}, expected an Effect "
+                                       f"or a Verdict")
+        if out.reproduced is None:
+            return "undecided", out.reason, dict(out.evidence), None
+        if self.kind == "finding":
+            raise type_error("decide", f"finding {self.name!r} decided itself ({out.reproduced}); a finding "
+                                       f"returns an Effect for the pipeline to decide (or an undecided Verdict)")
+        return ("passed" if out.reproduced else "failed"), out.reason, dict(out.evidence), None
 
     def judge(self, config, analysis: Mapping, made: Sequence[str] | None = None) -> dict:
-        """The finding's record in ``results.json``: ``{name, claim, source, rule, reproduced,
-        evidence, reason, figures, diagnosis}`` (``diagnosis``: ``{kind, text, evidence}`` or None).
-        ``made``: the figures the study drew this run; the record then lists only those of the
-        finding's figures (a preset may skip one, e.g. a sweep it does not run)."""
-        verdict = self.decide(config, analysis)
-        if not isinstance(verdict, Verdict):
-            raise type_error("decide", f"finding {self.name!r} returned {type(verdict).__name__}, expected a Verdict")
+        """The finding's record in ``results.json``: ``{name, kind, claim, source, rule, verdict,
+        reproduced, effect, evidence, reason, figures, diagnosis}``. ``verdict``: one of
+        :data:`~.decision.OUTCOMES` (a finding) or :data:`~.decision.SANITY_OUTCOMES` (a sanity check);
+        ``reproduced``: True (reproduced / passed), False (contradicted, absent / failed), None
+        (undecided); ``effect``: the decision record (:func:`~.decision.decide`) or None;
+        ``diagnosis``: ``{kind, text, evidence}`` or None. ``made``: the figures the study drew this
+        run; the record then lists only those of the finding's figures."""
+        verdict, reason, evidence, decision = self.verdict(config, analysis)
         diagnosis = self.diagnose(config, analysis) if self.diagnose is not None else None
         if diagnosis is not None and not isinstance(diagnosis, Diagnosis):
             raise type_error("diagnose", f"finding {self.name!r} returned {type(diagnosis).__name__}, "
                                          f"expected a Diagnosis or None")
-        return {"name": self.name, "claim": self.claim, "source": self.source, "rule": self.rule,
-                "reproduced": verdict.reproduced, "evidence": as_json(verdict.evidence, f"{self.name}.evidence"),
-                "reason": verdict.reason,
+        reproduced = None if verdict == "undecided" else verdict in ("reproduced", "passed")
+        return {"name": self.name, "kind": self.kind, "claim": self.claim, "source": self.source, "rule": self.rule,
+                "verdict": verdict, "reproduced": reproduced,
+                "effect": None if decision is None else as_json(decision, f"{self.name}.effect"),
+                "evidence": as_json(evidence, f"{self.name}.evidence"), "reason": reason,
                 "figures": [f for f in self.figures if made is None or f in made],
                 "diagnosis": None if diagnosis is None else as_json(diagnosis.to_dict(), f"{self.name}.diagnosis")}
 

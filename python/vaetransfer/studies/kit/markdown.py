@@ -3,9 +3,15 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-__all__ = ["VERDICTS", "fmt", "verdict_text", "markdown_table"]
+__all__ = ["VERDICTS", "SYMBOLS", "verdict_of", "fmt", "verdict_text", "part_text", "effect_text", "power_text",
+           "markdown_table"]
 
-VERDICTS = {True: "reproduced", False: "not reproduced", None: "undecided"}
+#: Every verdict a record can hold, in the order counts are shown: a finding's four
+#: (:data:`.decision.OUTCOMES`), a sanity check's, and ``not reproduced`` of results written before
+#: findings were decided by one procedure (schema < 3: a rule's own False).
+VERDICTS = ("reproduced", "contradicted", "absent", "undecided", "passed", "failed", "not reproduced")
+SYMBOLS = {"reproduced": "✓", "contradicted": "✗", "absent": "∅", "undecided": "–", "passed": "✓", "failed": "✗",
+           "not reproduced": "✗"}
 
 
 def fmt(v: Any, digits: int = 3) -> str:
@@ -26,8 +32,18 @@ def fmt(v: Any, digits: int = 3) -> str:
     return str(v)
 
 
-def verdict_text(reproduced: bool | None) -> str:
-    return VERDICTS[reproduced]
+def verdict_of(record: Mapping) -> str:
+    """A finding record's verdict (one of :data:`VERDICTS`); older records have only ``reproduced``."""
+    v = record.get("verdict")
+    if isinstance(v, str) and v in VERDICTS:
+        return v
+    return {True: "reproduced", False: "not reproduced"}.get(record.get("reproduced"), "undecided")
+
+
+def verdict_text(record: Mapping) -> str:
+    """``✓ reproduced`` etc. of a finding record."""
+    v = verdict_of(record)
+    return f"{SYMBOLS[v]} {v}"
 
 
 def markdown_table(header: list[str], rows: Iterable[Iterable[Any]]) -> list[str]:
@@ -36,3 +52,36 @@ def markdown_table(header: list[str], rows: Iterable[Iterable[Any]]) -> list[str
     for row in rows:
         lines.append("| " + " | ".join(c if isinstance(c, str) else fmt(c) for c in row) + " |")
     return lines
+
+
+def _g(v: float) -> str:
+    return f"{v:.3g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.2e}"
+
+
+def part_text(part: Mapping) -> str:
+    """One decided part: ``mean [low, high] (n units, method)``, or why it was not decided."""
+    if part.get("mean") is None:
+        return part.get("reason") or "—"
+    ci = f" [{_g(part['ci_low'])}, {_g(part['ci_high'])}]" if part.get("ci_low") is not None else ""
+    units = f"{part['seeds']} seeds, {part['n']} pairs" if part.get("seeds") else f"{part['n']} units"
+    return f"{_g(part['mean'])}{ci} ({units})"
+
+
+def effect_text(effect: Mapping | None) -> str:
+    """A decision record (:func:`.decision.decide`) in a line: each part's estimate and interval."""
+    if not effect:
+        return "—"
+    parts = effect.get("parts") or {}
+    if len(parts) == 1:
+        return part_text(next(iter(parts.values())))
+    return "; ".join(f"{name}: {part_text(p)}" for name, p in parts.items())
+
+
+def power_text(effect: Mapping | None) -> str:
+    """The power of a decision record (at its stated size), and the units that would decide it."""
+    if not effect or effect.get("power") is None:
+        need = (effect or {}).get("units_needed")
+        return f"— (needs ≥ {need})" if need else "—"
+    need = effect.get("units_needed")
+    return f"{effect['power']:.2f}" + (f" (≈ {need} {'seeds' if 'seed' in effect.get('unit', '') else 'units'} "
+                                        f"would decide)" if need else "")

@@ -69,6 +69,6 @@ def diagnostic_report(d: dict) -> str:
     L += ["", "In both conventions (see the study's Conventions):", ""]
     L += conventions_results_table(d["analysis"]["summary"])
     L += ["", "Findings on these runs (the study's verdicts stand):", ""]
-    L += [f"- `{f['name']}`: **{verdict_text(f['reproduced'])}** — "
+    L += [f"- `{f['name']}`: **{verdict_text(f)}** — "
           + (f["reason"] if f["reproduced"] is None else f"`{json.dumps(f['evidence'])}`") for f in d["findings"]]
     return "\n".join(L) + "\n"
