@@ -193,3 +193,13 @@ def test_findings_return_effects_and_sanity_checks_verdicts():
         _finding("finding", Verdict(True)).judge(None, {})
     with pytest.raises(TypeError, match="decide"):
         _finding("sanity", effect).judge(None, {})
+
+
+def test_units_left_out_are_named_and_a_part_of_only_dropped_units_is_left_out():
+    part = Part.of_seeds({0: 1.0, 1: 1.1, 2: 0.9}, dropped={3: "did not train"})
+    d = decide(_effect({"a": part}))
+    assert d["verdict"] == "reproduced" and "seed=3: did not train" in d["reason"]
+    assert d["parts"]["a"]["dropped"] == {"seed=3": "did not train"} and d["parts"]["a"]["n"] == 3
+    gone = Part.of_seeds({}, dropped={0: "diverged"})
+    assert gone.reason == "every unit left out: seed=0: diverged"
+    assert decide(_effect({"a": gone}))["verdict"] == "undecided"

@@ -84,7 +84,9 @@ def test_page_structure_summary_and_order(outputs, tmp_path):
         "| `transfer` | `only_medium` |  |  | – |  |",
         "| `quickstart` | `q1` | ✓ |  |  |  |",
         "| `my_study` | `m1` |  |  |  | ✗ |",
-        "| **total** |  | 1 ✓ · 0 ✗ · 0 – | 0 ✓ · 1 ✗ · 1 – | 1 ✓ · 1 ✗ · 1 – | 0 ✓ · 1 ✗ · 0 – |",
+        # old records (a rule's own False): counted apart from the one procedure's verdicts
+        "| **total** |  | 1 ✓ · 0 ✗ · 0 ∅ · 0 – | 0 ✓ · 0 ✗ · 0 ∅ · 1 – · 1 ✗ (own rule) | "
+        "1 ✓ · 0 ✗ · 0 ∅ · 1 – · 1 ✗ (own rule) | 0 ✓ · 0 ✗ · 0 ∅ · 0 – · 1 ✗ (own rule) |",
         "",
     ]
     assert [line for line in lines if line.startswith("## ")] == [
@@ -108,10 +110,10 @@ def test_finding_blocks_numbers_figures_and_diagnosis(outputs, tmp_path):
     enc = blocks["enc_first"].splitlines()
     assert enc[1:4] == ["- **Claim:** claim of enc_first", "- **Source:** Paper (2020), Fig. 9",
                         "- **Rule:** rule of enc_first"]
-    table = enc[enc.index("| preset | verdict | key numbers |"):]
-    assert table[2] == ("| `small` | ✗ not reproduced | `gap=0.0123`; `nested.x=1230`; "
+    table = enc[enc.index("| preset | verdict | effect [95 % interval] (units) | power | key numbers |"):]
+    assert table[2] == ("| `small` | ✗ not reproduced | — | — | `gap=0.0123`; `nested.x=1230`; "
                         "`nested.y=[1, 2, 3, 4, 5, 6, … (2 more)]` |")
-    assert table[3] == ("| `medium` | ✓ reproduced | `k00=0`; `k01=0.333`; `k02=0.667`; `k03=1.00`; `k04=1.33`; "
+    assert table[3] == ("| `medium` | ✓ reproduced | — | — | `k00=0`; `k01=0.333`; `k02=0.667`; `k03=1.00`; `k04=1.33`; "
                         "`k05=1.67`; `k06=2.00`; `k07=2.33`; `k08=2.67`; `k09=3.00`; `k10=3.33`; `k11=3.67`; "
                         "… (3 more) |")
     # Each figure from the largest preset whose output holds it, linked relative to link_base.
@@ -124,16 +126,17 @@ def test_finding_blocks_numbers_figures_and_diagnosis(outputs, tmp_path):
     assert "**Diagnosis (reproduced):** Shows at medium. *(preset `medium`; `steps=3000`)*" in enc
     assert "Too few steps" not in blocks["enc_first"]
     collapse = blocks["collapse"].splitlines()
-    assert "| `small` | – undecided | `ys=[2.00]` |" in collapse and "| `medium` | ✗ not reproduced | — |" in collapse
+    assert "| `small` | – undecided | — | — | `ys=[2.00]` |" in collapse
+    assert "| `medium` | ✗ not reproduced | — | — | — |" in collapse
     assert "**Diagnosis (data):** The stand-in images have no texture. *(preset `small`)*" in collapse
-    assert "Undecided at" not in blocks["collapse"]
+    assert "**Undecided at `small`:** one seed cannot decide" in collapse   # the reason beside the diagnosis
     only = blocks["only_medium"].splitlines()
-    assert [line for line in only if line.startswith("| `")] == ["| `medium` | – undecided | `s=0.500 ± 0.0100` |"]
+    assert [line for line in only if line.startswith("| `")] == ["| `medium` | – undecided | — | — | `s=0.500 ± 0.0100` |"]
     assert "**Undecided at `medium`:** too few seeds" in only and "Diagnosis" not in blocks["only_medium"]
     # An old results.json (no figures, no diagnosis) renders; numbers beyond 1e6 in e-notation.
     q1 = blocks["q1"]
-    assert "| `smoke` | ✓ reproduced | `n=2.00e+06` |" in q1 and "![" not in q1 and "Diagnosis" not in q1
-    assert "| `custom` | ✗ not reproduced | `x=1.50e-07` |" in blocks["m1"]
+    assert "| `smoke` | ✓ reproduced | — | — | `n=2.00e+06` |" in q1 and "![" not in q1 and "Diagnosis" not in q1
+    assert "| `custom` | ✗ not reproduced | — | — | `x=1.50e-07` |" in blocks["m1"]
 
 
 def test_links_as_given_without_link_base(outputs, tmp_path, monkeypatch):
@@ -172,7 +175,7 @@ def test_cli_writes_the_page(outputs, tmp_path, capsys):
     # The text table and --json still work, old and new records alike.
     assert cli.main(["findings", *args]) == 0
     table = capsys.readouterr().out
-    assert "7 findings: 2 reproduced, 3 not reproduced, 2 undecided" in table
+    assert "7 findings: 2 reproduced, 2 undecided, 3 not reproduced" in table
     assert cli.main(["findings", "--json", *args]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["name"] for r in rows] == ["q1", "enc_first", "collapse", "only_medium", "m1", "enc_first", "collapse"]
@@ -253,15 +256,18 @@ def _decide(c, a):
 
 
 def test_judge_records_figures_and_diagnosis():
-    plain = studies.Finding("f", "claim", "source", "rule", _decide)
-    assert plain.judge(None, {"x": 2}) == {"name": "f", "claim": "claim", "source": "source", "rule": "rule",
-                                           "reproduced": True, "evidence": {"x": 2}, "reason": None,
+    plain = studies.Finding("f", "claim", "source", "rule", _decide, kind="sanity")
+    assert plain.judge(None, {"x": 2}) == {"name": "f", "kind": "sanity", "procedure": "effect", "claim": "claim",
+                                           "source": "source", "rule": "rule", "verdict": "passed",
+                                           "reproduced": True, "effect": None, "evidence": {"x": 2}, "reason": None,
                                            "figures": [], "diagnosis": None}
 
-    def diagnose(c, a):
+    def diagnose(c, a, v):
+        assert v["verdict"] in ("passed", "failed")   # the diagnosis sees what was decided
         return None if a["x"] > 1 else studies.Diagnosis("scale", "x grows with steps.", {"x": a["x"]})
 
-    f = studies.Finding("f", "claim", "source", "rule", _decide, figures=["a.png", "sub/b.png"], diagnose=diagnose)
+    f = studies.Finding("f", "claim", "source", "rule", _decide, figures=["a.png", "sub/b.png"], diagnose=diagnose,
+                        kind="sanity")
     assert f.figures == ("a.png", "sub/b.png")
     record = f.judge(None, {"x": 0.5})
     assert record["figures"] == ["a.png", "sub/b.png"] and record["reproduced"] is False
@@ -274,11 +280,11 @@ def test_judge_records_figures_and_diagnosis():
     assert "Diagnosis (scale): x grows with steps." in index
 
     with pytest.raises(vaetransfer.ArgumentTypeError) as info:
-        studies.Finding("f", "c", "s", "r", _decide, diagnose=lambda c, a: "because").judge(None, {"x": 1})
+        studies.Finding("f", "c", "s", "r", _decide, diagnose=lambda c, a, v: "because", kind="sanity").judge(None, {"x": 1})
     assert info.value.argument == "diagnose"
     with pytest.raises(vaetransfer.ArgumentTypeError) as info:
-        studies.Finding("f", "c", "s", "r", _decide,
-                        diagnose=lambda c, a: studies.Diagnosis("open", "?", {"o": object()})).judge(None, {"x": 1})
+        studies.Finding("f", "c", "s", "r", _decide, kind="sanity",
+                        diagnose=lambda c, a, v: studies.Diagnosis("open", "?", {"o": object()})).judge(None, {"x": 1})
     assert info.value.argument == "f.diagnosis"
     for kw, error, argument in [({"figures": "a.png"}, vaetransfer.ArgumentTypeError, "figures"),
                                 ({"figures": ("../a.png",)}, vaetransfer.ArgumentError, "figures"),
@@ -400,7 +406,8 @@ def test_a_finding_lists_only_the_figures_its_study_drew(tmp_path):
         (ctx.out / "drawn.png").write_bytes(PNG)
         return ["drawn.png"]
 
-    f = studies.Finding("f", "claim", "source", "rule", _decide, figures=("drawn.png", "sweep_only.png"))
+    f = studies.Finding("f", "claim", "source", "rule", _decide, figures=("drawn.png", "sweep_only.png"),
+                        kind="sanity")
     study = studies.Study(name="partial", title="P", config=C, presets={p: C() for p in declarations.REQUIRED_PRESETS},
                           stages=(), analyse=lambda c, runs, ctx: {"x": 2}, figures=figures, findings=(f,))
     results = pipeline.run(study, C(), tmp_path / "out", preset="small", progress=False)
@@ -438,3 +445,30 @@ def test_cli_publishes_then_writes_the_page_from_the_copies(outputs, tmp_path, c
     text = page.read_text()
     assert "](reproduction/transfer-medium/fig_b.png)" in text and "](reproduction/transfer-small/missing.png)" in text
     assert str(tmp_path / "runs") not in text
+
+
+def test_effects_power_and_sanity_checks_apart_on_the_page(tmp_path):
+    """Records of the one procedure: the effect with its interval and units, the power, the reason of
+    a decision against, and sanity checks in a table of their own, left out of the findings' counts."""
+    from vaetransfer.studies.kit.decision import Effect, Part
+    effect = Effect("a minus b", "seed pair", {"x": Part.of_pairs({(0, 1): 0.40, (0, 2): 0.42, (1, 2): 0.41})},
+                    size=0.05, size_source="smallest of interest", control="a step-0 model")
+    against = Effect("a minus b", "seed", {"y": Part.of_seeds({0: -0.5, 1: -0.52, 2: -0.49})}, size=0.05,
+                     size_source="smallest of interest")
+    findings = [studies.Finding("good", "c", "s", "r", lambda c, a: effect).judge(None, {}),
+                studies.Finding("bad", "c", "s", "r", lambda c, a: against).judge(None, {}),
+                studies.Finding("works", "c", "s", "r", lambda c, a: studies.Verdict(True), kind="sanity").judge(None, {})]
+    out = _output(tmp_path / "o", "transfer", "T", "medium", findings, 1.0)
+    page = studies.reproduction_page([out])
+    summary = page.split("## Summary")[1].split("\n## ")[0]
+    assert "| `transfer` | `good` | ✓ |" in summary and "| `transfer` | `bad` | ✗ |" in summary
+    assert "| **total** |  | 1 ✓ · 1 ✗ · 0 ∅ · 0 – |" in summary and "`works`" not in summary.split("Sanity")[0]
+    assert "Sanity checks (not findings" in summary and "| `transfer` | `works` | ✓ |" in summary
+    blocks = _blocks(page)
+    good = blocks["good"]
+    assert "- **Effect:** a minus b — per seed pair; stated size 0.0500 (smallest of interest); margin 0" in good
+    assert "- **Control:** a step-0 model" in good
+    row = next(line for line in good.splitlines() if line.startswith("| `medium`"))
+    assert row.startswith("| `medium` | ✓ reproduced | 0.41 [") and "(3 seeds, 3 pairs)" in row
+    assert "**Contradicted at `medium`:** contradicted at y" in blocks["bad"]
+    assert "### `works` (sanity check)" in page

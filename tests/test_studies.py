@@ -17,7 +17,8 @@ from vaetransfer.studies import pipeline, quickstart
 from vaetransfer.studies.kit import declarations
 
 PNG = b"\x89PNG\r\n\x1a\n"
-FINDING_KEYS = {"name", "claim", "source", "rule", "reproduced", "evidence", "reason", "figures", "diagnosis"}
+FINDING_KEYS = {"name", "kind", "procedure", "claim", "source", "rule", "verdict", "reproduced", "effect", "evidence", "reason",
+                "figures", "diagnosis"}
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +44,16 @@ def test_smoke_run_writes_results_report_and_figures(smoke):
     results = json.loads((out / "results.json").read_text())
     assert results["config"]["steps"] == 20 and results["config"]["n"] == 512
     runs = results["analysis"]["models"]
-    assert set(runs) == {"beta_1_seed_0", "beta_8_seed_1", "beta_8_seed_0"}
+    # 2 replicate pairs at smoke: (β = 1 seed 0, β = 8 seed 1, baseline β = 8 seed 0), then seeds 2, 3, 2
+    assert set(runs) == {"beta_1_seed_0", "beta_8_seed_1", "beta_8_seed_0", "beta_1_seed_2", "beta_8_seed_3",
+                         "beta_8_seed_2"}
     assert all(r["steps"] == 20 and r["loss_last"] < r["loss_first"] for r in runs.values())
-    assert results["runs"] == {"train": {"runs": 3, "done": 3, "seconds": results["runs"]["train"]["seconds"]}}
+    assert results["runs"] == {"train": {"runs": 6, "done": 6, "seconds": results["runs"]["train"]["seconds"]}}
     sim = results["analysis"]["similarity"]
     assert sim["n"] == 64 and len(sim["layers"]) == 15 and "input" not in sim["encoder_layers"]
     pair, baseline = sim["pairs"]["beta_8_seed_1"], sim["pairs"]["beta_8_seed_0"]
+    second = sim["pairs"]["beta_8_seed_3"]   # the second replicate: CKA only (Procrustes: the first pair's heatmap)
+    assert (second["a"], second["pair"], set(second) & {"cka", "procrustes"}) == ("beta_1_seed_2", 1, {"cka"})
     assert not pair["baseline"] and baseline["baseline"]
     for p in (pair, baseline):
         for measure in ("cka", "procrustes"):
@@ -65,7 +70,7 @@ def test_smoke_run_writes_results_report_and_figures(smoke):
         png = (out / f"{name}.png").read_bytes()
         assert png[:8] == PNG and len(png) > 5_000, name
         assert f"({name}.png)" in index, name
-    assert str(pair["cka"]["encoder_mean"]) in index and str(baseline["cka"]["encoder_mean"]) in index
+    assert str(pair["cka"]["encoder_mean"]) in index and f"{baseline['cka']['encoder_mean']:.3f}" in index
     assert "not a valid comparison" in index
     assert [f["name"] for f in results["findings"]] == [f.name for f in quickstart.FINDINGS]
     for f in results["findings"]:
@@ -139,30 +144,42 @@ def test_quickstart_config_checks_its_values():
     assert info.value.argument == "config"
 
 
-def _quickstart_analysis(kl=(5.0, 1.0), enc=0.9, dec=0.5, base_enc=0.95, losses=((100.0, 50.0),) * 3):
-    names = [m.dir for m in quickstart.models(quickstart.Config())]
-    models = {n: {"loss_first": lf, "loss_last": ll, "kl_last": k} for n, (lf, ll), k in zip(names, losses, kl + (1.0,))}
-    pairs = {names[1]: {"cka": {"encoder_mean": enc, "decoder_mean": dec}},
-             names[2]: {"cka": {"encoder_mean": base_enc, "decoder_mean": dec}}}
+def _quickstart_analysis(kl=(5.0, 1.0), enc=0.9, dec=0.5, base_enc=0.95, losses=(100.0, 50.0), jitter=0.01):
+    """A synthetic quickstart analysis over the 3 replicate pairs of Config(): each pair's quadrants
+    (``enc``/``dec``/``base_enc`` ± ``jitter`` by pair: a spread over the units), each model's loss and KL."""
+    c = quickstart.Config()
+    models, pairs = {}, {}
+    for p in quickstart.pairs(c):
+        shift = jitter * (p.k - 1)
+        for m, k in ((p.a, kl[0]), (p.b, kl[1]), (p.base, 1.0)):
+            models[m.dir] = {"loss_first": losses[0], "loss_last": losses[1], "kl_last": k}
+        pairs[p.b.dir] = {"cka": {"encoder_mean": enc + shift, "decoder_mean": dec}}
+        pairs[p.base.dir] = {"cka": {"encoder_mean": base_enc + 2 * shift, "decoder_mean": dec}}
     return {"models": models, "similarity": {"pairs": pairs}}
 
 
 @pytest.mark.parametrize("finding, analysis, config, expected", [
-    ("encoder_alike_decoder_less", {}, {}, True),
-    ("encoder_alike_decoder_less", {"enc": 0.4}, {}, False),
-    ("encoder_alike_decoder_less", {"losses": ((100.0, 100.0),) * 3}, {}, None),
-    ("same_seed_inflates_similarity", {}, {}, True),
-    ("same_seed_inflates_similarity", {"base_enc": 0.8}, {}, False),
-    ("same_seed_inflates_similarity", {}, {"same_seed_baseline": False}, None),
-    ("higher_beta_lower_kl", {}, {}, True),
-    ("higher_beta_lower_kl", {"kl": (1.0, 5.0)}, {}, False),
-    ("higher_beta_lower_kl", {}, {"betas": (4.0, 4.0)}, None),
+    ("encoder_alike_decoder_less", {}, {}, "reproduced"),
+    ("encoder_alike_decoder_less", {"enc": 0.4}, {}, "contradicted"),
+    ("encoder_alike_decoder_less", {"enc": 0.5, "jitter": 0.3}, {}, "undecided"),   # inside the noise: no verdict
+    ("encoder_alike_decoder_less", {"enc": 0.5, "jitter": 0.001}, {}, "absent"),    # excludes 0.05, not 0
+    ("encoder_alike_decoder_less", {"losses": (100.0, 100.0)}, {}, "undecided"),   # no model trained
+    ("same_seed_inflates_similarity", {}, {}, "reproduced"),
+    ("same_seed_inflates_similarity", {"base_enc": 0.8}, {}, "contradicted"),
+    ("same_seed_inflates_similarity", {}, {"same_seed_baseline": False}, "undecided"),
+    ("higher_beta_lower_kl", {}, {}, "passed"),
+    ("higher_beta_lower_kl", {"kl": (1.0, 5.0)}, {}, "failed"),
+    ("higher_beta_lower_kl", {}, {"betas": (4.0, 4.0)}, "undecided"),
 ])
 def test_quickstart_findings_rules(finding, analysis, config, expected):
     f = next(f for f in quickstart.FINDINGS if f.name == finding)
     record = f.judge(dataclasses.replace(quickstart.Config(), **config), _quickstart_analysis(**analysis))
-    assert record["reproduced"] is expected and set(record) == FINDING_KEYS
-    assert (record["reason"] is None) == (expected is not None)
+    assert record["verdict"] == expected and set(record) == FINDING_KEYS
+    assert record["kind"] == ("sanity" if finding == "higher_beta_lower_kl" else "finding")
+    assert (record["reason"] is None) == (expected not in ("undecided", "absent", "contradicted"))
+    if record["effect"] and expected != "undecided":
+        part = record["effect"]["parts"]["dSprites"]
+        assert part["n"] == 3 and part["method"] == "independent units"   # 3 pairs of disjoint seeds
 
 
 # ---------------------------------------------------------------------------------- the command line
@@ -212,7 +229,8 @@ import json
 import os
 from dataclasses import dataclass
 
-from vaetransfer.studies import Finding, Stage, Study, Verdict, undecided
+from vaetransfer.studies import Finding, Stage, Study, undecided
+from vaetransfer.studies.kit.decision import Effect, Part
 
 
 @dataclass
@@ -249,7 +267,9 @@ def _analyse(c, runs, ctx):
 def _decide(c, a):
     if len(a["ys"]) < 2:
         return undecided("one seed cannot decide", ys=a["ys"])
-    return Verdict(a["zs"][1] > a["ys"][1] * 2, {"z": a["zs"][1], "y": a["ys"][1]})
+    return Effect("z minus twice y", "seed", {"all": Part.of_seeds({s: z - 2 * y for s, (y, z) in
+                                                                    enumerate(zip(a["ys"], a["zs"]))})},
+                  size=1.0, size_source="a test's", evidence={"z": a["zs"][1], "y": a["ys"][1]})
 
 
 STUDY = Study(name="fake", title="A fake study", config=Config, presets=PRESETS,
@@ -279,11 +299,20 @@ def test_pipeline_runs_stages_in_order_and_writes_one_schema(fake_study, tmp_pat
     assert r["schema"] == declarations.RESULTS_SCHEMA and r["study"] == "fake" and r["preset"] == "small"
     assert r["analysis"] == {"ys": [2.0, 4.0], "zs": [3.0, 5.0], "calls": 2}
     assert r["runs"]["first"]["runs"] == r["runs"]["first"]["done"] == 2
-    assert r["findings"] == [{"name": "z_doubles_y", "claim": "z is more than twice y", "source": "Nobody (2026), §0",
-                              "rule": "the second seed's z above twice its y", "reproduced": False,
-                              "evidence": {"z": 5.0, "y": 4.0}, "reason": None, "figures": [], "diagnosis": None}]
+    (f,) = r["findings"]
+    effect = f.pop("effect")
+    reason = f.pop("reason")
+    assert f == {"name": "z_doubles_y", "kind": "finding", "procedure": "effect", "claim": "z is more than twice y",
+                 "source": "Nobody (2026), §0", "rule": "the second seed's z above twice its y",
+                 "verdict": "undecided", "reproduced": None, "evidence": {"z": 5.0, "y": 4.0}, "figures": [],
+                 "diagnosis": None}
+    # z − 2y = −1 and −3 over the two seeds: mean −2, se 1, a t(1) interval of ±12.7 — the pipeline, not the
+    # study, finds two seeds too few and says how many would decide it
+    part = effect["parts"]["all"]
+    assert part["units"] == {"seed=0": -1.0, "seed=1": -3.0} and part["mean"] == -2.0 and part["se"] == 1.0
+    assert reason.startswith("all: underpowered") and part["units_needed"] > 2
     index = (out / "index.md").read_text()
-    assert index.startswith("# A fake study") and "ys: 2.0, 4.0" in index and "**not reproduced**" in index
+    assert index.startswith("# A fake study") and "ys: 2.0, 4.0" in index and "**– undecided**" in index
     # The runs are sweeps of the generic job; each run's row is all its arguments besides study, stage, config.
     from vaetransfer import sweep
     s = sweep.open_sweep(out / declarations.SWEEPS_DIR / "first")
@@ -324,7 +353,8 @@ def test_findings_command_over_two_outputs(fake_study, smoke, tmp_path, capsys):
     for f in quickstart.FINDINGS:
         assert f.name in text
     assert "z_doubles_y" in text and "one seed cannot decide" in text
-    assert "4 findings:" in text and "4 undecided" in text  # smoke quickstart models do not train: undecided
+    # smoke quickstart models do not train: undecided; its KL check is a sanity check, counted apart
+    assert "3 findings: 3 undecided" in text and "1 sanity checks: 1 undecided" in text
     assert cli.main(["findings", "--json", str(out), str(tmp_path / "fake" / "results.json")]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["study"] for r in rows] == ["quickstart"] * 3 + ["fake"]
@@ -539,7 +569,9 @@ def test_every_study_runs_at_smoke_with_one_schema_and_resumes(name, study_smoke
         assert set(f) == FINDING_KEYS
         assert f["reproduced"] in (True, False, None) and isinstance(f["evidence"], dict)
         assert all(isinstance(f[k], str) and f[k] for k in ("claim", "source", "rule"))
-        assert (f["reason"] is None) == (f["reproduced"] is not None)
+        assert f["kind"] in ("finding", "sanity") and (f["reproduced"] is None) == (f["verdict"] == "undecided")
+        assert f["reason"] or f["verdict"] != "undecided"
+        assert (f["effect"] is not None) <= (f["kind"] == "finding" and f["procedure"] == "effect")
     index = (out / "index.md").read_text()
     assert index.startswith(f"# {study.title}")
     for f in r["findings"]:

@@ -396,6 +396,24 @@ def test_scheduled_snapshots_leave_out_where_a_run_stopped_or_was_lengthened(dsp
     only_final = vt.train(_mlp_config(steps=7, snapshot_every=0), dsprites_small, tmp_path / "f", progress=False)
     assert [s for s, _ in only_final.scheduled_snapshots()] == [7]
 
+def test_step_0_is_the_weights_training_started_from(dsprites_small, tmp_path):
+    # At lr 1e-12 one Adam step moves no weight by more than ~1e-11: the first snapshot is the start,
+    # and model(0) rebuilds it; another seed's start is another model (the check is not vacuous).
+    cfg = _mlp_config(steps=2, snapshot_every=1, optimizer=vt.OptimizerConfig(lr=1e-12))
+    run = vt.train(cfg, dsprites_small, tmp_path / "r", progress=False)
+    start, first = run.model(0).state_dict(), run.model(1).state_dict()
+    assert start.keys() == first.keys() and all(torch.allclose(start[k], first[k], rtol=0, atol=1e-9) for k in start)
+    other = vt.train(_mlp_config(steps=2, snapshot_every=1, seed=4, optimizer=vt.OptimizerConfig(lr=1e-12)),
+                     dsprites_small, tmp_path / "o", progress=False)
+    assert any(not torch.allclose(other.model(0).state_dict()[k], v) for k, v in start.items())
+    moved = vt.train(_mlp_config(steps=2, snapshot_every=1), dsprites_small, tmp_path / "m", progress=False)
+    assert any(not torch.equal(moved.model(0).state_dict()[k], v) for k, v in moved.model(2).state_dict().items())
+    tuned = vt.train(_mlp_config(steps=2, init_from=str(tmp_path / "m")), dsprites_small, tmp_path / "t",
+                     progress=False)
+    with pytest.raises(vt.ArgumentError, match="other weights"):
+        tuned.model(0)
+
+
 def test_finished_run_is_not_retrained_and_config_is_checked(dsprites_small, tmp_path):
     cfg = _mlp_config(steps=10)
     run = vt.train(cfg, dsprites_small, tmp_path / "r", progress=False)

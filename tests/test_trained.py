@@ -94,39 +94,88 @@ def test_input_ignoring_distortion_is_the_best_constant_bernoulli():
     assert e.value.argument == "test_images"
 
 
-def _transfer_analysis(annealed_distortion: float) -> dict:
-    """A synthetic transfer analysis: two seeds of beta1 and annealed, the objectives pair's quadrants."""
+def _transfer_analysis(annealed_distortion: float, seeds=(0, 1, 2)) -> dict:
+    """A synthetic transfer analysis: three seeds of beta1, annealed and tc6; two objective pairs with
+    per-pair encoder-trunk CKA (beta1 vs tc6 alike, beta1 vs annealed not)."""
     falling = trained.loss_summary(np.linspace(3000.0, 100.0, 100))
     models, vaes = {}, {"source": {}, "target": {}}
-    for label, d in (("source/beta1", 68.0), ("source/annealed", annealed_distortion), ("target/beta1", 100.0)):
-        for s in (0, 1):
+    for label, d in (("source/beta1", 68.0), ("source/annealed", annealed_distortion), ("source/tc6", 70.0),
+                     ("target/beta1", 100.0)):
+        for s in seeds:
             models[f"{label}/seed={s}"] = {"label": label, "seed": s, "steps": 100, **falling}
             vaes[label.split("/")[0]][f"{label}/seed={s}"] = {**models[f"{label}/seed={s}"], "distortion": d}
     rule = trained.TrainedRule.halfway("distortion", 378.0, 68.0, what="held-out distortion",
                                        reference_name="the beta1 models'")
+
+    def pairs(level):
+        return {f"{a}/{b}": {"trunk_diagonal_mean": level + 0.01 * ((a * 3 + b) % 4)} for a in seeds for b in seeds
+                if a != b}
     return {"models": models,
             "trained": {"source": trained.check(vaes["source"], rule, baseline=378.0),
                         "target": trained.check(vaes["target"])},
-            "objectives": {"beta1_vs_annealed": {"a": "beta1", "b": "annealed",
-                                                 "matrices": {"cka": {"encoder_mean": 0.5, "decoder_mean": 0.01}}}}}
+            "objectives": {"beta1_vs_tc6": {"a": "beta1", "b": "tc6", "matrices": {"cka": {"pairs": pairs(0.93)}}},
+                           "beta1_vs_annealed": {"a": "beta1", "b": "annealed",
+                                                 "matrices": {"cka": {"pairs": pairs(0.55)}}}}}
 
 
-def test_a_transfer_finding_on_a_model_that_did_not_train_is_undecided():
+def _decided(c, a):
+    from vaetransfer.studies.kit.decision import decide
+    out = transfer.findings._encoders_alike(c, a)
+    return out if not hasattr(out, "parts") else decide(out)
+
+
+def test_transfer_decides_per_objective_and_names_the_untrained_one_left_out():
     c = make_config("transfer", "smoke")
-    untrained_verdict = transfer.findings._encoders_alike(c, _transfer_analysis(annealed_distortion=390.0))
-    assert untrained_verdict.reproduced is None
-    assert "source/annealed/seed=0: held-out distortion 390 > 223" in untrained_verdict.reason
-    decided = transfer.findings._encoders_alike(c, _transfer_analysis(annealed_distortion=150.0))
-    assert decided.reproduced is True and decided.reason is None
-    # the reference itself no better than the baseline: no VAE of the domain can be judged
+    d = _decided(c, _transfer_analysis(annealed_distortion=390.0))
+    # the Annealed VAE did not train: its pair is left out, named; the pair that trained is decided
+    assert d["verdict"] == "reproduced" and set(d["left_out"]) == {"beta1_vs_annealed"}
+    assert "source/annealed/seed=0: held-out distortion 390 > 223" in d["left_out"]["beta1_vs_annealed"]
+    assert "beta1_vs_annealed" in d["reason"] and d["parts"]["beta1_vs_tc6"]["seeds"] == 3
+    # trained, the annealed pair is decided too — and its encoders are not alike: the finding is decided against
+    d = _decided(c, _transfer_analysis(annealed_distortion=150.0))
+    assert d["left_out"] == {} and d["parts"]["beta1_vs_annealed"]["verdict"] == "contradicted"
+    assert d["verdict"] == "contradicted" and "beta1_vs_annealed" in d["reason"]
+    # the reference itself no better than the baseline: no VAE of the domain can be judged, nothing decided
     a = _transfer_analysis(annealed_distortion=150.0)
     a["trained"]["source"]["rule"] = {"error": "argument 'reference': expected a reference loss below the baseline"}
-    verdict = transfer.findings._encoders_alike(c, a)
-    assert verdict.reproduced is None and "source VAEs: argument 'reference'" in verdict.reason
+    d = _decided(c, a)
+    assert d["verdict"] == "undecided" and set(d["left_out"]) == {"beta1_vs_tc6", "beta1_vs_annealed"}
     # results written before the check existed: the losses alone decide
     old = _transfer_analysis(annealed_distortion=390.0)
     del old["trained"]
-    assert transfer.findings._encoders_alike(c, old).reproduced is True
+    assert _decided(c, old)["left_out"] == {}
+
+
+def test_transfer_retraining_runs_go_through_the_trained_check():
+    from vaetransfer.studies.transfer.analysis import retraining_checks
+    c = make_config("transfer", "smoke")
+    decoder = transfer.stages.decoder_layers()
+    curves = {name: {"loss": [300.0] + [200.0 - k for k in range(1, len(stages))]}
+              for name, stages in transfer.stages.retraining_curves(c, decoder)}
+    reinit = [n for n in curves if "/reinit/" in n][0]
+    curves[reinit]["loss"][-1] = 800.0  # re-initialised layers not recovered: above the input-ignoring baseline
+    target = trained.check({}, trained.TrainedRule.halfway("distortion", 400.0, 100.0), baseline=400.0)
+    runs = [type("R", (), {"row": {"label": s.name}, "measured": {"loss_first": 10.0, "loss_last": 1.0, "finite": True}})
+            for s in {s for s in transfer.stages.retrain_plan(c, decoder).values() if s is not None}]
+    checks = retraining_checks(c, runs, target, {"curves": curves}, decoder)
+    check = checks["retraining_final"]   # the all-layers stages, under the target models' rule
+    last = len(curves[reinit]["loss"]) - 1
+    assert set(check["models"]) == {f"{n}/k={last}" for n in curves}
+    assert not trained.check_failures(checks["retraining"])   # every stage's own loss fell
+    assert trained.check_failures(check, [f"{reinit}/k={last}"]) == [f"{reinit}/k={last}: distortion 800 > 250 (halfway "
+                                                                     "from the input-ignoring baseline 400 to the "
+                                                                     "reference 100)"]
+    assert not trained.check_failures(check, [n for n in check["models"] if not n.startswith(reinit)])
+    a = {"trained": {**checks, "source": None, "target": None},
+         "retraining": {"curves": {n: {**curves[n], **{k: v for k, v in zip(("side", "latent", "init"),
+                                                                            n.split("/")[:3])}, "seed": 0}
+                                   for n in curves}}}
+    effect = transfer.findings._more_layers_better(c, a)
+    part = effect.parts["/".join(reinit.split("/")[:3])]   # its one seed did not train: the part is left out
+    assert part.reason.startswith("every unit left out: seed=0:") and "distortion 800 > 250" in part.reason
+    fine = effect.parts["/".join([n for n in curves if "/finetune/" in n][0].split("/")[:3])]
+    assert fine.reason is None and fine.values == {"seed=0": 300.0 - curves[[n for n in curves
+                                                                            if "/finetune/" in n][0]]["loss"][-1]}
 
 
 def test_one_json_shape_for_every_check():

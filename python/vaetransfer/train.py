@@ -234,7 +234,9 @@ class Run:
 
     def model(self, step: int | str | None = None, device: str = "cpu") -> Model:
         """The model at snapshot ``step`` (the latest by default; ``"best"``: the weights
-        ``keep_best`` kept), in eval mode."""
+        ``keep_best`` kept; ``0``: the weights training started from, rebuilt from the config and
+        seed as :func:`train` builds them, for a run that did not start from other weights), in eval
+        mode."""
         if step == "best":
             if self.best is None:
                 raise value_error("step", f"{self.out_dir} kept no best weights (TrainConfig.keep_best with eval_every)")
@@ -243,6 +245,13 @@ class Run:
             m.eval()
             return m.to(device) if device != "cpu" else m
         snaps = dict(self.snapshots())
+        if step == 0 and 0 not in snaps:
+            if self.config.init_from or self.config.reinit:
+                raise value_error("step", f"{self.out_dir} started from other weights (init_from / reinit): its step-0 "
+                                          f"weights are those, not a model built from its seed")
+            m = build_model(self.config.model, seed=self.config.seed, device="cpu")
+            m.eval()
+            return m.to(device) if device != "cpu" else m
         if not snaps:
             raise value_error("step", f"{self.out_dir} has no snapshot yet")
         if step is None:

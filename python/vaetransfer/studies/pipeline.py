@@ -317,7 +317,9 @@ def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Executio
             ctx.say(f"stage {stage.name}: {len(rows)} run(s) ...")
             runs[stage.name] = ctx.sweep(stage.name, stage, rows)
         ctx.say("analysis ...")
-        analysis = as_json(study.analyse(config, runs, ctx), f"{study.name}.analyse")
+        # One key order, fresh or resumed (a finished step is read back from JSON written with sorted
+        # keys): findings that walk the analysis then word their reasons the same way both times.
+        analysis = sorted_json(as_json(study.analyse(config, runs, ctx), f"{study.name}.analyse"))
         figures = list(study.figures(config, analysis, ctx)) if study.figures else []
         findings = [f.judge(config, analysis, figures) for f in study.findings]
         results = {"schema": RESULTS_SCHEMA, "study": study.name, "title": study.title, "preset": preset,
@@ -334,6 +336,15 @@ def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Executio
         ctx.say(f"done in {results['seconds']:.1f} s: {len(verdicts)} findings ({counts or 'none'}); "
                 f"see {out / INDEX_FILE}")
         return results
+
+
+def sorted_json(obj):
+    """JSON data with every object's keys in sorted order (lists keep theirs)."""
+    if isinstance(obj, dict):
+        return {k: sorted_json(obj[k]) for k in sorted(obj)}
+    if isinstance(obj, list):
+        return [sorted_json(v) for v in obj]
+    return obj
 
 
 def run_study(name: str | types.ModuleType | Study, out_dir: str | os.PathLike, *, preset: str = "small",

@@ -243,8 +243,9 @@ def reproduction_page(dirs: Iterable[str | os.PathLike], *, title: str = DEFAULT
     for name in not_run:
         rows += [[f"`{name}`", f"`{f.name}`"] + [""] * len(presets) for f in declared[name].findings
                  if f.kind == "finding"]
-    rows.append(["**total**", ""] + [" · ".join(f"{totals[p][v]} {SYMBOLS[v]}" for v in shown_verdicts
-                                                if totals[p][v] or v != "not reproduced") for p in presets])
+    rows.append(["**total**", ""] + [" · ".join([f"{totals[p][v]} {SYMBOLS[v]}" for v in shown_verdicts[:4]] +
+                                                ([f"{totals[p]['not reproduced']} ✗ (own rule)"]
+                                                 if totals[p]["not reproduced"] else [])) for p in presets])
     lines += markdown_table(["study", "finding"] + [f"`{_label(p)}`" for p in presets], rows) + [""]
     sanity_rows = []
     for name in order:

@@ -79,7 +79,7 @@ from ..kit.declarations import Study
 from .analysis import TEST_MARGIN, analyse
 from .config import (BLOCK_ORDERS, EARLY, INIT_FILE, INPUT_SHAPE, LAYERS, NUM_CLASSES, PAPER_TASKS, PENULTIMATE,
                      PRESETS, STRUCTURED, Config, TaskSpec)
-from .diagnostics import MIN_ACC_RISE, MIN_TREND
+from .diagnostics import MIN_ACC_RISE
 from .figures import draw_figures
 from .findings import FINDINGS, PAPER
 from .report import render_report
@@ -88,9 +88,9 @@ from .stages import (STAGES, RunSetup, domain_rows, finetune, layer_cka, load_in
 
 # The package is the study: config (the config, presets, layers, tasks), stages (what each run
 # trains and measures), analysis (over the runs, and the trained checks), findings, diagnostics
-# (why three findings come out as they do), figures and report.
+# (why each finding comes out as it does), figures and report.
 __all__ = ["BLOCK_ORDERS", "Config", "EARLY", "FINDINGS", "INIT_FILE", "INPUT_SHAPE", "LAYERS", "MIN_ACC_RISE",
-           "MIN_TREND", "NUM_CLASSES", "PAPER", "PAPER_TASKS", "PENULTIMATE", "PRESETS", "RunSetup", "STRUCTURED",
+           "NUM_CLASSES", "PAPER", "PAPER_TASKS", "PENULTIMATE", "PRESETS", "RunSetup", "STRUCTURED",
            "STUDY", "TEST_MARGIN", "TaskSpec", "domain_rows", "finetune", "layer_cka", "load_init", "part_size",
            "train_from_scratch"]
 

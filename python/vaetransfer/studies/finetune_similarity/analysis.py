@@ -72,6 +72,16 @@ def _final(group: dict, ref: str) -> dict:
             for layer in LAYERS}
 
 
+def _per_seed(runs: list, refs: tuple[str, ...]) -> dict:
+    """Each run's own final numbers, by seed — the units the findings decide over: its final CKA to
+    each reference per layer (``cka``: ref → layer → seed → value) and its final training loss."""
+    return {"cka": {ref: {layer: {str(r.row["seed"]): r.measured[f"cka_{ref}_{layer}"] for r in runs
+                                  if r.measured.get(f"cka_{ref}_{layer}") is not None} for layer in LAYERS}
+                    for ref in refs},
+            "final_train_loss": {str(r.row["seed"]): r.measured["final_train_loss"] for r in runs
+                                 if r.measured.get("final_train_loss") is not None}}
+
+
 def layer_mean(finals: dict) -> dict:
     """The layer mean of per-layer final values: the mean, the mean of the standard errors (a bound
     on the standard error of the mean over layers whatever their correlation) and, where every
@@ -368,6 +378,7 @@ def analyse(c: Config, runs: dict, ctx) -> dict:
             "random_labels": {group_key(d, n): {"d": d, "n": n,
                                                 "final_cka_to_init": _with_interval(_final(g, "init"),
                                                                                     scratch_ci.get(group_key(d, n))),
+                                                "per_seed": _per_seed(by_group[(d, n)], ("init",)),
                                                 "cka_to_init": g["cka"]["init"], **{k: g[k] for k in curves}}
                               for (d, n), g in groups.items()},
             "finetuning": {t.label: {"kind": t.kind(c.domain),
@@ -376,6 +387,7 @@ def analyse(c: Config, runs: dict, ctx) -> dict:
                                                                     in cross[t.label][ref].items()}
                                                                    if c.ci_resamples else None)
                                                for ref in ("pretrained", "init")},
+                                     "per_seed": _per_seed(by_task[t.label], ("pretrained", "init")),
                                      "cka_curves": tasks[t.label]["cka"], **{k: tasks[t.label][k] for k in curves}}
                            for t in c.tasks},
             "cross_seed": cross,

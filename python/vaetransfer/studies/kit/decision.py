@@ -65,6 +65,14 @@ def se_from_interval(low: float, high: float, level: float = LEVEL) -> float:
     return (high - low) / (2 * _z(level))
 
 
+def _grouped(reasons: Mapping[str, str]) -> str:
+    """``"a, b: why; c: other"``: units that share a reason named together."""
+    by: dict[str, list[str]] = {}
+    for unit, why in reasons.items():
+        by.setdefault(why, []).append(unit)
+    return "; ".join(f"{', '.join(units)}: {why}" for why, units in by.items())
+
+
 @dataclass(frozen=True)
 class Part:
     """One part of an effect: ``values`` (unit label → the signed statistic of that unit), optionally
@@ -76,6 +84,7 @@ class Part:
     seeds: Mapping[str, Sequence[Hashable]] | None = None
     example_se: Mapping[str, float] | None = None
     reason: str | None = None   #: set: the part is left out, and why
+    dropped: Mapping[str, str] = field(default_factory=dict)  #: units left out (a model that did not train) → why
 
     def __post_init__(self):
         if not isinstance(self.values, Mapping):
@@ -97,8 +106,12 @@ class Part:
                 if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                     raise value_error("example_se", f"unit {k!r}: expected a finite standard error >= 0, got {v!r}")
             object.__setattr__(self, "example_se", {str(k): float(v) for k, v in self.example_se.items()})
+        object.__setattr__(self, "dropped", {str(k): str(v) for k, v in dict(self.dropped).items()})
         if self.reason is None and not clean:
-            raise value_error("values", "a part needs at least one unit (or Part.left_out(reason))")
+            if self.dropped:  # every unit dropped: the part is left out, naming them (grouped by reason)
+                object.__setattr__(self, "reason", "every unit left out: " + _grouped(self.dropped))
+            else:
+                raise value_error("values", "a part needs at least one unit (or Part.left_out(reason))")
 
     @classmethod
     def left_out(cls, reason: str) -> "Part":
@@ -108,18 +121,22 @@ class Part:
         return cls({}, reason=reason)
 
     @classmethod
-    def of_seeds(cls, values: Mapping, example_se: Mapping | None = None) -> "Part":
-        """Independent units, one per seed: ``{seed: value}``."""
-        return cls({f"seed={k}": v for k, v in values.items()},
-                   example_se=None if example_se is None else {f"seed={k}": v for k, v in example_se.items()})
+    def of_seeds(cls, values: Mapping, example_se: Mapping | None = None, dropped: Mapping | None = None) -> "Part":
+        """Independent units, one per seed: ``{seed: value}`` (``dropped``: ``{seed: why}``)."""
+        label = lambda k: f"seed={k}"  # noqa: E731
+        return cls({label(k): v for k, v in values.items()},
+                   example_se=None if example_se is None else {label(k): v for k, v in example_se.items()},
+                   dropped={label(k): v for k, v in (dropped or {}).items()})
 
     @classmethod
-    def of_pairs(cls, values: Mapping[tuple, float], example_se: Mapping | None = None) -> "Part":
+    def of_pairs(cls, values: Mapping[tuple, float], example_se: Mapping | None = None,
+                 dropped: Mapping | None = None) -> "Part":
         """Units that are pairs of models, ``{(seed_a, seed_b): value}`` (or longer tuples: every seed a
-        unit involves): the jackknife leaves each seed out in turn."""
-        label = lambda k: "/".join(map(str, k))
+        unit involves): the jackknife leaves each seed out in turn (``dropped``: ``{(seed_a, seed_b): why}``)."""
+        label = lambda k: "/".join(map(str, k))  # noqa: E731
         return cls({label(k): v for k, v in values.items()}, seeds={label(k): tuple(k) for k in values},
-                   example_se=None if example_se is None else {label(k): v for k, v in example_se.items()})
+                   example_se=None if example_se is None else {label(k): v for k, v in example_se.items()},
+                   dropped={label(k): v for k, v in (dropped or {}).items()})
 
 
 @dataclass(frozen=True)
@@ -213,9 +230,13 @@ def _power(size: float, margin: float, est: dict, level: float) -> float:
     df = est["df"]
     units = est["se_units"] * math.sqrt(df / float(chi2.ppf(1 - POWER_SPREAD_QUANTILE, df)))
     se = math.sqrt(units ** 2 + est["se_examples"] ** 2)
+    crit = _t_quantile(1 - (1 - level) / 2, df)
     if se == 0:
         return 1.0
-    return float(nct.sf(_t_quantile(1 - (1 - level) / 2, df), df, (size - margin) / se))
+    ncp = (size - margin) / se
+    power = float(nct.sf(crit, df, ncp))
+    # scipy's non-central t gives NaN far in the tail (a spread of ~1e-15): the limit there is 1
+    return power if math.isfinite(power) else float(ncp > crit)
 
 
 def _units_needed(est: dict, size: float, margin: float, level: float) -> int | None:
@@ -238,10 +259,11 @@ def decide_part(part: Part, size: float, margin: float = 0.0, level: float = LEV
     ``level``; contradicted / absent at ``against_level``, default ``level``), the power and — when
     undecided for want of units — ``units_needed``."""
     if part.reason is not None:
-        return {"verdict": "undecided", "reason": part.reason, "units": {}}
+        return {"verdict": "undecided", "reason": part.reason, "units": {}, "dropped": dict(part.dropped)}
     against_level = level if against_level is None else against_level
     est = estimate(part)
-    rec = {"units": dict(part.values), "n": est["n"], "mean": est["mean"], "method": est["method"],
+    rec = {"units": {k: round(v, 6) for k, v in part.values.items()}, "dropped": dict(part.dropped), "n": est["n"], "mean": est["mean"],
+           "method": est["method"],
            "se": est["se"], "se_units": est["se_units"], "se_examples": est["se_examples"], "df": est["df"]}
     if "seeds" in est:
         rec["seeds"] = est["seeds"]
@@ -281,9 +303,13 @@ def decide(effect: Effect, level: float = LEVEL) -> dict:
     powers = [parts[n]["power"] for n in decided]
     base["power"] = math.prod(powers) if powers and all(p is not None for p in powers) else None
     if not decided:
-        return {**base, "verdict": "undecided", "units_needed": None,
-                "reason": "no part left to decide: " + "; ".join(f"{n}: {r}" for n, r in left_out.items())}
+        reason = (next(iter(left_out.values())) if len(left_out) == 1
+                  else "no part left to decide: " + "; ".join(f"{n}: {r}" for n, r in left_out.items()))
+        return {**base, "verdict": "undecided", "units_needed": None, "reason": reason}
+    dropped = [f"{n + ' ' if len(effect.parts) > 1 else ''}{_grouped(p.dropped)}" for n, p in decided.items()
+               if p.dropped]
     note = ("; left out: " + "; ".join(f"{n} ({r})" for n, r in left_out.items())) if left_out else ""
+    note += ("; units left out: " + "; ".join(dropped)) if dropped else ""
     needed = [parts[n].get("units_needed") for n in decided if parts[n]["verdict"] == "undecided"]
     base["units_needed"] = max((x for x in needed if x), default=None) if needed else None
     if "contradicted" in verdicts:
@@ -296,6 +322,6 @@ def decide(effect: Effect, level: float = LEVEL) -> dict:
         open_ = [n for n in decided if parts[n]["verdict"] == "undecided"]
         return {**base, "verdict": "undecided",
                 "reason": "; ".join(f"{n}: {parts[n]['reason']}" for n in open_) + note}
-    if left_out:  # every decided part reproduced, but the claim covers the parts left out too
-        return {**base, "verdict": "reproduced", "reason": f"reproduced on the parts decided{note}"}
+    if note:  # every decided part reproduced; say what it was not decided on
+        return {**base, "verdict": "reproduced", "reason": f"reproduced on what trained{note}"}
     return {**base, "verdict": "reproduced", "reason": None}

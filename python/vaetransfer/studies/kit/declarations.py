@@ -32,7 +32,7 @@ from ...config import config_to_dict
 from .decision import Effect, decide
 
 __all__ = ["RESULTS_FILE", "STUDY_FILE", "INDEX_FILE", "STEPS_DIR", "SWEEPS_DIR", "MEASURED_FILE", "REQUIRED_PRESETS",
-           "RESULTS_SCHEMA", "NAME_PATTERN", "Verdict", "undecided", "DIAGNOSIS_KINDS", "Diagnosis", "FINDING_KINDS", "Finding",
+           "RESULTS_SCHEMA", "NAME_PATTERN", "Verdict", "undecided", "DIAGNOSIS_KINDS", "Diagnosis", "FINDING_KINDS", "Finding", "own_rules",
            "RunResult", "Job", "Stage", "Study", "as_json"]
 
 RESULTS_FILE = "results.json"
@@ -123,7 +123,9 @@ class Finding:
     an :class:`~.decision.Effect`, which the pipeline decides, or an undecided :class:`Verdict`; a
     ``sanity`` check returns a :class:`Verdict`). Optional: ``kind`` (:data:`FINDING_KINDS`),
     ``figures`` (file names, relative to the study's output directory, of the figures that show it) and
-    ``diagnose(config, analysis) -> Diagnosis | None`` (why the verdict is what it is)."""
+    ``diagnose(config, analysis, verdict) -> Diagnosis | None`` (why the verdict is what it is;
+    ``verdict``: the decided ``{verdict, reason, effect, evidence}``, so that a diagnosis cites what
+    was decided, not a number of its own)."""
 
     name: str
     claim: str
@@ -131,8 +133,11 @@ class Finding:
     rule: str
     decide: Callable[[Any, Mapping], "Effect | Verdict"]
     figures: tuple[str, ...] = ()
-    diagnose: Callable[[Any, Mapping], "Diagnosis | None"] | None = None
+    diagnose: Callable[[Any, Mapping, dict], "Diagnosis | None"] | None = None
     kind: str = "finding"
+    #: True only while a finding still decides itself by its own rule (``Verdict(True/False)``), before
+    #: it is moved onto the one procedure: recorded as ``reproduced`` / ``not reproduced`` and shown so.
+    own_rule: bool = False
 
     def __post_init__(self):
         figures = self.figures
@@ -145,8 +150,8 @@ class Finding:
                                              f"output directory, got {f!r}")
         object.__setattr__(self, "figures", tuple(figures))
         if self.diagnose is not None and not callable(self.diagnose):
-            raise type_error("diagnose", f"finding {self.name!r}: expected a function (config, analysis) -> "
-                                         f"Diagnosis | None, got {type(self.diagnose).__name__}")
+            raise type_error("diagnose", f"finding {self.name!r}: expected a function (config, analysis, verdict) "
+                                         f"-> Diagnosis | None, got {type(self.diagnose).__name__}")
         if self.kind not in FINDING_KINDS:
             raise value_error("kind", f"finding {self.name!r}: expected one of {list(FINDING_KINDS)}, got {self.kind!r}")
 
@@ -165,9 +170,11 @@ class Finding:
                                        f"or a Verdict")
         if out.reproduced is None:
             return "undecided", out.reason, dict(out.evidence), None
-        if self.kind == "finding":
+        if self.kind == "finding" and not self.own_rule:
             raise type_error("decide", f"finding {self.name!r} decided itself ({out.reproduced}); a finding "
                                        f"returns an Effect for the pipeline to decide (or an undecided Verdict)")
+        if self.kind == "finding":  # own_rule: a rule not yet moved onto the one procedure
+            return ("reproduced" if out.reproduced else "not reproduced"), out.reason, dict(out.evidence), None
         return ("passed" if out.reproduced else "failed"), out.reason, dict(out.evidence), None
 
     def judge(self, config, analysis: Mapping, made: Sequence[str] | None = None) -> dict:
@@ -179,17 +186,27 @@ class Finding:
         ``diagnosis``: ``{kind, text, evidence}`` or None. ``made``: the figures the study drew this
         run; the record then lists only those of the finding's figures."""
         verdict, reason, evidence, decision = self.verdict(config, analysis)
-        diagnosis = self.diagnose(config, analysis) if self.diagnose is not None else None
+        decided = {"verdict": verdict, "reason": reason, "effect": decision, "evidence": evidence}
+        diagnosis = self.diagnose(config, analysis, decided) if self.diagnose is not None else None
         if diagnosis is not None and not isinstance(diagnosis, Diagnosis):
             raise type_error("diagnose", f"finding {self.name!r} returned {type(diagnosis).__name__}, "
                                          f"expected a Diagnosis or None")
         reproduced = None if verdict == "undecided" else verdict in ("reproduced", "passed")
-        return {"name": self.name, "kind": self.kind, "claim": self.claim, "source": self.source, "rule": self.rule,
+        return {"name": self.name, "kind": self.kind, "procedure": "own rule" if self.own_rule else "effect", "claim": self.claim, "source": self.source, "rule": self.rule,
                 "verdict": verdict, "reproduced": reproduced,
                 "effect": None if decision is None else as_json(decision, f"{self.name}.effect"),
                 "evidence": as_json(evidence, f"{self.name}.evidence"), "reason": reason,
                 "figures": [f for f in self.figures if made is None or f in made],
                 "diagnosis": None if diagnosis is None else as_json(diagnosis.to_dict(), f"{self.name}.diagnosis")}
+
+
+def own_rules(findings: Sequence[Finding]) -> tuple[Finding, ...]:
+    """Findings that still decide themselves (``own_rule``), their two-argument diagnoses
+    (config, analysis) adapted to the three-argument form: the state of a study before its findings
+    move onto the one procedure of :mod:`.decision` (issue 51); the page marks them."""
+    def adapt(diagnose):
+        return None if diagnose is None else (lambda c, a, v: diagnose(c, a))
+    return tuple(dataclasses.replace(f, own_rule=True, diagnose=adapt(f.diagnose)) for f in findings)
 
 
 # ---------------------------------------------------------------------------------- stages and runs

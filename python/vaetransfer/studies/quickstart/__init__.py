@@ -28,18 +28,18 @@ from __future__ import annotations
 
 from ..kit.declarations import Stage, Study
 from .analysis import (TRAINED_CHECK, TRAINED_N, analyse, disentanglement_options, held_out_rows, mean_image,
-                       reference_model, trained_check, trained_rule)
+                       reference_models, trained_check, trained_rule)
 from .config import PRESETS, Config
 from .figures import draw_figures
 from .findings import FINDINGS
 from .report import report_sections, trained_report
-from .stages import Model, model_of, models, train_config, train_one, train_rows, train_runs
+from .stages import Model, Pair, model_of, models, pairs, train_config, train_one, train_rows, train_runs
 
 # The package is the study: config (Config, PRESETS), stages (the models and their training),
 # analysis (data sets, similarity, disentanglement, the trained-model check), findings (with
 # diagnostics), figures and report.
-__all__ = ["Config", "PRESETS", "STUDY", "FINDINGS", "Model", "models", "model_of", "train_config", "train_rows",
-           "disentanglement_options", "TRAINED_N", "TRAINED_CHECK", "held_out_rows", "mean_image", "reference_model",
+__all__ = ["Config", "PRESETS", "STUDY", "FINDINGS", "Model", "Pair", "pairs", "models", "model_of", "train_config", "train_rows",
+           "disentanglement_options", "TRAINED_N", "TRAINED_CHECK", "held_out_rows", "mean_image", "reference_models",
            "trained_rule", "trained_check", "trained_report"]
 
 STUDY = Study(name="quickstart", title="vaetransfer quickstart", config=Config, presets=PRESETS,

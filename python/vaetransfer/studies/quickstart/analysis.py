@@ -13,11 +13,11 @@ from ...train import load_run
 from ..kit import trained
 from ..kit.scores import SCORES
 from .config import Config
-from .stages import Model, models, timed, train_rows
+from .stages import Model, models, pairs, timed, train_rows
 
 __all__ = ["DATA_FIGURES", "BASELINE_NOTE", "TRAINED_N", "TRAINED_VERSION", "TRAINED_CHECK",
            "data_section", "similarity_section", "disentanglement_options", "disentanglement_section",
-           "held_out_rows", "mean_image", "distortion", "reference_model", "trained_rule", "held_out_distortions",
+           "held_out_rows", "mean_image", "distortion", "reference_models", "trained_rule", "held_out_distortions",
            "trained_check", "untrained", "quadrants", "analyse"]
 
 
@@ -82,38 +82,44 @@ BASELINE_NOTE = "same initial weights — not a valid comparison, shown to illus
 
 
 def similarity_section(c: Config, runs: dict, ctx) -> dict:
-    """All layer pairs of the first model against each other model, per measure (one engine call
-    per measure: the first model's layers are fitted once for all pairs), on ``ctx.device``."""
-    ms = models(c)
-    a, others = ms[0], ms[1:]
+    """Per replicate pair, all layer pairs of its first model against its other model and its
+    same-seed baseline (one engine call per pair and measure: the first model's layers are fitted
+    once for both); Procrustes (O(n³) a layer pair) for the first pair only — its heatmap; the
+    findings read CKA. On ``ctx.device``."""
     measures = ["cka"] + (["procrustes"] if c.procrustes else [])
     step_ = max(1, data.DSPRITES_COUNT // c.similarity_n)
     x = data.dsprites(torch.arange(0, data.DSPRITES_COUNT, step_)[:c.similarity_n]).float_images()
-    # z = mean + σ·ε in `sampled` and the decoder: each model draws ε from its own seed.
     device = ctx.device  # the forward and the similarity engine run where the study runs
-    acts, t_acts = timed(lambda: {m: similarity.activations(load_run(runs[m.dir].dir).model(device=device), x,
-                                                            seed=m.seed, device=device) for m in ms})
-    layers = list(acts[a])
-    seconds = {"activations": round(t_acts, 2)}
-    pairs = {m.dir: {"a": a.dir, "b": m.dir, "a_seed": a.seed, "b_seed": m.seed, "baseline": m.baseline}
-             for m in others}
-    for measure in measures:
-        values, t = timed(similarity.similarity_matrices, [acts[a]], [acts[m] for m in others], measure,
-                          progress=None if ctx.progress else False)
-        seconds[measure] = round(t, 2)
-        for j, m in enumerate(others):
-            v = values[0, j]
-            matrix = similarity.SimilarityMatrix(v, layers, layers, measure, n=len(x))
-            pairs[m.dir][measure] = {
-                "diagonal": {name: round(float(d), 4) for name, d in zip(layers, v.diagonal())},
-                "matrix": [[round(float(e), 4) for e in row] for row in v],
-                **{k: round(q, 4) for k, q in matrix.quadrants().items()}}
-    return {"n": len(x), "layers": layers, "encoder_layers": similarity.encoder_layers(layers), "seconds": seconds,
-            "pairs": pairs}
+    seconds = {"activations": 0.0, **{m: 0.0 for m in measures}}
+    out_pairs, layers = {}, None
+    for p in pairs(c):
+        # z = mean + σ·ε in `sampled` and the decoder: each model draws ε from its own seed.
+        ms = [m for m in (p.a, p.b, p.base) if m is not None]
+        acts, t_acts = timed(lambda: {m: similarity.activations(load_run(runs[m.dir].dir).model(device=device), x,
+                                                                seed=m.seed, device=device) for m in ms})
+        seconds["activations"] += t_acts
+        layers = list(acts[p.a])
+        others = ms[1:]
+        for m in others:
+            out_pairs[m.dir] = {"a": p.a.dir, "b": m.dir, "a_seed": p.a.seed, "b_seed": m.seed, "baseline": m.baseline,
+                                "pair": p.k}
+        for measure in measures if p.k == 0 else ["cka"]:
+            values, t = timed(similarity.similarity_matrices, [acts[p.a]], [acts[m] for m in others], measure,
+                              progress=None if ctx.progress else False)
+            seconds[measure] += t
+            for j, m in enumerate(others):
+                v = values[0, j]
+                matrix = similarity.SimilarityMatrix(v, layers, layers, measure, n=len(x))
+                out_pairs[m.dir][measure] = {
+                    "diagonal": {name: round(float(d), 4) for name, d in zip(layers, v.diagonal())},
+                    "matrix": [[round(float(e), 4) for e in row] for row in v],
+                    **{k: round(q, 4) for k, q in matrix.quadrants().items()}}
+    return {"n": len(x), "layers": layers, "encoder_layers": similarity.encoder_layers(layers),
+            "seconds": {k: round(v, 2) for k, v in seconds.items()}, "pairs": out_pairs}
 
 
 def quadrants(a: dict, d: str) -> tuple[float, float]:
-    """Mean encoder- and decoder-quadrant CKA of the first model against model ``d``."""
+    """Mean encoder- and decoder-quadrant CKA of model ``d`` against its pair's first model."""
     cka = a["similarity"]["pairs"][d]["cka"]
     return cka["encoder_mean"], cka["decoder_mean"]
 
@@ -138,12 +144,14 @@ def _disentanglement_one(c: Config, run_dir) -> dict:
 
 
 def disentanglement_section(c: Config, train_runs: dict, ctx) -> dict:
-    """Every model's disentanglement scores (one resumable step per model)."""
+    """The disentanglement scores of the first replicate pair's models (one resumable step per model)."""
     out = {"n": c.disentanglement_n, "metrics": list(c.disentanglement_metrics), "representation": "mean",
            "options": disentanglement_options(c), "factor_names": [], "scores": {}, "models": {}, "seconds": {}}
     if not c.disentanglement_metrics:
         return out
     for m in models(c):
+        if m.pair:  # the first replicate pair's models: a section to look at, no finding reads it
+            continue
         r = train_runs[m.dir]
         ctx.say(f"disentanglement of {m.label} ({c.disentanglement_n:,} examples) ...")
         res = ctx.step(f"disentanglement_{m.dir}", lambda r=r: _disentanglement_one(c, r.dir),
@@ -190,22 +198,27 @@ def distortion(model, x: torch.Tensor, chunk: int = 256) -> float:
     return float(objectives.evaluate(model, "beta-vae", x, z=mean, batch_size=chunk)["distortion"].mean())
 
 
-def reference_model(c: Config) -> Model:
-    """The model the trained-model check measures the others against: the smaller-β model of the
-    compared pair (β = 1 in every preset; the first one when both have the same β)."""
-    a, b = models(c)[:2]
-    return b if b.beta < a.beta else a
+def reference_models(c: Config) -> list[Model]:
+    """The models the trained-model check measures the others against: each pair's smaller-β
+    compared model (β = 1 in every preset; the first one when both have the same β)."""
+    return [p.b if p.b.beta < p.a.beta else p.a for p in pairs(c)]
 
 
 def trained_rule(c: Config, baseline: float, distortions: dict) -> dict:
     """The trained-model rule of the findings as a rule record (:func:`.kit.trained.halfway_record`):
-    a held-out distortion at most halfway from the input-ignoring ``baseline`` to the reference
-    model's (:func:`reference_model`; ``distortions``: model dir → nats); ``{"error"}``, naming the
-    reference, when the reference itself is no better than the baseline (then no model can be judged)."""
-    ref = reference_model(c)
-    rule = trained.halfway_record("distortion", baseline, distortions.get(ref.dir), what="held-out distortion",
-                                  reference_name=f"the β = {ref.beta:g} model's ({ref.dir})")
-    return {"error": f"the reference {ref.dir}: {rule['error']}"} if "error" in rule else rule
+    a held-out distortion at most halfway from the input-ignoring ``baseline`` to the mean of the
+    reference models' (:func:`reference_models`; ``distortions``: model dir → nats); ``{"error"}``,
+    naming them, when a reference has none or their mean is no better than the baseline (then no model
+    can be judged)."""
+    refs = reference_models(c)
+    values = [distortions.get(m.dir) for m in refs]
+    names = ", ".join(m.dir for m in refs)
+    if any(v is None for v in values):
+        return {"error": f"a reference model ({names}) has no finite held-out distortion"}
+    beta = refs[0].beta
+    rule = trained.halfway_record("distortion", baseline, sum(values) / len(values), what="held-out distortion",
+                                  reference_name=f"the β = {beta:g} models' mean ({names})")
+    return {"error": f"the references {names}: {rule['error']}"} if "error" in rule else rule
 
 
 def held_out_distortions(c: Config, runs: dict) -> dict:
@@ -233,7 +246,7 @@ def trained_check(c: Config, model_records: dict, measured: dict) -> dict:
                for d, m in model_records.items()}
     return {TRAINED_CHECK: trained.check(records, trained_rule(c, measured["baseline"], dist), n=measured["n"],
                                          held_out=measured["held_out"], baseline=measured["baseline"],
-                                         reference=reference_model(c).dir)}
+                                         reference=[m.dir for m in reference_models(c)])}
 
 
 def untrained(a: dict, *dirs: str) -> str | None:

@@ -16,7 +16,7 @@ __all__ = ["draw_figures"]
 
 def draw_figures(c: Config, analysis: dict, ctx) -> list[str]:
     out, ms, sim = ctx.out, models(c), analysis["similarity"]
-    main = [m for m in ms if not m.baseline]
+    main = [m for m in ms if not m.baseline and m.pair == 0]  # reconstructions and traversals: the first pair
     dirs = {r.row["model"]: r.dir for r in ctx.runs["train"]}
     runs = {m.dir: load_run(dirs[m.dir]) for m in ms}
     names = list(DATA_FIGURES) + ["loss_curves.png", "reconstructions.png"] + [f"traversal_{m.dir}.png" for m in main]

@@ -60,6 +60,17 @@ def report_sections(r: dict) -> str:
                               f"{x['a_seed']}, {x['b_seed']}", x["cka"]["encoder_mean"],
                               x["cka"]["encoder_diagonal_mean"], x["cka"]["decoder_mean"]] for x in (p, b)])
         L += ["", "![baseline_same_seed.png](baseline_same_seed.png)"]
+    reps = [x for x in s["pairs"].values() if not x["baseline"]]
+    if len(reps) > 1 or any(x.get("pair") for x in s["pairs"].values()):
+        base_of = {x["a"]: x for x in s["pairs"].values() if x["baseline"]}
+        L += ["", "## Replicate pairs (the findings' units)", "",
+              "Each replicate compares β[0] and β[1] from its own two seeds (and the same-seed baseline from the "
+              "first of them); the findings' effects are one value per replicate.", ""]
+        L += markdown_table(["replicate", "seeds", "encoder-quadrant CKA", "decoder-quadrant CKA", "gap",
+                             "same-seed encoder-quadrant CKA"],
+                            [[str(x.get("pair", 0)), f"{x['a_seed']}, {x['b_seed']}", x["cka"]["encoder_mean"],
+                              x["cka"]["decoder_mean"], round(x["cka"]["encoder_mean"] - x["cka"]["decoder_mean"], 4),
+                              base_of[x["a"]]["cka"]["encoder_mean"] if x["a"] in base_of else "—"] for x in reps])
     L += [""] + disentanglement_report(r)
     return "\n".join(L)
 

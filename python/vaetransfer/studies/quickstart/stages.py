@@ -14,29 +14,51 @@ from ...train import OptimizerConfig, TrainConfig, train
 from ..kit import trained
 from .config import Config
 
-__all__ = ["Model", "models", "model_of", "train_config", "train_rows", "timed", "train_runs", "train_one"]
+__all__ = ["Model", "Pair", "pairs", "models", "model_of", "train_config", "train_rows", "timed", "train_runs", "train_one"]
 
 
 @dataclass(frozen=True)
 class Model:
-    """One trained β-VAE: its run directory name (under the output directory), β, seed, label and
-    whether it is the same-seed baseline."""
+    """One trained β-VAE: its run directory name (under the output directory), β, seed, label,
+    whether it is the same-seed baseline and the replicate ``pair`` it belongs to."""
 
     dir: str
     beta: float
     seed: int
     label: str
     baseline: bool = False
+    pair: int = 0
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Replicate ``k``: the compared models ``a`` (β[0], seed + 2k) and ``b`` (β[1], seed + 2k + 1) and,
+    with ``same_seed_baseline``, ``base`` (β[1] from ``a``'s seed: the same initial weights)."""
+
+    k: int
+    a: Model
+    b: Model
+    base: Model | None
+
+
+def pairs(c: Config) -> list[Pair]:
+    """The ``pairs`` replicates: every one of different seeds from every other (its own seed pair),
+    so that their effects are independent units."""
+    (b0, b1), out = c.betas, []
+    for k in range(c.pairs):
+        s = c.seed + 2 * k
+        a = Model(f"beta_{b0:g}_seed_{s}", b0, s, f"β={b0:g}, seed {s}", pair=k)
+        b = Model(f"beta_{b1:g}_seed_{s + 1}", b1, s + 1, f"β={b1:g}, seed {s + 1}", pair=k)
+        base = Model(f"beta_{b1:g}_seed_{s}", b1, s, f"β={b1:g}, seed {s}", True, pair=k) \
+            if c.same_seed_baseline else None
+        out.append(Pair(k, a, b, base))
+    return out
 
 
 def models(c: Config) -> list[Model]:
-    """The compared pair (different seeds) and, with ``same_seed_baseline``, the baseline model."""
-    (b0, b1), s = c.betas, c.seed
-    out = [Model(f"beta_{b0:g}_seed_{s}", b0, s, f"β={b0:g}, seed {s}"),
-           Model(f"beta_{b1:g}_seed_{s + 1}", b1, s + 1, f"β={b1:g}, seed {s + 1}")]
-    if c.same_seed_baseline:
-        out.append(Model(f"beta_{b1:g}_seed_{s}", b1, s, f"β={b1:g}, seed {s}", True))
-    return out
+    """Every model, pair by pair: the compared two (different seeds) and, with ``same_seed_baseline``,
+    the baseline; the first pair's come first (the heatmaps show it)."""
+    return [m for p in pairs(c) for m in (p.a, p.b, p.base) if m is not None]
 
 
 def model_of(c: Config, row: dict) -> Model:

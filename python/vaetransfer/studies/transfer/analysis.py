@@ -13,7 +13,8 @@ from ..kit.stats import interval_key, mean_se
 from . import diagnostics
 from .config import Config, Variant
 from .crosscheck import crosscheck_section
-from .heatmaps import compare, comparisons, line_mean, matrix_json, model_activations
+from .heatmaps import (compare, comparisons, line_mean, matrix_json, model_activations, pair_summaries,
+                       posterior_mean_control)
 from .stages import (RetrainStage, data_spec, decoder_layers, held_out, latent_retrained_stage, objective_config,
                      retrain_plan, retraining_curves)
 
@@ -22,7 +23,10 @@ TRAINED_VERSION = 2  #: part of the ``trained`` step's key: the layout of its ch
 
 # ---------------------------------------------------------------------------------- experiments
 def dynamics_section(c: Config, runs: dict, x: torch.Tensor, device: str) -> dict:
-    """1. Snapshots of each objective against the final models of the other seeds."""
+    """1. Snapshots of each objective against the final models of the other seeds, from step 0 (the
+    weights training started from: the control of "encoders are learned first" — what an untrained
+    encoder already shares with trained ones is architecture and input, not learning) to the last
+    snapshot before the end; each point with its per-pair summaries (the findings' units)."""
     result = {}
     for label in c.dynamics:
         seeds = list(c.seeds)
@@ -30,10 +34,10 @@ def dynamics_section(c: Config, runs: dict, x: torch.Tensor, device: str) -> dic
         steps = [s for s, _ in runs[(f"source/{label}", seeds[0])].scheduled_snapshots()]
         final = {s: model_activations(runs[(f"source/{label}", s)], x, device) for s in seeds}
         curve = []
-        for t in steps[:-1]:
+        for t in [0] + steps[:-1]:
             snap = {s: model_activations(runs[(f"source/{label}", s)], x, device, t) for s in seeds}
             m = compare(c, snap, final, ("cka",))["cka"]
-            curve.append(_curve_point(t, m))
+            curve.append({**_curve_point(t, m), "pairs": pair_summaries(m, seeds, seeds)})
             if t == steps[0]:
                 result[label] = {"early_step": t, "final_step": steps[-1], "early": comparisons(c, snap, final)}
             del snap
@@ -90,9 +94,13 @@ def pairs_section(c: Config, runs: dict, x: torch.Tensor, pairs, device: str) ->
         acts_a = {s: model_activations(runs[(f"source/{a}", s)], x, device) for s in c.seeds}
         acts_b = {s: model_activations(runs[(f"source/{b}", s)], x, device) for s in c.seeds}
         mats = compare(c, acts_a, acts_b, c.measures)
+        seeds = list(c.seeds)
         del acts_a, acts_b
         result[f"{a}_vs_{b}"] = {
-            "a": a, "b": b, "matrices": {k: matrix_json(v) for k, v in mats.items()},
+            "a": a, "b": b,
+            "matrices": {k: matrix_json(v, seeds, seeds) if k == "cka" else matrix_json(v) for k, v in mats.items()},
+            "posterior_mean": posterior_mean_control(c, {s: runs[(f"source/{a}", s)] for s in c.seeds},
+                                                     {s: runs[(f"source/{b}", s)] for s in c.seeds}, x, device),
             "sampled_row_a": round(line_mean(mats["cka"], "sampled", "row"), 4),
             "sampled_col_b": round(line_mean(mats["cka"], "sampled", "col"), 4),
             "kl": {lab: rounded_mean([_kl(runs[(f"source/{lab}", s)]) for s in c.seeds]) for lab in (a, b)},
@@ -129,9 +137,12 @@ def cross_domain_section(c: Config, runs: dict, retrained: dict, x_t: torch.Tens
     others = {"as_is": lambda s: runs[(f"source/{ref}", s)], "latent_retrained": lambda s: retrained[s],
               "same_domain": lambda s: runs[(f"target/{ref}", s)]}
     result = {}
+    target_runs = {s: runs[(f"target/{ref}", s)] for s in c.seeds}
     for key, title in _CROSS_DOMAIN.items():
         acts_b = {s: model_activations(others[key](s), x_t, device) for s in c.seeds}
-        result[key] = {"title": title, "matrices": comparisons(c, target, acts_b)}
+        result[key] = {"title": title, "matrices": comparisons(c, target, acts_b),
+                       "posterior_mean": posterior_mean_control(c, target_runs, {s: others[key](s) for s in c.seeds},
+                                                                x_t, device)}
         del acts_b
     return result
 
@@ -165,6 +176,34 @@ def trained_section(c: Config, model_runs: list, models: dict) -> dict:
     return out
 
 
+def retraining_checks(c: Config, retraining_runs: list, target_check: dict, retraining: dict,
+                      decoder: list[str]) -> dict:
+    """8c. Did the retraining runs train? ``retraining``: every stage that retrains something (k ≥ 1,
+    or k = 0 with mean/logvar retrained), on its own loss (finite, fell by 1 %: the optimisation ran);
+    ``retraining_final``: the stages with every decoder layer retrained, also under the target VAEs'
+    rule (:func:`trained_section`: held-out target distortion on the same ``eval_n`` rows at most
+    halfway from the target's input-ignoring baseline to the target-trained reference models' mean) —
+    a decoder wholly retrained on the target should draw it as a target model does; one partly
+    retrained is not expected to (that is the claim under test). Names: ``<curve>/k=<k>``."""
+    measured = {r.row["label"]: r.measured for r in retraining_runs}
+    plan = retrain_plan(c, decoder)
+    every, final = {}, {}
+    for name, stages in retraining_curves(c, decoder):
+        losses = retraining["curves"][name]["loss"]
+        for k, stage in enumerate(stages):
+            trains = plan.get(stage.name)
+            if trains is None:  # the source model itself: nothing retrained, nothing to check
+                continue
+            m = measured.get(trains.name, {})
+            rec = {"curve": name, "k": k, "distortion": losses[k],
+                   **{f: m[f] for f in ("loss_first", "loss_last", "finite") if f in m}}
+            every[f"{name}/k={k}"] = rec
+            if k == len(stages) - 1:
+                final[f"{name}/k={k}"] = rec
+    return {"retraining": trained.check(every),
+            "retraining_final": trained.check(final, target_check.get("rule"), **target_check.get("context", {}))}
+
+
 def recon_loss(model, x: torch.Tensor, chunk: int = 256) -> float:
     """Mean −log p(x | z = posterior mean) per example (nats, summed over pixels), by the Bernoulli
     likelihood every model of this study trains with (the objective's evaluation in the core)."""
@@ -195,7 +234,8 @@ def retraining_section(c: Config, runs: dict, stage_runs: dict, decoder: list[st
 
 def probe_section(c: Config, runs: dict) -> dict:
     """7. GBT accuracy per factor of each domain's held-out data, from encoders trained on that
-    domain and on the other one."""
+    domain and on the other one, and — the control — from the same encoders untrained (the weights the
+    domain's own models started from): what a random projection of the pixels already gives the trees."""
     ref = c.reference
     result = {}
     for domain, own, other in ((c.target, "target", "source"), (c.source, "source", "target")):
@@ -203,15 +243,15 @@ def probe_section(c: Config, runs: dict) -> dict:
         x, classes = held.float_images(), held.factors
         names = [n for f, n in enumerate(held.factor_names) if torch.unique(classes[:, f]).numel() > 1]
         table = {}
-        for trained_on, key in ((own, "own"), (other, "other")):
+        for trained_on, key, step in ((own, "own", None), (other, "other", None), (own, "random", 0)):
             per_seed = {}
             for s in c.seeds:
                 with torch.no_grad():
-                    mean, _ = runs[(f"{trained_on}/{ref}", s)].model().encode(x)
+                    mean, _ = runs[(f"{trained_on}/{ref}", s)].model(step).encode(x)
                 per_seed[s] = {n: probes.gbt_probe(mean, classes[:, held.factor_names.index(n)], seed=s,
                                                    iterations=c.probe_iterations, model=c.probe_model)
                                for n in names}
-            table[key] = {"trained_on": c.source if trained_on == "source" else c.target,
+            table[key] = {"trained_on": "untrained" if step == 0 else c.source if trained_on == "source" else c.target,
                           "factors": {n: mean_se([per_seed[s][n] for s in c.seeds]) for n in names},
                           "average": mean_se([sum(per_seed[s].values()) / len(names) for s in c.seeds]),
                           "per_seed": {str(s): {n: round(v, 4) for n, v in r.items()} for s, r in per_seed.items()}}
@@ -379,6 +419,7 @@ def analyse(c: Config, runs: dict, ctx) -> dict:
            "retraining": section("retraining", lambda: retraining_section(c, models, stage_runs, decoder, x_eval)),
            "probes": section("probes", lambda: probe_section(c, models)),
            "disentanglement": section("disentanglement", lambda: disentanglement_section(c, models))}
+    out["trained"].update(retraining_checks(c, runs["retraining"], out["trained"]["target"], out["retraining"], decoder))
     annealed = runs.get("annealed_settings", [])
     out["diagnostics"] = section("diagnostics", lambda: diagnostics_section(c, models, runs.get("crosscheck", []),
                                                                             annealed, out["objectives"], x_s, device),

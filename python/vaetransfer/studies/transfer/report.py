@@ -24,22 +24,29 @@ def render_report(r: dict) -> str:
          "", "## 1. Learning dynamics", ""]
     dyn = a["dynamics"]["variants"]
     if dyn:
-        L += markdown_table(["objective", "first snapshot", "same-layer CKA to the final models: encoder", "decoder"],
-                            [[label, v["curve"][0]["step"], _ci_text(v["curve"][0], "encoder_diagonal"),
-                              _ci_text(v["curve"][0], "decoder_diagonal")] for label, v in dyn.items()])
+        first = lambda v: next((p for p in v["curve"] if p["step"] > 0), v["curve"][0])  # noqa: E731
+        start = lambda v: next((p for p in v["curve"] if p["step"] == 0), None)  # noqa: E731
+        L += markdown_table(["objective", "first snapshot", "same-layer CKA to the final models: encoder", "decoder",
+                             "at step 0 (control): encoder", "decoder"],
+                            [[label, first(v)["step"], _ci_text(first(v), "encoder_diagonal"),
+                              _ci_text(first(v), "decoder_diagonal"),
+                              _ci_text(start(v), "encoder_diagonal") if start(v) else "—",
+                              _ci_text(start(v), "decoder_diagonal") if start(v) else "—"] for label, v in dyn.items()])
         L += [""] + [f"![dynamics_{label}](dynamics_{label}.png)" for label in dyn]
         L += ["![dynamics_curve](dynamics_curve.png)", "![dynamics_layers](dynamics_layers.png)"]
     L += ["", "## 2. Regularisation strength", "", "Mean CKA of the weak model's `sampled` row and of the strong "
           "model's `sampled` column (a dark column: collapse).", ""]
-    L += markdown_table(["pair", "`sampled` row (weak)", "`sampled` column (strong)", "KL (weak, strong)",
-                         "active units (weak, strong)"],
-                        [[k, v["sampled_row_a"], v["sampled_col_b"], ", ".join(fmt(x) for x in v["kl"].values()),
+    pm = lambda v, k: (v.get("posterior_mean") or {}).get(k)  # noqa: E731  (results before the control: —)
+    L += markdown_table(["pair", "`sampled` row (weak)", "`sampled` column (strong)",
+                         "posterior mean (control): row, column", "KL (weak, strong)", "active units (weak, strong)"],
+                        [[k, v["sampled_row_a"], v["sampled_col_b"], f"{fmt(pm(v, 'sampled_row'))}, "
+                          f"{fmt(pm(v, 'sampled_col'))}", ", ".join(fmt(x) for x in v["kl"].values()),
                           ", ".join(fmt(x) for x in v["active_units"].values())] for k, v in a["regularisation"].items()])
     L += [""] + [f"![{k}](regularisation_{k}.png)" for k in a["regularisation"]]
     L += ["", "## 3. Objectives", ""]
-    L += markdown_table(["pair", "encoder-quadrant CKA", "decoder-quadrant CKA"],
-                        [[k, _ci_text(v["matrices"]["cka"], "encoder_mean"), _ci_text(v["matrices"]["cka"], "decoder_mean")]
-                         for k, v in a["objectives"].items()])
+    L += markdown_table(["pair", "encoder-quadrant CKA", "decoder-quadrant CKA", "decoder, posterior mean (control)"],
+                        [[k, _ci_text(v["matrices"]["cka"], "encoder_mean"), _ci_text(v["matrices"]["cka"], "decoder_mean"),
+                          fmt(pm(v, "decoder_mean"))] for k, v in a["objectives"].items()])
     L += [""] + [f"![{k}](objectives_{k}.png)" for k in a["objectives"]]
     if a["classifier"]:
         q = a["classifier"]["matrices"]["cka"]
@@ -47,9 +54,10 @@ def render_report(r: dict) -> str:
               f"{fmt(a['classifier']['train_accuracy'])}): encoder quadrant {_ci_text(q, 'encoder_mean')}, same-layer "
               f"encoder mean {_ci_text(q, 'encoder_diagonal_mean')}.", "", "![classifier](classifier.png)"]
     L += ["", "## 4. Cross-domain", "", f"On {c['target']}: {c['target']}-trained models against", ""]
-    L += markdown_table(["models", "encoder-quadrant CKA", "decoder-quadrant CKA"],
+    L += markdown_table(["models", "encoder-quadrant CKA", "decoder-quadrant CKA", "decoder, posterior mean (control)"],
                         [[v["title"], _ci_text(v["matrices"]["cka"], "encoder_mean"),
-                          _ci_text(v["matrices"]["cka"], "decoder_mean")] for v in a["cross_domain"].values()])
+                          _ci_text(v["matrices"]["cka"], "decoder_mean"), fmt(pm(v, "decoder_mean"))]
+                         for v in a["cross_domain"].values()])
     L += [""] + [f"![{k}](cross_domain_{k}.png)" for k in a["cross_domain"]]
     ret = a["retraining"]
     L += ["", "## 5. Progressive decoder retraining", "",
@@ -65,9 +73,13 @@ def render_report(r: dict) -> str:
           "", "## 7. GBT probes (accuracy on held-out examples, mean ± s.e. over seeds)", ""]
     for domain, v in a["probes"].items():
         L += [f"Target domain **{domain}**:", ""]
-        L += markdown_table(["factor", "chance", f"{v['own']['trained_on']} encoder", f"{v['other']['trained_on']} encoder"],
-                            [[n, v["chance"][n], v["own"]["factors"][n], v["other"]["factors"][n]] for n in v["factors"]]
-                            + [["**average**", "", v["own"]["average"], v["other"]["average"]]])
+        rnd = v.get("random")  # the untrained-encoder control (results before it: —)
+        L += markdown_table(["factor", "chance", f"{v['own']['trained_on']} encoder", f"{v['other']['trained_on']} encoder",
+                             "untrained encoder (control)"],
+                            [[n, v["chance"][n], v["own"]["factors"][n], v["other"]["factors"][n],
+                              rnd["factors"][n] if rnd else "—"] for n in v["factors"]]
+                            + [["**average**", "", v["own"]["average"], v["other"]["average"],
+                                rnd["average"] if rnd else "—"]])
         L.append("")
     L += ["## 8. Loss curves", "", "![loss curves](loss_curves.png)"]
     d = a.get("disentanglement")
