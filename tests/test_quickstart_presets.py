@@ -18,10 +18,10 @@ def test_medium_preset_is_valid_and_its_runs_are_as_designed():
         (b, 2 * k + s, base) for k in range(3) for b, s, base in ((1.0, 0, False), (8.0, 1, False), (8.0, 0, True))]
     assert len({r["model"] for r in rows}) == 9
     assert [(p.a.seed, p.b.seed, p.base.seed) for p in quickstart.pairs(c)] == [(0, 1, 0), (2, 3, 2), (4, 5, 4)]
-    # The training the estimate in the preset's comment rests on: 9 × 12,000 steps of batch 64 on
+    # The training the estimate in the preset's comment rests on: 9 × 10,000 steps of batch 64 on
     # 131,072 distinct dSprites images; snapshots every quarter (resumable).
     configs = [quickstart.train_config(c, quickstart.model_of(c, r), "cpu") for r in rows]
-    assert [(t.steps, t.batch_size, t.snapshot_every) for t in configs] == [(12_000, 64, 3_000)] * 9
+    assert [(t.steps, t.batch_size, t.snapshot_every) for t in configs] == [(10_000, 64, 2_500)] * 9
     assert all(t.dataset == "dsprites[131072]" for t in configs)
     rows_trained = quickstart.train_rows(c)
     assert len(rows_trained) == len(set(rows_trained.tolist())) == 131_072 < data.DSPRITES_COUNT
