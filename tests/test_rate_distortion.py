@@ -191,94 +191,154 @@ def test_shape_rule_separates_u_from_l():
 
 # ---------------------------------------------------------------------------------- the findings' rules
 SMALL = rd.PRESETS["small"]  # sparse split cv(0.01) = the focus split, 2 restarts there
-U = rd.analysis.shape([0.001, 0.1, 1.0], [120.0, 100.0, 110.0], [0.5, 0.5, 0.5])
-L = rd.analysis.shape([0.001, 0.1, 1.0], [100.0, 100.05, 130.0], [0.5, 0.5, 0.5])
-DIVERGED = {"beta-vae": {"mlp1": {"cv(0.01)": {"1.0": {"diverged": {"mean": 0.5}, "trained": {"mean": 1.0}}}}}}
-UNTRAINED = {"beta-vae": {"mlp3": {"cv(0.01)": {"0.1": {"diverged": {"mean": 0.0}, "trained": {"mean": 0.5}}}}}}
+TWO = dataclasses.replace(SMALL, focus_seeds=(0, 1, 2), ablation_seeds=(0, 1, 2))
 
 
-def decide(name: str, analysis: dict, config=SMALL):
-    verdict = next(f for f in rd.FINDINGS if f.name == name).decide(config, analysis)
-    assert verdict.reproduced is not None or verdict.reason
-    return verdict.reproduced
+def seeded(curves: dict, seeds=(0, 1, 2), spread: float = 0.0, obj="beta-vae") -> dict:
+    """A table of ``{(arch, split): {metric: {β: value}}}`` whose every restart has the value ± ``spread``
+    by seed (the units the findings read: ``by_seed``)."""
+    table = {}
+    for (arch, split), metrics in curves.items():
+        for m, by_beta in metrics.items():
+            for b, v in by_beta.items():
+                values = {str(s): v + spread * (k - 1) for k, s in enumerate(seeds)}
+                cell = table.setdefault(obj, {}).setdefault(arch, {}).setdefault(split, {}).setdefault(str(float(b)), {})
+                cell[m] = {"mean": v, "se": 0.0, "n": len(seeds), "sd": 0.0, "by_seed": values}
+    return table
 
 
-def test_every_finding_has_claim_source_and_rule():
-    assert {f.name for f in rd.FINDINGS} == FINDINGS
-    for f in rd.FINDINGS:
-        assert f.claim and "Rate-Regularization and Generalization in VAEs" in f.source and f.rule.endswith(".")
+def merged(*tables) -> dict:
+    out = {}
+    for t in tables:
+        for obj, archs in t.items():
+            for arch, splits in archs.items():
+                for split, cells_ in splits.items():
+                    for b, cell in cells_.items():
+                        out.setdefault(obj, {}).setdefault(arch, {}).setdefault(split, {}).setdefault(b, {}).update(cell)
+    return out
 
 
-def test_mi_saturation_rule():
-    def analysis(ratio, grows, table=None):
-        return {"table": table or {}, "mi_saturates_marginal_kl_grows": {
-            "mlp1/cv(0.01)": {"mi_over_log_n_below_1": [1.0, 1.0], "marginal_kl": [300.0, 5.0], "mi_saturates": True,
-                              "marginal_kl_grows": True, "holds": True},
-            "mlp3/cv(0.01)": {"mi_over_log_n_below_1": [ratio], "marginal_kl": [20.0, 5.0], "mi_saturates": ratio >= 0.9,
-                              "marginal_kl_grows": grows, "holds": ratio >= 0.9 and grows}}}
-    assert decide("mi_saturates_marginal_kl_grows", analysis(0.95, True)) is True
-    assert decide("mi_saturates_marginal_kl_grows", analysis(0.5, True)) is False
-    assert decide("mi_saturates_marginal_kl_grows", analysis(0.95, False)) is False
-    assert decide("mi_saturates_marginal_kl_grows", analysis(0.95, True, DIVERGED)) is None
-    assert decide("mi_saturates_marginal_kl_grows", analysis(0.95, True),
-                  dataclasses.replace(SMALL, betas=(1.0, 2.0, 4.0))) is None  # no β < 1 in the grid
+def verdict(name: str, analysis: dict, config=TWO) -> dict:
+    return finding(name).judge(config, analysis)
 
 
-def test_u_vs_l_rule():
-    def analysis(mlp1, mlp3, table=None):
-        return {"table": table or {}, "u_vs_l_shape": {"split": "cv(0.01)", "per_architecture": {"mlp1": mlp1,
-                                                                                             "mlp3": mlp3}}}
-    assert decide("u_vs_l_shape", analysis(U, L)) is True
-    assert decide("u_vs_l_shape", analysis(L, L)) is False
-    assert decide("u_vs_l_shape", analysis(U, U)) is False
-    assert decide("u_vs_l_shape", analysis(U, L, UNTRAINED)) is None
-    assert decide("u_vs_l_shape", analysis(U, L), dataclasses.replace(SMALL, focus_seeds=(0,))) is None  # one restart
-    one_depth = {"table": {}, "u_vs_l_shape": {"split": "cv(0.01)", "per_architecture": {"mlp1": U}}}
-    assert decide("u_vs_l_shape", one_depth, dataclasses.replace(SMALL, architectures=("mlp1",),
-                                                                 ablation_architecture="mlp1")) is None
+def rate_table(mi_below=9.5, mi_above=5.0, log_n=9.6, mkl=(60.0, 10.0, 3.0), spread=0.0):
+    """The rate split's table; ``spread``: by seed, of I_q above β = 1 only (restarts that disagree)."""
+    betas = (0.1, 1.0, 4.0)
+    table = seeded({("mlp1", "cv(0.1)"): {"mi_minibatch": dict(zip(betas, (mi_below, mi_below - 0.05, mi_above))),
+                                          "log_n_train": dict.fromkeys(betas, log_n),
+                                          "marginal_kl_minibatch": dict(zip(betas, mkl))}})
+    above = table["beta-vae"]["mlp1"]["cv(0.1)"]["4.0"]["mi_minibatch"]["by_seed"]
+    for k, s in enumerate(sorted(above)):
+        above[s] += spread * (k - 1)
+    return table
 
 
-def test_gap_rule():
-    def analysis(rho, table=None):
-        return {"table": table or {}, "gap_vs_beta": {"per_run_group": {
-            "mlp1/cv(0.01)": {"spearman_beta_gap": -1.0, "shrinks_as_beta_grows": True},
-            "mlp1/cd(0.02)": {"spearman_beta_gap": rho, "shrinks_as_beta_grows": rho is not None and rho < 0}}}}
-    assert decide("gap_vs_beta", analysis(-0.6)) is True
-    assert decide("gap_vs_beta", analysis(0.8)) is False
-    assert decide("gap_vs_beta", analysis(None)) is False  # a constant gap does not shrink
-    assert decide("gap_vs_beta", analysis(-0.6, DIVERGED)) is None
+def test_mi_saturation_rule_and_its_control():
+    assert verdict("mi_saturates_marginal_kl_grows", {"table": rate_table()})["verdict"] == "reproduced"
+    # I_q at log N for β > 1 too (a small training set): the contrast of Fig. 8 is absent
+    r = verdict("mi_saturates_marginal_kl_grows", {"table": rate_table(mi_above=9.55)})
+    assert r["verdict"] == "contradicted" and "falls from β = 0.1 to β = 4" in r["reason"]
+    # not saturated below β = 1
+    assert verdict("mi_saturates_marginal_kl_grows", {"table": rate_table(mi_below=5.0, mi_above=2.0)})["verdict"] \
+        == "contradicted"
+    # restarts that disagree: undecided, with how many would decide
+    r = verdict("mi_saturates_marginal_kl_grows", {"table": rate_table(mi_above=9.3, spread=0.4)})
+    assert r["verdict"] == "undecided" and "underpowered" in r["reason"]
+    assert verdict("mi_saturates_marginal_kl_grows", {"table": {}}, dataclasses.replace(TWO, rate_split=None))[
+        "verdict"] == "undecided"
+    # a run of the rate split that did not train (the table's flags, no per-run checks): left out
+    flags = merged(rate_table(), seeded({("mlp1", "cv(0.1)"): {"diverged": {4.0: 1.0}}}))
+    r = verdict("mi_saturates_marginal_kl_grows", {"table": flags})
+    assert r["verdict"] == "undecided" and "diverged" in r["reason"]
+
+
+SHALLOW_U = {0.001: 141.0, 0.01: 130.0, 0.1: 121.0, 1.0: 112.0, 4.0: 126.0}
+DEEP_L = {0.001: 190.0, 0.01: 191.0, 0.1: 193.0, 1.0: 230.0, 4.0: 260.0}
+DEEP_UPTURN = {0.001: 205.0, 0.01: 192.0, 0.1: 193.0, 1.0: 230.0, 4.0: 260.0}   # β = 0.001 13 nats above
+
+
+def shape_table(mlp1=SHALLOW_U, mlp3=DEEP_L, es1=None, spread=0.5):
+    return seeded({("mlp1", "cv(0.01)"): {"test_distortion": mlp1, "es_test_distortion": es1 or mlp1},
+                   ("mlp3", "cv(0.01)"): {"test_distortion": mlp3, "es_test_distortion": mlp3}}, spread=spread)
+
+
+def test_u_vs_l_rule_is_cross_fitted_per_restart():
+    r = verdict("u_vs_l_shape", {"table": shape_table()})
+    assert r["verdict"] == "reproduced"
+    parts = r["effect"]["parts"]
+    assert set(parts) == {"mlp1: smallest β above the interior minimum", "mlp1: largest β above the interior minimum",
+                          "mlp3: smallest β within 1% of the best"}
+    assert parts["mlp1: smallest β above the interior minimum"]["mean"] == pytest.approx(29.0)
+    # the 3-layer network's smallest β 13 nats above its best (more than 1 %): contradicted
+    r = verdict("u_vs_l_shape", {"table": shape_table(mlp3=DEEP_UPTURN)})
+    assert r["verdict"] == "contradicted" and "mlp3" in r["reason"]
+    # the 1-layer network L-shaped: its smallest β is not above the minimum
+    assert verdict("u_vs_l_shape", {"table": shape_table(mlp1=DEEP_L)})["verdict"] in ("contradicted", "absent")
+    # one restart: no other restarts to read the minimum from
+    assert verdict("u_vs_l_shape", {"table": shape_table()}, dataclasses.replace(TWO, focus_seeds=(0,)))[
+        "verdict"] == "undecided"
+    one_depth = dataclasses.replace(TWO, architectures=("mlp1",), ablation_architecture="mlp1")
+    assert verdict("u_vs_l_shape", {"table": shape_table()}, one_depth)["verdict"] == "undecided"
 
 
 def test_early_stopping_rule():
-    def analysis(mlp1, table=None):
-        return {"table": table or {}, "early_stopping_shape": {"split": "cv(0.01)",
-                                                               "per_architecture": {"mlp1": mlp1, "mlp3": U}}}
-    assert decide("early_stopping_shape", analysis(L)) is True  # only the 1-layer network counts
-    assert decide("early_stopping_shape", analysis(U)) is False
-    assert decide("early_stopping_shape", analysis(L, DIVERGED)) is None
-    assert decide("early_stopping_shape", analysis(L), dataclasses.replace(SMALL, focus_seeds=(3,))) is None
-    deep_only = {"table": {}, "early_stopping_shape": {"split": "cv(0.01)", "per_architecture": {"mlp3": L}}}
-    assert decide("early_stopping_shape", deep_only, dataclasses.replace(SMALL, architectures=("mlp3",))) is None
+    assert verdict("early_stopping_shape", {"table": shape_table(es1=DEEP_L)})["verdict"] == "reproduced"
+    r = verdict("early_stopping_shape", {"table": shape_table()})   # still U with early stopping
+    assert r["verdict"] == "contradicted"
+    assert verdict("early_stopping_shape", {"table": shape_table()},
+                   dataclasses.replace(TWO, architectures=("mlp3",), ablation_architecture="mlp3"))["verdict"] == \
+        "undecided"
+
+
+def gap_table(train_d, test_d, train_lp, test_lp, spread=0.2):
+    return seeded({("mlp3", "cv(0.01)"): {"train_distortion": train_d, "test_distortion": test_d,
+                                          "train_log_px": train_lp, "test_log_px": test_lp}}, spread=spread)
+
+
+def test_gap_rule_tests_the_papers_statement():
+    b = [0.001, 0.01, 0.1, 1.0, 4.0]
+    train = dict(zip(b, (50.0, 55.0, 60.0, 80.0, 100.0)))
+    small_at_01 = dict(zip(b, (90.0, 85.0, 70.0, 120.0, 160.0)))    # gaps 40, 30, 10, 40, 60: smallest at 0.1
+    lp_train = {k: -v for k, v in train.items()}
+    lp_test = {k: -v for k, v in small_at_01.items()}
+    config = dataclasses.replace(TWO, betas=tuple(b))
+    r = verdict("gap_vs_beta", {"table": gap_table(train, small_at_01, lp_train, lp_test)}, config)
+    assert r["verdict"] == "reproduced" and len(r["effect"]["parts"]) == 4
+    # the gap shrinking as β grows (the old rule's claim, not the paper's): contradicted at the largest β
+    shrinks = dict(zip(b, (150.0, 130.0, 100.0, 90.0, 101.0)))     # gaps 100, 75, 40, 10, 1
+    r = verdict("gap_vs_beta", {"table": gap_table(train, shrinks, lp_train, {k: -v for k, v in shrinks.items()})},
+                config)
+    assert r["verdict"] == "contradicted" and "β = 4 above β = 0.1" in r["reason"]
+    assert verdict("gap_vs_beta", {"table": {}}, dataclasses.replace(config, betas=(0.01, 1.0, 4.0)))["verdict"] \
+        == "undecided"   # no β = 0.1
+
+
+def ablation_table(mi_shift=10.0, mkl_shift=2.0, spread=0.3):
+    def one(obj, shift):
+        return seeded({("mlp3", "cv(0.01)"): {"train_neg_elbo": {0.01: 100.0, 1.0: 110.0},
+                                              "test_neg_elbo": {0.01: 140.0 + shift, 1.0: 140.0 + shift}}},
+                      spread=spread, obj=obj)
+    return merged(one("beta-vae", 0.0), one("mi-vae", mi_shift), one("marginal-kl-vae", mkl_shift))
 
 
 def test_ablation_rule():
-    def cell(gap, diverged=0.0):
-        return {"gap_neg_elbo": gap, "diverged": diverged, "trained": 1.0}
-
-    def analysis(mi_gap, mkl_gap, diverged=0.0):
-        return {"table": {}, "ablations": {"architecture": "mlp3", "split": "cv(0.01)", "per_objective": {
-            "beta-vae": {"0.01": cell(40.0), "1.0": cell(30.0)},
-            "mi-vae": {"0.01": cell(40.0 + mi_gap, diverged), "1.0": cell(30.0 + mi_gap)},
-            "marginal-kl-vae": {"0.01": cell(40.0 + mkl_gap), "1.0": cell(30.0 - mkl_gap)}}}}
-    assert decide("ablations", analysis(10.0, 2.0)) is True
-    assert decide("ablations", analysis(1.0, 2.0)) is False
-    assert decide("ablations", analysis(10.0, 2.0, diverged=1.0)) is None  # mi-vae collapsed
-    assert decide("ablations", analysis(10.0, 2.0), dataclasses.replace(SMALL, ablations=("mi-vae",))) is None
+    assert verdict("ablations", {"table": ablation_table()})["verdict"] == "reproduced"
+    assert verdict("ablations", {"table": ablation_table(1.0, 9.0)})["verdict"] == "contradicted"
+    assert verdict("ablations", {"table": ablation_table()}, dataclasses.replace(TWO, ablations=("mi-vae",)))[
+        "verdict"] == "undecided"
+    # one seed of the ablations: its spread unknown, undecided
+    one = seeded({("mlp3", "cv(0.01)"): {"train_neg_elbo": {0.01: 100.0}, "test_neg_elbo": {0.01: 150.0}}},
+                 seeds=(0,), obj="mi-vae")
+    table = ablation_table()
+    table["mi-vae"] = one["mi-vae"]
+    r = verdict("ablations", {"table": table}, dataclasses.replace(TWO, ablation_betas=(0.01,)))
+    assert r["verdict"] == "undecided" and "one unit" in r["reason"]
 
 
 def test_medium_preset_is_valid_and_sized_as_designed():
     """The medium preset (issue 32): constructs, is what make_config returns, and runs the counts it
-    was sized for (60 runs of 6,000 steps: ≈ 1 h 50 min on 2 workers × 1 thread)."""
+    was sized for (77 runs of 6,000 steps: ≈ 2 h 20 min on 2 workers × 1 thread)."""
     m = rd.PRESETS["medium"]
     assert studies.make_config("rate_distortion", "medium") == m
     assert config_to_dict(studies.make_config("rate_distortion", "medium")) == config_to_dict(m)
@@ -301,8 +361,9 @@ def test_medium_preset_is_valid_and_sized_as_designed():
         count[key] = count.get(key, 0) + 1
     assert count == {("beta-vae", "mlp1", "cv(0.01)"): 21, ("beta-vae", "mlp3", "cv(0.01)"): 21,  # 7 β × 3 seeds
                      ("beta-vae", "mlp1", "cd(0.02)"): 7, ("beta-vae", "mlp3", "cd(0.02)"): 7,    # 7 β × 1 seed
-                     ("mi-vae", "mlp3", "cv(0.01)"): 2, ("marginal-kl-vae", "mlp3", "cv(0.01)"): 2}  # 2 β × 1 seed
-    assert len(rows) == 60 and len({json.dumps(r, sort_keys=True) for r in rows}) == 60  # distinct runs
+                     ("mi-vae", "mlp3", "cv(0.01)"): 6, ("marginal-kl-vae", "mlp3", "cv(0.01)"): 6,  # 2 β × 3 seeds
+                     ("beta-vae", "mlp1", "cv(0.1)"): 9}   # the rate split (Fig. 8): 3 β × 3 seeds
+    assert len(rows) == 77 and len({json.dumps(r, sort_keys=True) for r in rows}) == 77  # distinct runs
 
 
 # ---------------------------------------------------------------------------------- did the runs train?
@@ -402,195 +463,45 @@ def test_trained_check_of_runs_measured_before_it(tmp_path):
     assert diverged["finite"] is False
 
 
-# ---------------------------------------------------------------------------------- shape diagnoses
-def cells(curves: dict, sd: float = 2.0, n: int = 3, **extra) -> dict:
-    """A β-VAE table: {(arch, split): {metric: [value per β of BETAS]}} → the analysis' table form."""
-    table = {}
-    for (arch, split), metrics in curves.items():
-        for k, b in enumerate(BETAS):
-            cell = {m: {"mean": v[k], "se": sd / math.sqrt(n), "n": n, "sd": sd} for m, v in metrics.items()}
-            cell.update({m: {"mean": v, "se": 0.0, "n": n, "sd": 0.0} for m, v in extra.items()})
-            table.setdefault("beta-vae", {}).setdefault(arch, {}).setdefault(split, {})[str(b)] = cell
-    return table
-
-
-SHALLOW_U = [141.0, 130.0, 121.0, 112.0, 126.0]
-DEEP_L = [190.0, 191.0, 193.0, 230.0, 260.0]
-DEEP_UPTURN = [205.0, 192.0, 193.0, 230.0, 260.0]   # L from β = 0.01 up; β = 0.001 13 nats above
-DEEP_U = [205.0, 200.0, 190.0, 230.0, 260.0]
-
-
-def shape_analysis(mlp1=SHALLOW_U, mlp3=DEEP_L, es1=None, es3=None, sd=2.0, overrides=(), stop=None, table=None):
-    """A synthetic analysis of the shape findings on cv(0.01) (small: 2 restarts there)."""
-    es1, es3 = es1 or mlp1, es3 or mlp3
-    t = table or cells({("mlp1", "cv(0.01)"): {"test_distortion": mlp1, "es_test_distortion": es1},
-                        ("mlp3", "cv(0.01)"): {"test_distortion": mlp3, "es_test_distortion": es3}}, sd=sd, n=2,
-                       early_stopping_step=500.0, n_train=1474.0)
-    if stop is not None:
-        t["beta-vae"]["mlp3"]["cv(0.01)"]["0.001"]["early_stopping_step"]["mean"] = stop
-    return {"table": t, "trained": rd.analysis.trained_section(records(overrides), BASELINES),
-            "u_vs_l_shape": {"split": "cv(0.01)", "per_architecture": {
-                "mlp1": rd.analysis.shape(BETAS, mlp1, [sd] * 5), "mlp3": rd.analysis.shape(BETAS, mlp3, [sd] * 5)}},
-            "early_stopping_shape": {"split": "cv(0.01)", "per_architecture": {
-                "mlp1": rd.analysis.shape(BETAS, es1, [sd] * 5), "mlp3": rd.analysis.shape(BETAS, es3, [sd] * 5)}}}
-
-
 def finding(name: str):
     return next(f for f in rd.FINDINGS if f.name == name)
 
 
-def judged(name: str, analysis: dict, config=SMALL):
-    f = finding(name)
-    return f.decide(config, analysis), f.diagnose(config, analysis)
-
-
-def test_u_vs_l_undecided_on_an_untrained_run_naming_it():
+def test_a_restart_whose_run_did_not_train_is_left_out_naming_it():
     bad = rec("mlp3", 0.001, 1, 280.0)
-    verdict, d = judged("u_vs_l_shape", shape_analysis(overrides=[bad]))
-    assert verdict.reproduced is None and "beta-vae mlp3 cv(0.01) β=0.001 seed 1" in verdict.reason
-    assert verdict.reason.startswith("did not train — ")
-    assert d.kind == "open" and "beta-vae mlp3 cv(0.01) β=0.001 seed 1" in d.text
-    # a run on another split does not touch the sparse-split finding; it does the every-split ones
-    other = rec("mlp3", 0.1, 0, 60.0, split="cd(0.02)", loss=(500.0, 499.0))
-    analysis = shape_analysis(overrides=[other])
-    assert judged("u_vs_l_shape", analysis)[0].reproduced is True
-    gap = {**analysis, "gap_vs_beta": {"per_run_group": {"mlp1/cv(0.01)": {"spearman_beta_gap": -1.0,
-                                                                           "shrinks_as_beta_grows": True}}}}
-    verdict = finding("gap_vs_beta").decide(SMALL, gap)
-    assert verdict.reproduced is None and "beta-vae mlp3 cd(0.02) β=0.1 seed 0" in verdict.reason
-    # early stopping rests on the early-stopped weights
+    good = [rec(arch, b, 2, 100.0) for arch in ("mlp1", "mlp3") for b in BETAS]
+    a = {"table": shape_table(), "trained": rd.analysis.trained_section(records([bad] + good), BASELINES)}
+    r = verdict("u_vs_l_shape", a)
+    dropped = r["effect"]["parts"]["mlp3: smallest β within 1% of the best"]["dropped"]
+    assert list(dropped) == ["seed=1"] and "beta-vae mlp3 cv(0.01) β=0.001 seed 1" in dropped["seed=1"]
+    assert "beta-vae mlp3 cv(0.01) β=0.001 seed 1" in r["reason"]
+    # the early-stopping finding rests on the early-stopped weights
     es_bad = rec("mlp1", 0.01, 0, 70.0, es=290.0)
-    verdict, d = judged("early_stopping_shape", shape_analysis(mlp1=SHALLOW_U, es1=DEEP_L, overrides=[es_bad]))
-    assert verdict.reproduced is None and "early-stopped train distortion 290" in verdict.reason
-    assert d.kind == "open" and "beta-vae mlp1 cv(0.01) β=0.01 seed 0" in d.text
-    assert judged("u_vs_l_shape", shape_analysis(overrides=[es_bad]))[0].reproduced is True  # final weights fine
+    a = {"table": shape_table(es1=DEEP_L), "trained": rd.analysis.trained_section(records([es_bad] + good),
+                                                                                  BASELINES)}
+    r = verdict("early_stopping_shape", a)
+    assert "early-stopped train distortion 290" in r["reason"]
+    assert "seed=0" in r["effect"]["parts"]["mlp1: smallest β within 1% of the best"]["dropped"]
+    assert "seed=0" not in verdict("u_vs_l_shape", a)["effect"]["parts"][
+        "mlp1: smallest β above the interior minimum"]["dropped"]   # the final weights trained
 
 
-def test_u_vs_l_diagnosis_branches():
-    verdict, d = judged("u_vs_l_shape", shape_analysis())
-    assert verdict.reproduced is True and d.kind == "reproduced" and "mlp3 minimum at β = 0.001" in d.text
-    # MLP-3 still improving at the end at the smallest β → scale
-    verdict, d = judged("u_vs_l_shape", shape_analysis(mlp3=DEEP_UPTURN, stop=1450.0))
-    assert verdict.reproduced is False and d.kind == "scale"
-    assert d.evidence["per_architecture"]["mlp3"]["class"] == "still improving" and "97%" in d.text
-    # the early-stopped weights are L-shaped → setting (early stopping vs training to the end)
-    verdict, d = judged("u_vs_l_shape", shape_analysis(mlp3=DEEP_UPTURN, es3=DEEP_L))
-    assert verdict.reproduced is False and d.kind == "setting"
-    assert d.evidence["per_architecture"]["mlp3"]["class"] == "early stopping" and "early-stopped" in d.text
-    # ... but not when those early-stopped weights did not train
-    es_bad = rec("mlp3", 0.001, 0, 60.0, es=295.0)
-    _, d = judged("u_vs_l_shape", shape_analysis(mlp3=DEEP_UPTURN, es3=DEEP_L, overrides=[es_bad]))
-    assert d.evidence["per_architecture"]["mlp3"]["class"] == "smallest β only"
-    # the upturn only at the smallest β, beyond the spread, no denser CV split → open, with the numbers
-    verdict, d = judged("u_vs_l_shape", shape_analysis(mlp3=DEEP_UPTURN))
-    ev = d.evidence["per_architecture"]["mlp3"]
-    assert d.kind == "open" and ev["class"] == "smallest β only" and ev["smallest_beta_excess"] == 13.0
-    assert ev["second_beta_excess"] == 0.0 and "16,384" in d.text and "1,474" in d.text
-    # ... and with a denser CV split (2 restarts) on which MLP-3 is L → setting: the training-set size
-    table = cells({("mlp1", "cv(0.01)"): {"test_distortion": SHALLOW_U, "es_test_distortion": SHALLOW_U},
-                   ("mlp3", "cv(0.01)"): {"test_distortion": DEEP_UPTURN, "es_test_distortion": DEEP_UPTURN},
-                   ("mlp3", "cv(0.04)"): {"test_distortion": DEEP_L}}, n=2, early_stopping_step=500.0,
-                  n_train=1474.0)
-    for cell in table["beta-vae"]["mlp3"]["cv(0.04)"].values():
-        cell["n_train"]["mean"] = 5898.0
-    denser = shape_analysis(mlp3=DEEP_UPTURN, table=table)
-    two = dataclasses.replace(SMALL, seeds=(0, 1))
-    verdict, d = judged("u_vs_l_shape", denser, two)
-    assert verdict.reproduced is False and d.kind == "setting"
-    assert d.evidence["per_architecture"]["mlp3"]["class"] == "n_train" and "cv(0.04)" in d.text
-    # one restart there: indicative only, not a separated cause
-    assert judged("u_vs_l_shape", denser)[1].kind == "open"
-    # a U of the 3-layer network (more than the smallest β above its minimum) → open
-    _, d = judged("u_vs_l_shape", shape_analysis(mlp3=DEEP_U))
-    assert d.kind == "open" and d.evidence["per_architecture"]["mlp3"]["class"] == "U"
-    # MLP-1 off its U: minimum at the grid's largest β → setting (the β grid); inside the spread → open
-    _, d = judged("u_vs_l_shape", shape_analysis(mlp1=[141.0, 130.0, 121.0, 112.0, 105.0]))
-    assert d.kind == "setting" and d.evidence["per_architecture"]["mlp1"]["class"] == "beyond the grid"
-    _, d = judged("u_vs_l_shape", shape_analysis(mlp1=[112.5, 130.0, 121.0, 112.0, 126.0]))
-    assert d.kind == "open" and d.evidence["per_architecture"]["mlp1"]["class"] == "flat"
-    # classes of different kinds → open
-    _, d = judged("u_vs_l_shape", shape_analysis(mlp1=[141.0, 130.0, 121.0, 112.0, 105.0], mlp3=DEEP_UPTURN))
-    assert d.kind == "open" and set(d.evidence["per_architecture"]) == {"mlp1", "mlp3"}
-    # no verdict to explain: one restart
-    assert finding("u_vs_l_shape").diagnose(dataclasses.replace(SMALL, focus_seeds=(0,)), shape_analysis()) is None
-    # an analysis written before the `trained` section: the table's flags
-    old = {k: v for k, v in shape_analysis(mlp3=DEEP_UPTURN).items() if k != "trained"}
-    assert judged("u_vs_l_shape", old)[1].evidence["per_architecture"]["mlp3"]["class"] == "smallest β only"
-
-
-def test_early_stopping_diagnosis_branches():
-    verdict, d = judged("early_stopping_shape", shape_analysis(es1=DEEP_L))
-    assert verdict.reproduced is True and d.kind == "reproduced"
-    verdict, d = judged("early_stopping_shape", shape_analysis(es1=[125.0, 124.0, 121.0, 112.0, 126.0]))
-    ev = d.evidence["per_architecture"]["mlp1"]
-    assert verdict.reproduced is False and d.kind == "open" and ev["class"] == "narrowed"
-    assert ev["es_smallest_beta_excess"] == 13.0 and ev["final_smallest_beta_excess"] == 29.0
-    assert "this study's choice" in d.text
-
-
-# ---------------------------------------------------------------------------------- gap and ablation diagnoses
-def gap_analysis(groups: dict, table: dict, overrides=()) -> dict:
-    per = {}
-    for key, g in groups.items():
-        rho = spearman(BETAS, g)
-        per[key] = {"betas": BETAS, "gap_neg_elbo": g, "spearman_beta_gap": rho,
-                    "shrinks_as_beta_grows": rho is not None and rho < 0}
-    return {"table": table, "trained": rd.analysis.trained_section(records(overrides), BASELINES),
-            "gap_vs_beta": {"per_run_group": per}}
-
-
-def test_gap_diagnosis_branches():
-    elbo = {"test_neg_elbo": [0.0] * 5, "train_neg_elbo": [0.0] * 5}
-    table = cells({("mlp1", "cv(0.01)"): elbo, ("mlp3", "cv(0.01)"): elbo}, sd=1.5, n=2)
-    shrink = [68.0, 60.0, 45.0, 30.0, 26.0]
-    verdict, d = judged("gap_vs_beta", gap_analysis({"mlp1/cv(0.01)": shrink, "mlp3/cv(0.01)": shrink}, table))
-    assert verdict.reproduced is True and d.kind == "reproduced"
-    # the 3-layer gap smallest at an interior β and growing at large β beyond the noise (±6) → setting: depth
-    memorise = [42.0, 35.0, 28.0, 60.0, 90.0]
-    verdict, d = judged("gap_vs_beta", gap_analysis({"mlp1/cv(0.01)": shrink, "mlp3/cv(0.01)": memorise}, table))
-    g = d.evidence["per_group"]["mlp3/cv(0.01)"]
-    assert verdict.reproduced is False and d.kind == "setting" and g["class"] == "memorisation at large β"
-    assert g["noise"] == 6.0 and "§4.4" in d.text
-    # a CD group (one restart: the noise from the sparse split) whose gap hardly moves → open, noise
-    flat = [3.0, 5.0, 2.0, 4.0, 6.0]
-    verdict, d = judged("gap_vs_beta", gap_analysis({"mlp1/cv(0.01)": shrink, "mlp1/cd(0.02)": flat}, table))
-    g = d.evidence["per_group"]["mlp1/cd(0.02)"]
-    assert d.kind == "open" and g["class"] == "noise" and g["noise_from"] == "cv(0.01)"
-    assert "cannot decide" in d.text
-    # a 1-layer gap growing beyond the noise → open
-    grows = [20.0, 30.0, 40.0, 50.0, 60.0]
-    _, d = judged("gap_vs_beta", gap_analysis({"mlp1/cv(0.01)": grows, "mlp3/cv(0.01)": shrink}, table))
-    assert d.kind == "open" and d.evidence["per_group"]["mlp1/cv(0.01)"]["class"] == "grows"
-    # no restarts anywhere to size the noise
-    single = cells({("mlp1", "cv(0.01)"): elbo}, n=1)
-    _, d = judged("gap_vs_beta", gap_analysis({"mlp1/cv(0.01)": grows}, single))
-    assert d.evidence["per_group"]["mlp1/cv(0.01)"]["class"] == "no noise scale" and d.kind == "open"
-    # untrained → undecided and open, naming the run
-    verdict, d = judged("gap_vs_beta", gap_analysis({"mlp1/cv(0.01)": shrink}, table,
-                                                     [rec("mlp1", 0.1, 0, 280.0)]))
-    assert verdict.reproduced is None and d.kind == "open" and "beta-vae mlp1 cv(0.01) β=0.1 seed 0" in d.text
-
-
-def test_ablation_checks_and_diagnosis():
-    def cell(gap):
-        return {"gap_neg_elbo": gap, "diverged": 0.0, "trained": 1.0}
-
-    per = {"beta-vae": {"0.01": cell(40.0), "1.0": cell(30.0)}, "mi-vae": {"0.01": cell(50.0), "1.0": cell(40.0)},
-           "marginal-kl-vae": {"0.01": cell(42.0), "1.0": cell(28.0)}}
-    ablated = [rec("mlp3", b, 0, 100.0, obj=obj) for obj in rd.ABLATIONS for b in (0.01, 1.0)]
-    a = {"table": {}, "ablations": {"architecture": "mlp3", "split": "cv(0.01)", "per_objective": per},
-         "trained": rd.analysis.trained_section(records(ablated), BASELINES)}
-    verdict, d = judged("ablations", a)
-    assert verdict.reproduced is True and d.kind == "reproduced"
-    nan = rec("mlp3", 1.0, 0, 100.0, obj="mi-vae", finite=False)
-    a["trained"] = rd.analysis.trained_section(records(ablated + [nan]), BASELINES)
-    verdict, d = judged("ablations", a)
-    assert verdict.reproduced is None and "mi-vae mlp3 cv(0.01) β=1 seed 0: diverged" in verdict.reason
-    assert d.kind == "open" and "mi-vae mlp3 cv(0.01) β=1 seed 0" in d.text
+def test_diagnoses_follow_the_decision():
+    r = verdict("u_vs_l_shape", {"table": shape_table()})
+    assert r["diagnosis"]["kind"] == "reproduced"
+    r = verdict("u_vs_l_shape", {"table": shape_table(mlp3=DEEP_UPTURN)})
+    assert r["diagnosis"]["kind"] == "open" and "Contradicted" in r["diagnosis"]["text"]
+    r = verdict("mi_saturates_marginal_kl_grows", {"table": rate_table(mi_above=9.3, spread=0.4)})
+    assert r["diagnosis"]["kind"] == "scale" and "restarts would decide it" in r["diagnosis"]["text"]
+    # most runs still improving on held-out rows at the end: said
+    late = merged(shape_table(mlp3=DEEP_UPTURN), seeded({("mlp3", "cv(0.01)"): {"early_stopping_step":
+                                                                                 dict.fromkeys(BETAS, 1490.0)}}))
+    r = verdict("u_vs_l_shape", {"table": late})
+    assert "still improving on held-out rows" in r["diagnosis"]["text"]
 
 
 def test_findings_name_their_figures_and_rule():
     for f in rd.FINDINGS:
         assert f.figures and all(x.endswith(".png") for x in f.figures), f.name
         assert "halfway from the input-ignoring baseline" in f.rule and "β > 1" in f.rule and "2 %" in f.rule, f.name
-    assert all(finding(n).diagnose for n in ("u_vs_l_shape", "gap_vs_beta", "early_stopping_shape", "ablations"))
+        assert f.diagnose is not None, f.name

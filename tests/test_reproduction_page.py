@@ -257,7 +257,7 @@ def _decide(c, a):
 
 def test_judge_records_figures_and_diagnosis():
     plain = studies.Finding("f", "claim", "source", "rule", _decide, kind="sanity")
-    assert plain.judge(None, {"x": 2}) == {"name": "f", "kind": "sanity", "procedure": "effect", "claim": "claim",
+    assert plain.judge(None, {"x": 2}) == {"name": "f", "kind": "sanity", "claim": "claim",
                                            "source": "source", "rule": "rule", "verdict": "passed",
                                            "reproduced": True, "effect": None, "evidence": {"x": 2}, "reason": None,
                                            "figures": [], "diagnosis": None}

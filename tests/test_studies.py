@@ -17,7 +17,7 @@ from vaetransfer.studies import pipeline, quickstart
 from vaetransfer.studies.kit import declarations
 
 PNG = b"\x89PNG\r\n\x1a\n"
-FINDING_KEYS = {"name", "kind", "procedure", "claim", "source", "rule", "verdict", "reproduced", "effect", "evidence", "reason",
+FINDING_KEYS = {"name", "kind", "claim", "source", "rule", "verdict", "reproduced", "effect", "evidence", "reason",
                 "figures", "diagnosis"}
 
 
@@ -302,7 +302,7 @@ def test_pipeline_runs_stages_in_order_and_writes_one_schema(fake_study, tmp_pat
     (f,) = r["findings"]
     effect = f.pop("effect")
     reason = f.pop("reason")
-    assert f == {"name": "z_doubles_y", "kind": "finding", "procedure": "effect", "claim": "z is more than twice y",
+    assert f == {"name": "z_doubles_y", "kind": "finding", "claim": "z is more than twice y",
                  "source": "Nobody (2026), §0", "rule": "the second seed's z above twice its y",
                  "verdict": "undecided", "reproduced": None, "evidence": {"z": 5.0, "y": 4.0}, "figures": [],
                  "diagnosis": None}
@@ -571,7 +571,7 @@ def test_every_study_runs_at_smoke_with_one_schema_and_resumes(name, study_smoke
         assert all(isinstance(f[k], str) and f[k] for k in ("claim", "source", "rule"))
         assert f["kind"] in ("finding", "sanity") and (f["reproduced"] is None) == (f["verdict"] == "undecided")
         assert f["reason"] or f["verdict"] != "undecided"
-        assert (f["effect"] is not None) <= (f["kind"] == "finding" and f["procedure"] == "effect")
+        assert (f["effect"] is not None) <= (f["kind"] == "finding")
     index = (out / "index.md").read_text()
     assert index.startswith(f"# {study.title}")
     for f in r["findings"]:

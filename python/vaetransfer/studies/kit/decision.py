@@ -85,6 +85,7 @@ class Part:
     example_se: Mapping[str, float] | None = None
     reason: str | None = None   #: set: the part is left out, and why
     dropped: Mapping[str, str] = field(default_factory=dict)  #: units left out (a model that did not train) → why
+    size: float | None = None   #: this part's stated size, when its statistic has its own scale (else the Effect's)
 
     def __post_init__(self):
         if not isinstance(self.values, Mapping):
@@ -121,12 +122,13 @@ class Part:
         return cls({}, reason=reason)
 
     @classmethod
-    def of_seeds(cls, values: Mapping, example_se: Mapping | None = None, dropped: Mapping | None = None) -> "Part":
+    def of_seeds(cls, values: Mapping, example_se: Mapping | None = None, dropped: Mapping | None = None,
+                 size: float | None = None) -> "Part":
         """Independent units, one per seed: ``{seed: value}`` (``dropped``: ``{seed: why}``)."""
         label = lambda k: f"seed={k}"  # noqa: E731
         return cls({label(k): v for k, v in values.items()},
                    example_se=None if example_se is None else {label(k): v for k, v in example_se.items()},
-                   dropped={label(k): v for k, v in (dropped or {}).items()})
+                   dropped={label(k): v for k, v in (dropped or {}).items()}, size=size)
 
     @classmethod
     def of_pairs(cls, values: Mapping[tuple, float], example_se: Mapping | None = None,
@@ -144,7 +146,8 @@ class Effect:
     """What a finding measures (see the module docstring): ``statistic`` (a unit's value in words,
     positive in the paper's direction), ``unit`` (what varies: "seed", "seed pair", …), ``parts``
     (name → :class:`Part`; one part: any name), ``size`` (> margin: the paper's size where it gives one,
-    else the smallest effect the claim is about; power is computed for it, "absent" excludes it),
+    else the smallest effect the claim is about; power is computed for it, "absent" excludes it; a part
+    whose statistic has its own scale states its own ``Part.size``),
     ``size_source`` (where ``size`` comes from), ``margin`` (>= 0: how far beyond zero an effect must be
     established), ``control`` (in words, the control the statistic is taken against, when the claim
     implies one) and ``evidence`` (other numbers shown with it)."""
@@ -262,7 +265,8 @@ def decide_part(part: Part, size: float, margin: float = 0.0, level: float = LEV
         return {"verdict": "undecided", "reason": part.reason, "units": {}, "dropped": dict(part.dropped)}
     against_level = level if against_level is None else against_level
     est = estimate(part)
-    rec = {"units": {k: round(v, 6) for k, v in part.values.items()}, "dropped": dict(part.dropped), "n": est["n"], "mean": est["mean"],
+    rec = {"units": {k: round(v, 6) for k, v in part.values.items()}, "dropped": dict(part.dropped), "size": size,
+           "n": est["n"], "mean": est["mean"],
            "method": est["method"],
            "se": est["se"], "se_units": est["se_units"], "se_examples": est["se_examples"], "df": est["df"]}
     if "seeds" in est:
@@ -296,7 +300,11 @@ def decide(effect: Effect, level: float = LEVEL) -> dict:
     left_out = {k: p.reason for k, p in effect.parts.items() if p.reason is not None}
     k = max(len(decided), 1)
     against = 1 - (1 - level) / k
-    parts = {name: decide_part(p, effect.size, effect.margin, level, against) for name, p in effect.parts.items()}
+    for name, p in effect.parts.items():
+        if p.size is not None and not (math.isfinite(p.size) and p.size > effect.margin):
+            raise value_error("size", f"part {name!r}: expected a finite size above the margin, got {p.size!r}")
+    parts = {name: decide_part(p, effect.size if p.size is None else p.size, effect.margin, level, against)
+             for name, p in effect.parts.items()}
     verdicts = [parts[n]["verdict"] for n in decided]
     base = {"statistic": effect.statistic, "unit": effect.unit, "size": effect.size, "size_source": effect.size_source,
             "margin": effect.margin, "control": effect.control, "level": level, "parts": parts, "left_out": left_out}

@@ -32,7 +32,7 @@ from ...config import config_to_dict
 from .decision import Effect, decide
 
 __all__ = ["RESULTS_FILE", "STUDY_FILE", "INDEX_FILE", "STEPS_DIR", "SWEEPS_DIR", "MEASURED_FILE", "REQUIRED_PRESETS",
-           "RESULTS_SCHEMA", "NAME_PATTERN", "Verdict", "undecided", "DIAGNOSIS_KINDS", "Diagnosis", "FINDING_KINDS", "Finding", "own_rules",
+           "RESULTS_SCHEMA", "NAME_PATTERN", "Verdict", "undecided", "DIAGNOSIS_KINDS", "Diagnosis", "FINDING_KINDS", "Finding",
            "RunResult", "Job", "Stage", "Study", "as_json"]
 
 RESULTS_FILE = "results.json"
@@ -135,9 +135,6 @@ class Finding:
     figures: tuple[str, ...] = ()
     diagnose: Callable[[Any, Mapping, dict], "Diagnosis | None"] | None = None
     kind: str = "finding"
-    #: True only while a finding still decides itself by its own rule (``Verdict(True/False)``), before
-    #: it is moved onto the one procedure: recorded as ``reproduced`` / ``not reproduced`` and shown so.
-    own_rule: bool = False
 
     def __post_init__(self):
         figures = self.figures
@@ -170,11 +167,9 @@ class Finding:
                                        f"or a Verdict")
         if out.reproduced is None:
             return "undecided", out.reason, dict(out.evidence), None
-        if self.kind == "finding" and not self.own_rule:
+        if self.kind == "finding":
             raise type_error("decide", f"finding {self.name!r} decided itself ({out.reproduced}); a finding "
                                        f"returns an Effect for the pipeline to decide (or an undecided Verdict)")
-        if self.kind == "finding":  # own_rule: a rule not yet moved onto the one procedure
-            return ("reproduced" if out.reproduced else "not reproduced"), out.reason, dict(out.evidence), None
         return ("passed" if out.reproduced else "failed"), out.reason, dict(out.evidence), None
 
     def judge(self, config, analysis: Mapping, made: Sequence[str] | None = None) -> dict:
@@ -192,21 +187,12 @@ class Finding:
             raise type_error("diagnose", f"finding {self.name!r} returned {type(diagnosis).__name__}, "
                                          f"expected a Diagnosis or None")
         reproduced = None if verdict == "undecided" else verdict in ("reproduced", "passed")
-        return {"name": self.name, "kind": self.kind, "procedure": "own rule" if self.own_rule else "effect", "claim": self.claim, "source": self.source, "rule": self.rule,
+        return {"name": self.name, "kind": self.kind, "claim": self.claim, "source": self.source, "rule": self.rule,
                 "verdict": verdict, "reproduced": reproduced,
                 "effect": None if decision is None else as_json(decision, f"{self.name}.effect"),
                 "evidence": as_json(evidence, f"{self.name}.evidence"), "reason": reason,
                 "figures": [f for f in self.figures if made is None or f in made],
                 "diagnosis": None if diagnosis is None else as_json(diagnosis.to_dict(), f"{self.name}.diagnosis")}
-
-
-def own_rules(findings: Sequence[Finding]) -> tuple[Finding, ...]:
-    """Findings that still decide themselves (``own_rule``), their two-argument diagnoses
-    (config, analysis) adapted to the three-argument form: the state of a study before its findings
-    move onto the one procedure of :mod:`.decision` (issue 51); the page marks them."""
-    def adapt(diagnose):
-        return None if diagnose is None else (lambda c, a, v: diagnose(c, a))
-    return tuple(dataclasses.replace(f, own_rule=True, diagnose=adapt(f.diagnose)) for f in findings)
 
 
 # ---------------------------------------------------------------------------------- stages and runs

@@ -33,18 +33,21 @@ _METRICS = ("train_distortion", "train_rate", "train_neg_elbo", "test_distortion
 
 
 def table_of(runs: list[RunResult]) -> dict:
-    """objective → architecture → split label → β → {metric: {"mean", "se", "n", "sd"}} over seeds."""
+    """objective → architecture → split label → β → {metric: {"mean", "se", "n", "sd", "by_seed"}} over
+    seeds (``by_seed``: seed → the run's value)."""
     groups: dict = {}
     for r in runs:
         key = (r.row["objective"], r.row["architecture"], split_label(r.row["split"]), float(r.row["beta"]))
-        groups.setdefault(key, []).append(r.measured)
+        groups.setdefault(key, []).append((r.row["seed"], r.measured))
     table: dict = {}
     for (obj, arch, split, beta), measured in sorted(groups.items()):
         cell = {}
         for k in _METRICS:
-            summary = mean_se([m.get(k) for m in measured])
+            summary = mean_se([m.get(k) for _, m in measured])
             if summary["n"]:
-                cell[k] = {**summary, "sd": round(summary["se"] * math.sqrt(summary["n"]), 4)}
+                cell[k] = {**summary, "sd": round(summary["se"] * math.sqrt(summary["n"]), 4),
+                           # each restart's own value: the units the findings decide over
+                           "by_seed": {str(seed): m[k] for seed, m in measured if m.get(k) is not None}}
         table.setdefault(obj, {}).setdefault(arch, {}).setdefault(split, {})[str(beta)] = cell
     return table
 
@@ -202,12 +205,18 @@ def run_record(r: RunResult) -> dict:
     return rec
 
 
+def baseline_splits(c: Config) -> list[SplitSpec]:
+    """Every split a run trains on: the grid's and the rate split."""
+    extra = [c.rate_split] if c.rate_split is not None and c.rate_split not in c.splits else []
+    return list(c.splits) + extra
+
+
 def input_ignoring_baselines(c: Config) -> dict[str, float]:
     """Per split label: the distortion on its ``eval_n`` training rows (the rows of every run's
     ``train_distortion``) of a model that ignores its input — every pixel Bernoulli with its mean
     over those rows (:func:`.kit.trained.input_ignoring_distortion`), the best such a model does there."""
     out = {}
-    for s in c.splits:
+    for s in baseline_splits(c):
         train_rows, _, _ = split_rows(s, c.data_seed, c.validation_fraction)
         x = images(subset(train_rows, c.eval_n, c.data_seed), c.data_seed)
         out[s.label] = round(trained.input_ignoring_distortion(x, x), 3)
@@ -334,6 +343,27 @@ def untrained_runs(a: dict, groups=None, *, betas=None, weights: str = "final") 
             and (cell.get("diverged", {}).get("mean", 0) > 0 or cell.get("trained", {}).get("mean", 1) < 1)]
 
 
+def failures_by_seed(a: dict, groups, *, betas=None, weights: str = "final") -> dict[str, str]:
+    """Seed → why a run of that seed in ``groups`` ((objective, architecture, split label) triples; at β
+    in ``betas`` when given) did not train (the ``trained`` checks for ``weights``; an analysis
+    without them: the table's flags, which name no seed — every seed then fails alike)."""
+    want = {tuple(g) for g in groups}
+    keep = None if betas is None else {float(b) for b in betas}
+    checks = a.get("trained")
+    out: dict[str, list[str]] = {}
+    if checks:
+        for section in checks.values():
+            if section["context"].get("weights") != weights:
+                continue
+            for run, v in section["models"].items():
+                if (v["objective"], v["architecture"], v["split"]) in want and (keep is None or float(v["beta"]) in keep):
+                    for why in trained.check_failures(section, [run], label=run):
+                        out.setdefault(str(v["seed"]), []).append(why)
+        return {s: "; ".join(w) for s, w in out.items()}
+    flags = untrained_runs(a, groups, betas=betas, weights=weights)
+    return {"*": "; ".join(flags)} if flags else {}
+
+
 def beta_vae_groups(c: Config) -> list[tuple[str, str, str]]:
     """Every (objective, architecture, split label) group of the β-VAEs."""
     return [("beta-vae", arch, s.label) for arch in c.architectures for s in c.splits]
@@ -376,7 +406,8 @@ def analyse(c: Config, runs: dict, ctx) -> dict:
     table = table_of(runs["train"])
     ctx.say("nearest training images ...")
     nn = ctx.step("nearest_neighbours", lambda: {s.label: _nearest(c, s) for s in c.splits})
-    baselines = ctx.step("input_ignoring_baseline", lambda: input_ignoring_baselines(c), key={"eval_n": c.eval_n})
+    baselines = ctx.step("input_ignoring_baseline", lambda: input_ignoring_baselines(c),
+                         key={"eval_n": c.eval_n, "splits": [s.label for s in baseline_splits(c)]})
     records = {run_name(r.row): run_record(r) for r in runs["train"]}
     return {"table": table, "nearest_neighbours": nn, "disentanglement": disentanglement_section(c, runs["train"], ctx),
             "trained": trained_section(records, baselines),

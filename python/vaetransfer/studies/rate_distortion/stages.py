@@ -140,11 +140,16 @@ def train_and_measure(c: Config, row: dict, job) -> dict:
 
 
 def train_runs(c: Config, earlier) -> list[dict]:
-    """Every run: the β grid for each architecture and split (``c.seeds_of`` the split), and the
-    ablations on the focus split (``ablation_betas`` × ``ablation_seeds``)."""
+    """Every run: the β grid for each architecture and split (``c.seeds_of`` the split), the
+    ablations on the focus split (``ablation_betas`` × ``ablation_seeds``) and the rate split's
+    β-VAEs (``rate_architecture`` × ``rate_betas`` × ``focus_seeds``)."""
     rows = [{"architecture": arch, "split": s.to_dict(), "objective": "beta-vae", "beta": float(beta), "seed": seed}
             for s in c.splits for arch in c.architectures for beta in c.betas for seed in c.seeds_of(s)]
     rows += [{"architecture": c.ablation_architecture, "split": c.focus_split.to_dict(), "objective": objective,
               "beta": float(beta), "seed": seed}
              for objective in c.ablations for beta in c.ablation_betas for seed in c.ablation_seeds]
+    if c.rate_split is not None:  # the rate decomposition's split; a run the grid has already is not repeated
+        rate = [{"architecture": c.rate_architecture, "split": c.rate_split.to_dict(), "objective": "beta-vae",
+                 "beta": float(beta), "seed": seed} for beta in c.rate_betas for seed in c.focus_seeds]
+        rows += [r for r in rate if r not in rows]
     return rows

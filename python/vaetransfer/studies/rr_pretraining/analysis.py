@@ -14,8 +14,14 @@ def by_method(runs) -> dict:
     """{(experiment, method): [measured of each seed, in the config's order]}."""
     out: dict = {}
     for r in runs:
-        out.setdefault((r.row["experiment"], r.row["method"]), []).append(r.measured)
+        out.setdefault((r.row["experiment"], r.row["method"]), []).append({**r.measured, "seed": r.row["seed"]})
     return out
+
+
+def _summary(rows: list, get) -> dict:
+    """Mean ± se over seeds of ``get(row)``, with each seed's own value (``by_seed``: the units the
+    findings decide over)."""
+    return {**mean_se([get(r) for r in rows]), "by_seed": {str(r["seed"]): get(r) for r in rows if get(r) is not None}}
 
 
 def _svd_summary(results: dict, experiment: str, cases: tuple[str | None, ...]) -> dict:
@@ -27,7 +33,8 @@ def _svd_summary(results: dict, experiment: str, cases: tuple[str | None, ...]) 
             if e != experiment:
                 continue
             rs = [r[case] if case else r for r in rows]
-            per[method] = {"distance": mean_se([r["distance"] for r in rs]),
+            rs = [{**r, "seed": row["seed"]} for r, row in zip(rs, rows)]
+            per[method] = {"distance": _summary(rs, lambda r: r["distance"]),
                            "train_accuracy": mean_se([r["train_accuracy"] for r in rs])}
             if "test_accuracy" in rs[0]:
                 per[method]["test_accuracy"] = mean_se([r["test_accuracy"] for r in rs])
@@ -47,7 +54,7 @@ def _mi_summary(results: dict) -> dict:
             layers = list(rows[0][stage]["final"])
             per[stage] = {"layers": {l: {"ixt": mean_se([r[stage]["final"][l]["ixt"] for r in rows]),
                                          "ity": mean_se([r[stage]["final"][l]["ity"] for r in rows])} for l in layers},
-                          "test_accuracy": mean_se([r[stage]["test_accuracy"] for r in rows])}
+                          "test_accuracy": _summary(rows, lambda r, stage=stage: r[stage]["test_accuracy"])}
         out[method] = per
     return out
 
@@ -59,6 +66,10 @@ def _mi_deep(c: Config, mi: dict, results: dict | None = None) -> dict:
     out = {"layers": deep,
            "ixt": {m: round(sum(v["A"]["layers"][l]["ixt"]["mean"] for l in deep) / len(deep), 4)
                    for m, v in mi.items()}}
+    if results:  # each seed's own deep-layer mean: the units the finding decides over
+        out["ixt_by_seed"] = {method: {str(r["seed"]): round(sum(r["A"]["final"][l]["ixt"] for l in deep) / len(deep), 4)
+                                       for r in rows}
+                              for (e, method), rows in results.items() if e == "mi"}
     curve = _deep_curve(c, results) if results else None
     if curve:
         out["curve"] = curve
@@ -93,7 +104,7 @@ def _transfer_summary(results: dict) -> dict:
     for (e, method), rows in results.items():
         if e != "transfer":
             continue
-        out[method] = {"final": {s: mean_se([r["final"][s] for r in rows]) for s in STYLES}}
+        out[method] = {"final": {s: _summary(rows, lambda r, s=s: r["final"][s]) for s in STYLES}}
         if rows[0]["stage_a"]:
             out[method]["stage_a"] = {s: mean_se([r["stage_a"][s] for r in rows]) for s in STYLES}
     return out
@@ -117,7 +128,7 @@ def _lambda_sweep(c: Config, runs: dict, shares: dict) -> dict:
             if i:
                 for m in list(results):
                     if m[1] in SWEPT_METHODS:
-                        results[m] = [r.measured for r in extra if r.row["experiment"] == e
+                        results[m] = [{**r.measured, "seed": r.row["seed"]} for r in extra if r.row["experiment"] == e
                                       and r.row["method"] == m[1] and float(r.row["lambda"]) == lam]
             checks = {e: trained_check(c, results, e, shares[e])}
             if e == "mi":
@@ -225,6 +236,19 @@ def models_failed(check: dict, methods, *, finetuned: bool = False) -> list[str]
                    for name, m in check["context"].get("finetuned", {}).items()
                    if m["method"] in methods and m.get("finite") is False]
     return failed
+
+
+def failures_by_seed(a: dict, check: str, methods, *, finetuned: bool = False) -> dict[str, str]:
+    """Seed → why a model of ``methods`` of that seed in ``check`` did not train (:func:`models_failed`);
+    ``"*"`` when the Std reference did not train (every seed fails); {} without the check."""
+    section = (a.get("trained") or {}).get(check)
+    if not section:
+        return {}
+    out: dict[str, list[str]] = {}
+    for why in models_failed(section, methods, finetuned=finetuned):
+        seed = why.split(":", 1)[0].rsplit("seed=", 1)[-1] if "seed=" in why.split(":", 1)[0] else "*"
+        out.setdefault(seed, []).append(why)
+    return {s: "; ".join(w) for s, w in out.items()}
 
 
 def untrained_reason(a: dict, check: str, methods, *, finetuned: bool = False) -> str | None:

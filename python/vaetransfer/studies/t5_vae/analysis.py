@@ -45,12 +45,18 @@ def _summary(results: dict) -> dict:
     return out
 
 
+#: The per-run metrics a finding reads beside KL and AU (one value per seed).
+PER_RUN_METRICS = ("mi", "mi_cap", "ppl_iw", "latent_use") + tuple(f"probe_{a}" for a in ATTRIBUTES)
+
+
 def summarise(results: dict) -> dict:
     """The summary over seeds, each run's collapse numbers (the findings' rules read them) and the
     first seed's decodings of ``results`` (:func:`measurements`)."""
     return {"summary": _summary(results), "metric_conventions": METRIC_CONVENTIONS,
             "per_run": {v: [{"seed": r["seed"], "kl": r["metrics"]["kl"], "active_units": r["metrics"]["active_units"],
-                             "collapsed": r["metrics"]["collapsed"], **late_curve(r)} for r in runs]
+                             "collapsed": r["metrics"]["collapsed"],
+                             # each run's own numbers: the units the findings decide over
+                             **{k: r["metrics"].get(k) for k in PER_RUN_METRICS}, **late_curve(r)} for r in runs]
                         for v, runs in results.items()},
             "examples_variant": "two-phase" if "two-phase" in results else next(iter(results)),
             "examples": {v: runs[0]["examples"] for v, runs in results.items()}}
@@ -189,29 +195,31 @@ def trained_checks(models: dict, baselines: dict | None, t5: dict | None) -> dic
     return out
 
 
-def vae_failures(checks: dict, variants=None, peaks=None) -> list[str]:
+def vae_failures(checks: dict, variants=None, peaks=None, seeds=None) -> list[str]:
     """One ``"label: why"`` per T5-VAE of the ``trained`` section ``checks`` that did not train — of
-    the runs of ``variants`` at the β peaks ``peaks`` (:func:`peak_key`; None: all)."""
+    the runs of ``variants`` at the β peaks ``peaks`` (:func:`peak_key`) of ``seeds`` (None: all)."""
     failed = []
     for name in (VAE_CHECK, LONG_VAE_CHECK):
         section = checks.get(name)
         if section:
             names = [k for k, m in (section.get("models") or {}).items()
-                     if (variants is None or m["variant"] in variants) and (peaks is None or m["beta_peak"] in peaks)]
+                     if (variants is None or m["variant"] in variants) and (peaks is None or m["beta_peak"] in peaks)
+                     and (seeds is None or m.get("seed") in seeds)]
             failed += trained.check_failures(section, names, label=_VAE_LABEL)
     return failed
 
 
-def untrained(a: dict, variants, peaks=("1",)) -> str | None:
+def untrained(a: dict, variants, peaks=("1",), seeds=None) -> str | None:
     """Why the models a rule reads — the pretrained T5 and the runs of ``variants`` at the β peaks
-    ``peaks`` (:func:`peak_key`) — cannot support a verdict (:mod:`.kit.trained`), or None. Analyses
+    ``peaks`` (:func:`peak_key`; of ``seeds`` when given) — cannot support a verdict (:mod:`.kit.trained`),
+    or None. Analyses
     that predate the ``trained`` section (or its layout of :func:`trained_checks`), and checks a run's
     record lacks, are not checked."""
     t = a.get("trained")
     if not t or VAE_CHECK not in t:
         return None
     failed = trained.check_failures(t[T5_CHECK]) if T5_CHECK in t else []
-    return trained.reason(failed + vae_failures(t, variants, peaks))
+    return trained.reason(failed + vae_failures(t, variants, peaks, seeds))
 
 
 # ---------------------------------------------------------------------------------- the analysis
