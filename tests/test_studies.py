@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import textwrap
+from pathlib import Path
 
 import pytest
 from conftest import finished_work
@@ -295,7 +296,7 @@ def test_pipeline_runs_stages_in_order_and_writes_one_schema(fake_study, tmp_pat
     r = studies.run_study(fake_study, out, progress=False)
     assert json.loads((out / "results.json").read_text()) == r
     assert set(r) == {"schema", "study", "title", "preset", "config", "execution", "build_info", "runs", "analysis",
-                      "findings", "figures", "seconds"}
+                      "findings", "figures", "seconds", "code"}
     assert r["schema"] == declarations.RESULTS_SCHEMA and r["study"] == "fake" and r["preset"] == "small"
     assert r["analysis"] == {"ys": [2.0, 4.0], "zs": [3.0, 5.0], "calls": 2}
     assert r["runs"]["first"]["runs"] == r["runs"]["first"]["done"] == 2
@@ -558,7 +559,7 @@ def test_every_study_runs_at_smoke_with_one_schema_and_resumes(name, study_smoke
     out, r = study_smoke(name)
     study = studies.get_study(name)
     assert set(r) == {"schema", "study", "title", "preset", "config", "execution", "build_info", "runs", "analysis",
-                      "findings", "figures", "seconds"}
+                      "findings", "figures", "seconds", "code"}
     assert (r["schema"], r["study"], r["preset"], r["title"]) == (declarations.RESULTS_SCHEMA, name, "smoke", study.title)
     assert r["config"] == vconfig.config_to_dict(study.presets["smoke"])
     assert set(r["runs"]) == {s.name for s in study.stages}
@@ -589,3 +590,19 @@ def test_every_study_runs_at_smoke_with_one_schema_and_resumes(name, study_smoke
                               execution=studies.Execution(workers=2, threads=1))
     assert finished_work(moved) == before
     assert again["analysis"] == r["analysis"] and again["findings"] == r["findings"]
+
+
+def test_results_name_the_code_that_made_them(monkeypatch):
+    """``results["code"]``: the git commit of the package's source and whether the package or the core had
+    uncommitted changes; None where git cannot say (an installed copy, no git)."""
+    import subprocess
+    here = pipeline.code_version()
+    if here is not None:   # a checkout (CI's clean clone, a developer's tree)
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(pipeline.__file__).parent, capture_output=True,
+                              text=True).stdout.strip()
+        assert here["commit"] == head and isinstance(here["dirty"], bool)
+
+    def no_git(*args, **kwargs):
+        raise FileNotFoundError("git")
+    monkeypatch.setattr(subprocess, "run", no_git)
+    assert pipeline.code_version() is None

@@ -3,6 +3,7 @@ spots where the paper's public code went wrong."""
 
 import dataclasses
 import json
+import math
 import numpy as np
 import pytest
 import torch
@@ -557,7 +558,10 @@ def test_smoke_runs_the_diagnostics(smoke):
     assert "study" not in annealed  # the smoke variants have no Annealed VAE
     got = {k: (m["gamma"], m["c_max"], m["ramp_steps"], m["steps"]) for k, m in annealed["settings"].items()}
     assert got == {"annealed-gamma100": (100.0, 25.0, 1, 4), "annealed-gamma10": (10.0, 25.0, 1, 4),
-                   "annealed-slowramp": (1000.0, 25.0, 4, 4)}  # smoke: 4 steps, C over 4 // 3 or all 4
+                   "annealed-slowramp": (1000.0, 25.0, 4, 4), "annealed-delayed": (1000.0, 25.0, 1, 4),
+                   "annealed-twin": (1000.0, 25.0, 1, 4)}  # smoke: 4 steps, C over 4 // 3 or all 4
+    assert annealed["settings"]["annealed-delayed"]["delay_steps"] == 2   # C at 0 for half of the 4 steps
+    assert annealed["settings"]["annealed-twin"]["implementation"] == "torch"
     for m in annealed["settings"].values():  # the rate splits into I(x; z) ≤ log n and the marginal KL
         assert np.isfinite([m["distortion"], m["rate"]]).all() and m["rate"] >= 0
         assert -1e-6 <= m["mutual_information"] <= m["log_n"] + 1e-6 and m["log_n"] == pytest.approx(np.log(c.eval_n), abs=1e-3)
@@ -757,7 +761,8 @@ def test_annealed_settings_ramp_over_their_share_of_the_steps_and_bad_ones_are_n
     c = transfer.PRESETS["medium"]
     ramps = {v.label: transfer.stages.objective_config(c, v).params["iteration_threshold"]
              for v in c.variants + c.annealed_settings if v.objective == "annealed-vae"}
-    assert ramps == {"annealed": 666, "annealed-gamma100": 666, "annealed-gamma10": 666, "annealed-slowramp": 2000}
+    assert ramps == {"annealed": 666, "annealed-gamma100": 666, "annealed-gamma10": 666, "annealed-slowramp": 2000,
+                     "annealed-delayed": 666, "annealed-twin": 666}
     assert "ramp_fraction" not in transfer.stages.objective_config(c, c.annealed_settings[2]).params
     assert [r["variant"] for r in transfer.stages.annealed_runs(c, {})] == [v.label for v in c.annealed_settings]
     assert transfer.stages.annealed_runs(transfer.PRESETS["small"], {}) == []  # only with the diagnostics
@@ -775,3 +780,57 @@ def test_late_change_measures_the_last_half():
     change = late_change(curve)
     assert change["from_step"] == 4 and change["decoder_change"] == pytest.approx(-0.04)
     assert change["still_moving"] is False and late_change(curve[:1])["still_moving"] is None
+
+
+def test_the_annealed_protocol_settings_delay_the_capacity_and_the_twin_follows_it():
+    """Issue 51's Annealed VAE experiment: a setting holding C at 0 for a share of the steps trains with the
+    core's linear schedule delayed (not an objective parameter), and the plain-PyTorch twin's capacity is
+    the same function of the step."""
+    from vaetransfer.studies.transfer import stages as st, twin_training as tt
+    c = transfer.PRESETS["medium"]
+    delayed = next(v for v in c.annealed_settings if v.label == "annealed-delayed")
+    twin = next(v for v in c.annealed_settings if v.label == "annealed-twin")
+    assert st.annealed_protocol(c, delayed) == {"gamma": 1000.0, "c_max": 25.0, "ramp_steps": 666, "delay_steps": 1000}
+    assert st.annealed_protocol(c, twin) == {"gamma": 1000.0, "c_max": 25.0, "ramp_steps": 666, "delay_steps": 0}
+    assert "delay_fraction" not in st.objective_config(c, delayed).params
+    sched = st.variant_schedules(c, delayed)["capacity"]
+    assert (sched.name, sched.params["delay"], sched.params["steps"], sched.params["end"]) == ("linear", 1000, 666, 25.0)
+    assert st.variant_schedules(c, twin) == {} and st.variant_schedules(c, transfer.config.variant_named(c, "annealed")) == {}
+    assert [tt.annealed_capacity(s, 25.0, 666, 1000) for s in (0, 999, 1000, 1333, 1666, 5000)] == \
+        [0.0, 0.0, 0.0, pytest.approx(12.5, abs=0.02), 25.0, 25.0]
+    for bad in ('[{"label": "x", "objective": "annealed-vae", "params": {"delay_fraction": 1.0}}]',
+                '[{"label": "x", "objective": "annealed-vae", "params": {"implementation": "jax"}}]'):
+        with pytest.raises(vaetransfer.ArgumentError) as info:
+            studies.make_config("transfer", "smoke", sets=[f"annealed_settings={bad}"])
+        assert info.value.argument == "annealed_settings"
+
+
+def test_the_twin_trains_the_annealed_objective_and_its_loss_is_the_formula():
+    from vaetransfer.export import ReferenceVAE
+    from vaetransfer.studies.transfer import twin_training as tt
+    torch.manual_seed(0)
+    x = (torch.rand(8, 1, 64, 64) > 0.5).float()
+    model = ReferenceVAE("conv")
+    mean, logvar, z, logits = model(x)
+    kl = (0.5 * (mean ** 2 + logvar.exp() - logvar - 1)).sum(1).mean()
+    recon = torch.nn.functional.binary_cross_entropy_with_logits(logits, x, reduction="none").flatten(1).sum(1).mean()
+    assert tt.annealed_vae_loss(x, logits, mean, logvar, 10.0, 3.0).item() == pytest.approx(
+        (recon + 10.0 * (kl - 3.0).abs()).item(), rel=1e-6)
+    losses = tt.train_python(model, x, 3, 4, objective="annealed-vae",
+                             annealed={"gamma": 10.0, "c_max": 5.0, "ramp_steps": 2, "delay_steps": 1})
+    assert len(losses) == 3 and all(math.isfinite(v) for v in losses)
+    with pytest.raises(ValueError, match="annealed"):
+        tt.train_python(model, x, 1, 4, objective="annealed-vae")
+
+
+def test_the_annealed_adoption_rule():
+    from vaetransfer.studies.transfer.diagnostics import annealed_adoption, annealed_trains
+    ok = {"distortion": 100.0, "mutual_information": 10.0, "rate": 25.0}
+    spent = {"distortion": 100.0, "mutual_information": 0.01, "rate": 25.0}   # capacity met by marginal KL alone
+    bad = {"distortion": 390.0, "mutual_information": 0.01, "rate": 25.0}
+    assert annealed_trains(ok, 200.0) and not annealed_trains(spent, 200.0) and not annealed_trains(bad, 200.0)
+    judged = {"study": {**bad, "trained": False}, "annealed-twin": {**bad, "implementation": "torch", "trained": False},
+              "annealed-gamma10": {**ok, "trained": True}, "annealed-delayed": {**ok, "trained": True}}
+    assert annealed_adoption(judged) == {"study_trains": False, "twin_trains": False, "adopt": "annealed-delayed"}
+    judged["study"]["trained"] = True    # the study's own protocol trains: nothing to adopt
+    assert annealed_adoption(judged)["adopt"] is None

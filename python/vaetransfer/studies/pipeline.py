@@ -324,6 +324,7 @@ def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Executio
         findings = [f.judge(config, analysis, figures) for f in study.findings]
         results = {"schema": RESULTS_SCHEMA, "study": study.name, "title": study.title, "preset": preset,
                    "config": config_to_dict(config), "execution": execution.to_dict(), "build_info": build_info(),
+                   "code": code_version(),
                    "runs": {name: {"runs": len(rs), "done": sum(r.status == "done" for r in rs),
                                    "seconds": round(sum(float(r.seconds or 0) for r in rs), 1)}
                             for name, rs in runs.items()},
@@ -336,6 +337,23 @@ def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Executio
         ctx.say(f"done in {results['seconds']:.1f} s: {len(verdicts)} findings ({counts or 'none'}); "
                 f"see {out / INDEX_FILE}")
         return results
+
+
+def code_version() -> dict | None:
+    """The git commit of the package's source and whether it had uncommitted changes (``{"commit",
+    "dirty"}``), so that a result names the code that made it; None outside a git checkout."""
+    import subprocess
+    where = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10)
+        # the source the results depend on: the package and the compiled core (not docs or notebooks)
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", "../csrc"],
+                                cwd=where.parent, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if commit.returncode or status.returncode:
+        return None
+    return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
 
 def sorted_json(obj):

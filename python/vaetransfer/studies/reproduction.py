@@ -269,6 +269,9 @@ def reproduction_page(dirs: Iterable[str | os.PathLike], *, title: str = DEFAULT
             ex = r.get("execution") if isinstance(r.get("execution"), dict) else {}
             if ex.get("device") not in (None, "cpu"):
                 extra.append(f"device {ex['device']}")
+            code = r.get("code") if isinstance(r.get("code"), dict) else {}
+            if code.get("commit"):
+                extra.append(f"code {code['commit'][:10]}" + (" with uncommitted changes" if code.get("dirty") else ""))
             lines.append(f"- `{_label(o['preset'])}`: `{Path(o['path']).as_posix()}` — {run_time(r)}"
                          + "".join(f", {e}" for e in extra))
         lines.append("")

@@ -69,6 +69,6 @@ STUDY = Study(name="transfer", title="How good are VAEs at transfer learning?", 
               stages=(Stage("models", stages.model_runs, stages.train_model),
                       Stage("retraining", stages.retraining_runs, stages.retrain),
                       Stage("crosscheck", crosscheck.crosscheck_runs, crosscheck.train_crosscheck_run),
-                      Stage("annealed_settings", stages.annealed_runs, stages.train_annealed)),
+                      Stage("annealed_settings", stages.annealed_runs, crosscheck.train_annealed_setting)),
               analyse=analyse, figures=draw_figures, findings=FINDINGS, report=render_report,
               description=__doc__.split("\n\n", 1)[1])

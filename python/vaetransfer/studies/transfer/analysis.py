@@ -5,17 +5,19 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from ... import data, estimators, metrics, objectives, probes, similarity
+from ...export import ReferenceVAE
 from ...train import Run, load_run
 from ..kit import trained
 from ..kit.stats import interval_key, mean_se
 from . import diagnostics
 from .config import Config, Variant
-from .crosscheck import crosscheck_section
+from .crosscheck import crosscheck_section, reference_model
 from .heatmaps import (compare, comparisons, line_mean, matrix_json, model_activations, pair_summaries,
                        posterior_mean_control)
-from .stages import (RetrainStage, data_spec, decoder_layers, held_out, latent_retrained_stage, objective_config,
+from .stages import (RetrainStage, annealed_protocol, data_spec, decoder_layers, held_out, latent_retrained_stage,
                      retrain_plan, retraining_curves)
 
 TRAINED_VERSION = 2  #: part of the ``trained`` step's key: the layout of its checks
@@ -343,26 +345,35 @@ def annealed_section(c: Config, runs: dict, annealed_runs: list) -> dict:
     eval_n), all in nats. A rate that is all marginal KL is capacity spent without encoding the input."""
     x = held_out(c, c.source, c.eval_n, "eval_n")
 
-    def measured(v: Variant, run: Run) -> dict:
-        model = run.model()
-        objective = objective_config(c, v)
-        params = {**{q["name"]: q["default"] for q in objective.entry(objective.name)["params"]}, **objective.params}
+    def measured(v: Variant, model, steps: int) -> dict:
+        p = annealed_protocol(c, v)
         with torch.no_grad():
             mean, logvar = (torch.cat(t).double() for t in zip(*(model.encode(xb)[:2] for xb in x.split(256))))
+            if isinstance(model, ReferenceVAE):   # the plain-PyTorch twin: its own decoder, the same likelihood
+                logits = torch.cat([model.decode(m.float()) for m in mean.split(256)])
+                distortion = float(F.binary_cross_entropy_with_logits(logits.double(), x.double(), reduction="none")
+                                   .flatten(1).sum(1).mean())
+            else:
+                distortion = recon_loss(model, x)
         rate = estimators.rate_decomposition(mean, logvar, estimator="whole-dataset")
-        return {"gamma": params["gamma"], "c_max": params["c_max"], "ramp_steps": params["iteration_threshold"],
-                "steps": run.step, "distortion": round(recon_loss(model, x), 3),
+        return {"gamma": p["gamma"], "c_max": p["c_max"], "ramp_steps": p["ramp_steps"],
+                "delay_steps": p["delay_steps"], "implementation": v.params.get("implementation", "core"),
+                "steps": steps, "distortion": round(distortion, 3),
                 "rate": round(float(rate.rate_analytic), 3), "mutual_information": round(float(rate.mutual_information), 3),
                 "marginal_kl": round(float(rate.marginal_kl), 3), "log_n": round(float(rate.log_n), 3)}
 
     out = {"seed": c.seeds[0], "settings": {}}
     for r in annealed_runs:
-        out["settings"][r.row["variant"]] = measured(
-            next(v for v in c.annealed_settings if v.label == r.row["variant"]), load_run(r.dir))
+        v = next(v for v in c.annealed_settings if v.label == r.row["variant"])
+        if v.params.get("implementation") == "torch":
+            out["settings"][v.label] = measured(v, reference_model(r.dir), c.steps)
+        else:
+            run = load_run(r.dir)
+            out["settings"][v.label] = measured(v, run.model(), run.step)
     studied = [v for v in c.variants if v.objective in ("annealed-vae", "annealed")]
     if studied and (f"source/{studied[0].label}", c.seeds[0]) in runs:
-        out["study"] = {"label": studied[0].label,
-                        **measured(studied[0], runs[(f"source/{studied[0].label}", c.seeds[0])])}
+        run = runs[(f"source/{studied[0].label}", c.seeds[0])]
+        out["study"] = {"label": studied[0].label, **measured(studied[0], run.model(), run.step)}
     return out
 
 

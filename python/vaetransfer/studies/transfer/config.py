@@ -40,7 +40,20 @@ ANNEALED_SETTINGS: tuple[Variant, ...] = (
     Variant("annealed-gamma100", "annealed-vae", {"c_max": 25.0, "gamma": 100.0}),
     Variant("annealed-gamma10", "annealed-vae", {"c_max": 25.0, "gamma": 10.0}),
     Variant("annealed-slowramp", "annealed-vae", {"c_max": 25.0, "ramp_fraction": 1.0}),
+    # Issue 51: C held at 0 for the first half (the β = 1 references leave their collapsed plateau at
+    # steps 750–1,100 of 2,000 at `medium`), then the study's ramp; and the plain-PyTorch twin of the
+    # study's own protocol (torch's initialisation, the same γ and ramp): does it fail the same way?
+    Variant("annealed-delayed", "annealed-vae", {"c_max": 25.0, "delay_fraction": 0.5}),
+    Variant("annealed-twin", "annealed-vae", {"c_max": 25.0, "implementation": "torch"}),
 )
+#: How the study adopts an Annealed VAE protocol for `small` and `medium` (rule fixed before the runs,
+#: issue 51): a setting *trains* when its first-seed held-out distortion meets the source trained check
+#: (at most halfway from the input-ignoring baseline to the β = 1 models' mean) and its mutual information
+#: I(x; z) is at least 5 % of its rate (the rate is not spent as marginal KL alone). If the study's own
+#: protocol does not train and the plain-PyTorch twin of it does not either, the failure is the protocol's,
+#: not our code's; then the first setting that trains in the order of ANNEALED_PROTOCOL_ORDER becomes the
+#: `small`/`medium` protocol (documented in the presets with its numbers); `paper` keeps the paper's.
+ANNEALED_PROTOCOL_ORDER = ("annealed-delayed", "annealed-slowramp", "annealed-gamma100", "annealed-gamma10")
 SIDES = ("latent", "output")          # which end of the decoder is unfrozen first
 INITS = ("finetune", "reinit")        # unfrozen layers keep their weights / are re-initialised
 LATENT = ("frozen", "retrained")      # mean/logvar during decoder retraining
@@ -157,6 +170,12 @@ class Config:
             ramp = v.params.get("ramp_fraction", 1 / 3)
             if isinstance(ramp, bool) or not isinstance(ramp, (int, float)) or not 0 < ramp <= 1:
                 raise value_error("annealed_settings", f"expected a ramp_fraction in (0, 1], got {ramp!r} ({v.label})")
+            delay = v.params.get("delay_fraction", 0.0)
+            if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < 1:
+                raise value_error("annealed_settings", f"expected a delay_fraction in [0, 1), got {delay!r} ({v.label})")
+            if v.params.get("implementation", "core") not in ("core", "torch"):
+                raise value_error("annealed_settings", f"expected implementation 'core' or 'torch', got "
+                                                       f"{v.params['implementation']!r} ({v.label})")
         for name, allowed in (("retrain_sides", SIDES), ("retrain_inits", INITS), ("retrain_latent", LATENT),
                               ("measures", MEASURES), ("crosscheck_inits", TWIN_STARTS)):
             values = getattr(self, name)

@@ -27,7 +27,7 @@ from ...io import atomic_path, load_torch
 from ...nn import build_model
 from ..kit.trained import loss_summary
 from .config import Config, variant_named
-from .stages import data_spec, objective_config, train_config
+from .stages import annealed_protocol, data_spec, objective_config, train_annealed, train_config
 
 REFERENCE_WEIGHTS = "reference_vae.pt"  #: the cross-check model's final weights, in its run directory
 REFERENCE_OBJECTIVES = {"beta-vae": "beta-vae", "beta-tc-vae": "beta-tc-vae"}  #: what the twins can train
@@ -111,6 +111,30 @@ def train_crosscheck_run(c: Config, row: dict, job) -> dict:
     from :func:`twin_start`."""
     return train_reference(c, row, job, data_spec(c, c.source).build()[0].float_images(),
                            twin_start(c, row, job.device))
+
+
+def train_annealed_setting(c: Config, row: dict, job) -> dict:
+    """One run of the ``annealed_settings`` stage: the core's training of the setting
+    (:func:`.stages.train_annealed`), or, for a setting with ``implementation: torch``, the plain-PyTorch
+    twin trained by :func:`.twin_training.train_python` with the same objective and capacity protocol
+    (from torch's own initialisation under the seed): does an independent implementation fail the same way?"""
+    v = next(v for v in c.annealed_settings if v.label == row["variant"])
+    if v.params.get("implementation") != "torch":
+        return train_annealed(c, row, job)
+    out = Path(job.run_dir)
+    weights = out / REFERENCE_WEIGHTS
+    if weights.exists():
+        return {"steps": c.steps, **_summary_of(out)}
+    torch.manual_seed(row["seed"])
+    model = ReferenceVAE("conv").to(job.device)
+    losses = twin_training.train_python(model, data_spec(c, c.source).build()[0].float_images(), c.steps,
+                                          c.batch_size, lr=c.lr, seed=row["seed"], objective="annealed-vae",
+                                          annealed=annealed_protocol(c, v), device=job.device)
+    summary = loss_summary(losses)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_path(weights) as tmp:
+        torch.save({"state_dict": {k: t.cpu() for k, t in model.state_dict().items()}, "summary": summary}, tmp)
+    return {"steps": c.steps, **summary}
 
 
 def twin_start(c: Config, row: dict, device: str) -> torch.nn.Module | None:

@@ -34,9 +34,10 @@ import torch
 from ... import similarity
 from ..kit.declarations import Diagnosis
 from ..kit.markdown import part_text
+from .config import ANNEALED_PROTOCOL_ORDER
 from .crosscheck import TWIN_START_WORDS, gap_text
 
-VERSION = 5  #: part of the diagnostics step's key: a change of what it computes recomputes it on resume
+VERSION = 6  #: part of the diagnostics step's key: a change of what it computes recomputes it on resume
 TREND_TOLERANCE = 0.05   #: |change| of a quadrant mean over the last half of training that counts as still moving
 PIXEL_LIKE = 0.8         #: mean decoder-to-input CKA at or above which decoders count as images of the pixels
 #: Share of the target-trained models' gain over the input-ignoring baseline (held-out target
@@ -179,7 +180,9 @@ def diagnose_dynamics(c, a: dict, v: dict) -> Diagnosis | None:
 
 
 def _setting_text(m: dict) -> str:
-    return f"γ {m['gamma']:g}, C → {m['c_max']:g} over {m['ramp_steps']} of {m['steps']} steps"
+    delay = f" after {m['delay_steps']} at 0" if m.get("delay_steps") else ""
+    twin = " (plain-PyTorch twin)" if m.get("implementation") == "torch" else ""
+    return f"γ {m['gamma']:g}, C → {m['c_max']:g} over {m['ramp_steps']}{delay} of {m['steps']} steps{twin}"
 
 
 def annealed_rows(annealed: dict) -> dict:
@@ -196,7 +199,7 @@ def annealed_clause(a: dict) -> tuple[str, dict | None]:
     if not d or not d.get("settings") or "maximum" not in rule:
         return "", None
     limit = rule["maximum"]
-    judged = {k: {**m, "trained": m["distortion"] <= limit} for k, m in annealed_rows(d).items()}
+    judged = {k: {**m, "trained": annealed_trains(m, limit)} for k, m in annealed_rows(d).items()}
     parts = [f"{_setting_text(m)}: distortion {m['distortion']:.1f}, rate {m['rate']:.1f} nats of which I(x; z) "
              f"{m['mutual_information']:.2f} ({'trains' if m['trained'] else 'does not train'})" for m in judged.values()]
     ok = [m for m in judged.values() if m["trained"]]
@@ -213,9 +216,34 @@ def annealed_clause(a: dict) -> tuple[str, dict | None]:
     if spent:
         tail += (". Where it does not train, its rate is nearly all marginal KL: the posterior means are shifted "
                  "away from the prior whatever the input, which meets the capacity C without encoding the images")
+    adopted = annealed_adoption(judged)
+    if adopted["twin_trains"] is not None:
+        tail += (". The plain-PyTorch twin of the study's protocol " + ("trains" if adopted["twin_trains"] else
+                 "fails the same way: the failure is the protocol's, not our code's"))
+    if adopted["adopt"]:
+        tail += f"; by the adoption rule the `small`/`medium` protocol becomes {adopted['adopt']}"
     text = (f" The Annealed VAE's settings, seed {d['seed']}, against the threshold {limit:.1f}: "
             + "; ".join(parts) + "." + tail + ".")
-    return text, {"threshold": limit, "settings": judged}
+    return text, {"threshold": limit, "settings": judged, "adoption": adopted}
+
+
+def annealed_trains(m: dict, limit: float) -> bool:
+    """The adoption rule's "trains" (transfer config, issue 51): held-out distortion within the source
+    trained check's threshold, and I(x; z) at least :data:`SPENT_WITHOUT_ENCODING` of the rate (a rate
+    met by marginal KL alone encodes nothing)."""
+    return m["distortion"] <= limit and m["mutual_information"] >= SPENT_WITHOUT_ENCODING * m["rate"]
+
+
+def annealed_adoption(judged: dict) -> dict:
+    """The adoption rule (:data:`.config.ANNEALED_PROTOCOL_ORDER`) over judged settings: whether the
+    study's protocol trains, whether its plain-PyTorch twin does (None: not run), and the setting to
+    adopt for `small`/`medium` — none when the study's own trains, else the first of the order that trains."""
+    study = judged.get("study", {}).get("trained")
+    twin = next((m["trained"] for m in judged.values() if m.get("implementation") == "torch"), None)
+    adopt = None
+    if study is False:
+        adopt = next((k for k in ANNEALED_PROTOCOL_ORDER if judged.get(k, {}).get("trained")), None)
+    return {"study_trains": study, "twin_trains": twin, "adopt": adopt}
 
 
 def _crosscheck_clause(cross: dict) -> str:

@@ -13,6 +13,7 @@ from ... import data
 from ..._checks import value_error
 from ...nn import ModelConfig, build_model
 from ...objectives import ObjectiveConfig
+from ...schedules import ScheduleConfig
 from ...train import OptimizerConfig, TrainConfig, train
 from ..kit import trained
 from .config import INITS, SIDES, Config, Variant, variant_named
@@ -44,14 +45,38 @@ def check_domains(c: Config) -> None:
 
 
 # ---------------------------------------------------------------------------------- training
+#: A variant's parameters that say how the study trains it, not what its objective is.
+PROTOCOL_PARAMS = ("ramp_fraction", "delay_fraction", "implementation")
+
+
 def objective_config(c: Config, v: Variant) -> ObjectiveConfig:
     """The objective a variant trains with (the Annealed VAE's capacity ramp over its share of ``steps``)."""
-    params = dict(v.params)
-    ramp = params.pop("ramp_fraction", None)  # the share of the steps C grows over (not an objective parameter)
+    params = {k: x for k, x in v.params.items() if k not in PROTOCOL_PARAMS}
+    ramp = v.params.get("ramp_fraction")  # the share of the steps C grows over (not an objective parameter)
     if v.objective in ("annealed-vae", "annealed") and "iteration_threshold" not in params:
         # paper: C grows over 100k of 300k steps
         params["iteration_threshold"] = max(1, c.steps // 3 if ramp is None else round(c.steps * ramp))
     return ObjectiveConfig(v.objective, **params).typed()
+
+
+def annealed_protocol(c: Config, v: Variant) -> dict:
+    """The Annealed VAE's capacity protocol of a variant: ``{gamma, c_max, ramp_steps, delay_steps}`` —
+    C held at 0 for ``delay_fraction`` of the steps (default 0), then linear to c_max over the ramp."""
+    objective = objective_config(c, v)
+    params = {**{q["name"]: q["default"] for q in objective.entry(objective.name)["params"]}, **objective.params}
+    return {"gamma": float(params["gamma"]), "c_max": float(params["c_max"]),
+            "ramp_steps": int(params["iteration_threshold"]),
+            "delay_steps": round(c.steps * float(v.params.get("delay_fraction", 0.0)))}
+
+
+def variant_schedules(c: Config, v: Variant) -> dict:
+    """The weight schedules a variant's training overrides: the Annealed VAE's capacity held at 0 for
+    ``delay_fraction`` of the steps, then ramped (the core's ``linear`` schedule with ``delay``)."""
+    if v.objective not in ("annealed-vae", "annealed") or not v.params.get("delay_fraction"):
+        return {}
+    p = annealed_protocol(c, v)
+    return {"capacity": ScheduleConfig("linear", start=0.0, end=p["c_max"], steps=p["ramp_steps"],
+                                       delay=p["delay_steps"])}
 
 
 def train_config(c: Config, objective: ObjectiveConfig, steps: int, seed: int, snapshot_every: int, device: str,
@@ -93,8 +118,9 @@ def train_model(c: Config, row: dict, job) -> dict:
         config = train_config(c, ObjectiveConfig("classification").typed(), c.steps, row["seed"], snapshot_every,
                               job.device, model=ModelConfig(architecture="conv-classifier", num_classes=classes))
         return fit(config, data_spec(c, c.source, c.classifier_label), job.run_dir)
-    config = train_config(c, objective_config(c, variant_named(c, name)), c.steps, row["seed"], snapshot_every,
-                          job.device)
+    v = variant_named(c, name)
+    config = train_config(c, objective_config(c, v), c.steps, row["seed"], snapshot_every, job.device,
+                          **({"schedules": s} if (s := variant_schedules(c, v)) else {}))
     return fit(config, data_spec(c, c.source if domain == "source" else c.target), job.run_dir)
 
 
@@ -196,5 +222,6 @@ def train_annealed(c: Config, row: dict, job) -> dict:
     """Trains one of :func:`annealed_runs` on the source, as the study's models train (no snapshots
     but the final one)."""
     v = next(v for v in c.annealed_settings if v.label == row["variant"])
-    config = train_config(c, objective_config(c, v), c.steps, row["seed"], c.steps, job.device)
+    config = train_config(c, objective_config(c, v), c.steps, row["seed"], c.steps, job.device,
+                          **({"schedules": s} if (s := variant_schedules(c, v)) else {}))
     return fit(config, data_spec(c, c.source), job.run_dir)

@@ -57,6 +57,20 @@ def beta_tc_vae_loss(x, logits, mean, logvar, z, beta: float, dataset_size: int)
     return reconstruction_loss(x, logits) + kl_per_dim(mean, logvar).sum() + (beta - 1.0) * tc
 
 
+def annealed_capacity(step: int, c_max: float, ramp_steps: int, delay_steps: int = 0) -> float:
+    """The Annealed VAE's capacity C at ``step`` (0-based, the step being taken): 0 until
+    ``delay_steps``, then linear to ``c_max`` over ``ramp_steps`` (Burgess et al. 2018; the core's
+    ``linear`` schedule with ``delay``)."""
+    if step < delay_steps:
+        return 0.0
+    return min(c_max, c_max * (step - delay_steps) / max(1, ramp_steps))
+
+
+def annealed_vae_loss(x, logits, mean, logvar, gamma: float, capacity: float) -> torch.Tensor:
+    """Annealed VAE: reconstruction + γ·|KL − C| (the KL summed over latents, its batch mean)."""
+    return reconstruction_loss(x, logits) + gamma * (kl_per_dim(mean, logvar).sum() - capacity).abs()
+
+
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -91,21 +105,25 @@ class Precision:  # shared with the classifier baselines of tests/reference_torc
 
 def train_python(model: nn.Module, data: torch.Tensor, steps: int, batch_size: int, beta: float = 1.0,
                  lr: float = 1e-4, seed: int = 0, data_scale: float = 1.0, fused: bool = False,
-                 device: str = "cpu", precision: str = "fp32", objective: str = "beta-vae") -> list[float]:
+                 device: str = "cpu", precision: str = "fp32", objective: str = "beta-vae",
+                 annealed: dict | None = None) -> list[float]:
     """The idiomatic PyTorch loop (Adam with the paper's settings), used as the benchmark baseline
     and as the transfer study's independent cross-check. ``objective``: ``"beta-vae"`` or
-    ``"beta-tc-vae"`` (minibatch-weighted TC over ``len(data)`` examples), weight ``beta``.
+    ``"beta-tc-vae"`` (minibatch-weighted TC over ``len(data)`` examples), weight ``beta``; or
+    ``"annealed-vae"`` with ``annealed`` = ``{gamma, c_max, ramp_steps, delay_steps}``.
     ``fused=True`` uses ``torch.optim.Adam(fused=True)`` (the benchmark's "py fused" column).
     ``device``: where the model is (batches move there); ``precision``: ``"bf16"``/``"fp16"``
     autocast the forward (fp16 with a GradScaler), the loss is computed in fp32."""
-    if objective not in ("beta-vae", "beta-tc-vae"):
-        raise ValueError(f"objective: expected 'beta-vae' or 'beta-tc-vae', got {objective!r}")
+    if objective not in ("beta-vae", "beta-tc-vae", "annealed-vae"):
+        raise ValueError(f"objective: expected 'beta-vae', 'beta-tc-vae' or 'annealed-vae', got {objective!r}")
+    if objective == "annealed-vae" and not annealed:
+        raise ValueError("annealed: the Annealed VAE needs {gamma, c_max, ramp_steps, delay_steps}")
     g = torch.Generator().manual_seed(seed)
     amp = Precision(device, precision)
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, fused=fused)
     losses = []
     perm, pos = torch.randperm(len(data), generator=g), 0
-    for _ in range(steps):
+    for step in range(steps):
         if pos + batch_size > len(data):
             perm, pos = torch.randperm(len(data), generator=g), 0
         x = amp.batch(data[perm[pos:pos + batch_size]]).float() * data_scale
@@ -114,6 +132,9 @@ def train_python(model: nn.Module, data: torch.Tensor, steps: int, batch_size: i
             mean, logvar, z, logits = model(x)
         if objective == "beta-vae":
             loss = beta_vae_loss(x, logits.float(), mean.float(), logvar.float(), beta)
+        elif objective == "annealed-vae":
+            cap = annealed_capacity(step, annealed["c_max"], annealed["ramp_steps"], annealed.get("delay_steps", 0))
+            loss = annealed_vae_loss(x, logits.float(), mean.float(), logvar.float(), annealed["gamma"], cap)
         else:
             loss = beta_tc_vae_loss(x, logits.float(), mean.float(), logvar.float(), z.float(), beta, len(data))
         amp.step(loss, opt)
