@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..kit import trained
 from ..kit.declarations import Diagnosis
-from ..kit.markdown import effect_text
+from ..kit.diagnoses import from_decision
 from .analysis import group_name, run_failures
 from .config import Config
 
@@ -66,14 +66,4 @@ def diagnose_trend(c: Config, a: dict, v: dict) -> Diagnosis | None:
         tasks = list(a.get("finetuning") or {})
         failed = [f for f in run_failures(c, a, scratch, tasks) if f["why"] in v["reason"]]
         return _untrained_diagnosis(c, a, failed) if failed else None
-    effect = v.get("effect")
-    if not effect:
-        return None
-    text = effect_text(effect)
-    if v["verdict"] == "reproduced":
-        return Diagnosis("reproduced", f"Reproduced over {len(c.seeds)} seeds: {text}.", {"effect": text})
-    if v["verdict"] == "undecided" and effect.get("units_needed"):
-        return Diagnosis("scale", f"Undecided at {len(c.seeds)} seeds: {text}; about {effect['units_needed']} seeds "
-                                  "would decide it at the spread seen here.", {"effect": text})
-    return Diagnosis("open", f"{v['verdict'].capitalize()}: {text}; the causes are not yet separated.",
-                     {"effect": text})
+    return from_decision(v, "seeds", len(c.seeds))

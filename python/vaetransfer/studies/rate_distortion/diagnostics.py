@@ -4,7 +4,7 @@ effect too noisy for the restarts there are, or one decided — each said with i
 from __future__ import annotations
 
 from ..kit.declarations import Diagnosis
-from ..kit.markdown import effect_text
+from ..kit.diagnoses import from_decision
 from .config import Config
 
 __all__ = ["LATE_STOP", "PAPER_SPARSE_N_TRAIN", "diagnose"]
@@ -29,17 +29,11 @@ def diagnose(c: Config, a: dict, v: dict) -> Diagnosis | None:
                                         and not any(p.get("n") for p in (effect or {}).get("parts", {}).values())):
         return Diagnosis("open" if "did not train" in (v["reason"] or "") else "setting",
                          f"Undecided at these settings (steps={c.steps}): {v['reason']}.")
-    text = effect_text(effect)
-    if v["verdict"] == "reproduced":
-        return Diagnosis("reproduced", f"Reproduced: {text}.", {"effect": text})
-    if v["verdict"] == "undecided" and effect.get("units_needed"):
-        return Diagnosis("scale", f"Undecided: {text}; about {effect['units_needed']} restarts would decide it at the "
-                                  "spread seen here.", {"effect": text})
     late = _late_stops(c, a)
     tail = (f"; {late[0]} of {late[1]} runs were still improving on held-out rows at the end (lowest validation loss "
             f"at ≥ {LATE_STOP:.0%} of the steps): not yet in the regime the paper describes") if late and \
         late[0] * 2 > late[1] else ""
-    return Diagnosis("open", f"{v['verdict'].capitalize()}: {text}{tail}.", {"effect": text, "late_stops": late})
+    return from_decision(v, "restarts", tail=tail, evidence={"late_stops": late})
 
 
 def _late_stops(c: Config, a: dict) -> list[int] | None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..kit.decision import Effect, Part, decide as decide_effect
 from ..kit.declarations import Diagnosis, Finding, Verdict, undecided
-from ..kit.markdown import effect_text
+from ..kit.diagnoses import from_decision
 from .analysis import CHECKS, failures_by_seed
 from .config import LAMBDA_FIELDS, STYLES, Config
 
@@ -227,15 +227,9 @@ def _decided_diagnosis(c: Config, v: dict) -> Diagnosis | None:
     """A finding without a λ sweep: from its decision alone — reproduced; undecided for want of seeds →
     scale with the seeds that would decide; a model that did not train → open naming it; contradicted
     or absent → open with the effect."""
-    effect = v.get("effect")
-    if v["verdict"] == "reproduced":
-        return Diagnosis("reproduced", f"Reproduced: {effect_text(effect)}.")
-    if v["verdict"] == "undecided":
-        if effect and effect.get("units_needed"):
-            return Diagnosis("scale", f"Undecided: {effect_text(effect)}; about {effect['units_needed']} seeds would "
-                                      "decide it at this spread.")
-        return Diagnosis("open", f"Undecided: {v['reason']}.") if _did_not_train(v["reason"]) else None
-    return Diagnosis("open", f"{v['verdict'].capitalize()}: {effect_text(effect)}; the causes are not yet separated.")
+    if v["verdict"] == "undecided" and _did_not_train(v["reason"]):
+        return Diagnosis("open", f"Undecided: {v['reason']}.")
+    return from_decision(v, "seeds", len(c.seeds))
 
 
 _PAPER = "Reviving Autoencoder Pretraining"
