@@ -20,8 +20,8 @@ from .stages import images, split_label, split_rows, subset
 
 __all__ = ["table_of", "curve", "sparse_split", "shape", "COLLAPSE_MARGIN", "WEIGHTS", "run_name",
            "run_record", "input_ignoring_baselines", "check_name", "trained_section", "trained_baselines",
-           "untrained_runs", "beta_vae_groups", "depths", "shape_untrained", "shape_evidence", "ablation_betas",
-           "ablations_untrained", "analyse"]
+           "untrained_runs", "beta_vae_groups", "depths", "ablation_betas",
+           "analyse"]
 
 
 # ---------------------------------------------------------------------------------- the table and its sections
@@ -374,15 +374,8 @@ def depths(shapes: dict) -> tuple[list[str], list[str]]:
     return [x for x in shapes if x.endswith("1")], [x for x in shapes if x.endswith("3")]
 
 
-def shape_untrained(c: Config, a: dict, archs: list[str], weights: str) -> list[str]:
-    """:func:`untrained_runs` of the β-VAEs of ``archs`` on the sparse split."""
-    return untrained_runs(a, [("beta-vae", arch, sparse_split(c).label) for arch in archs], weights=weights)
 
 
-def shape_evidence(shapes: dict, archs: list[str]) -> dict:
-    """A shape finding's evidence: the shape numbers of each of ``archs``."""
-    return {arch: {k: shapes[arch][k] for k in ("argmin_beta", "smallest_beta_excess", "tolerance", "u_shaped",
-                                                 "l_shaped")} for arch in archs}
 
 
 def ablation_betas(a: dict) -> list[str]:
@@ -391,14 +384,6 @@ def ablation_betas(a: dict) -> list[str]:
     return [b for b in per.get("beta-vae", {}) if all(b in per.get(obj, {}) for obj in ABLATIONS)]
 
 
-def ablations_untrained(c: Config, a: dict, betas: list[str]) -> list[str]:
-    """:func:`untrained_runs` of the β-VAE and the ablations at ``betas`` on the focus split."""
-    if a.get("trained"):
-        return untrained_runs(a, [(obj, c.ablation_architecture, c.focus_split.label)
-                                  for obj in ("beta-vae",) + ABLATIONS], betas=betas)
-    per = a["ablations"]["per_objective"]  # an analysis written before the `trained` section
-    return [f"{obj} β={float(b):g}: diverged or its loss did not fall" for obj in per for b in betas
-            if per[obj][b].get("diverged", 0) > 0 or per[obj][b].get("trained", 1) < 1]
 
 
 # ---------------------------------------------------------------------------------- the analysis

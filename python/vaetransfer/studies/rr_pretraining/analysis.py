@@ -251,12 +251,6 @@ def failures_by_seed(a: dict, check: str, methods, *, finetuned: bool = False) -
     return {s: "; ".join(w) for s, w in out.items()}
 
 
-def untrained_reason(a: dict, check: str, methods, *, finetuned: bool = False) -> str | None:
-    """Why a finding resting on the ``methods``' models of ``check`` cannot be decided (the
-    :func:`.trained.reason` of :func:`models_failed`), or None — also when the analysis has no such
-    check (one written before the checks: not checked)."""
-    section = (a.get("trained") or {}).get(check)
-    return trained.reason(models_failed(section, methods, finetuned=finetuned)) if section else None
 
 
 # ---------------------------------------------------------------------------------- the analysis

@@ -280,9 +280,6 @@ def _crosscheck_clause(cross: dict) -> str:
     return text
 
 
-def _half_width(matrix: dict, key: str) -> float | None:
-    ci = matrix.get(f"{key}_ci")
-    return None if not ci else (ci[1] - ci[0]) / 2
 
 
 def diagnose_cross_domain(c, a: dict, v: dict) -> Diagnosis | None:
