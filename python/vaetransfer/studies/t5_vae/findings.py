@@ -51,6 +51,8 @@ def _untrained_seeds(a: dict, variants) -> dict:
 
 
 def _seed_part(values: dict, failed: dict, size: float | None = None) -> Part:
+    if not values:
+        return Part.left_out("no per-run values of this part (results before issue 51, or runs that diverged)")
     return Part.of_seeds({s: v for s, v in values.items() if s not in failed},
                          dropped={s: w for s, w in failed.items() if s in values}, size=size)
 
