@@ -48,15 +48,8 @@ def _seeds_of(values: list[dict]) -> list[str]:
 
 def _trend_part(xs: list, per_seed: list[dict], sign: int = 1) -> Part:
     """Per seed: Spearman ρ(xs, that seed's values at each x) × ``sign`` (positive: the paper's
-    direction); a seed whose values are constant (ρ undefined) is left out, named."""
-    values, dropped = {}, {}
-    for s in _seeds_of(per_seed):
-        rho = spearman(xs, [v[s] for v in per_seed])
-        if rho is None:
-            dropped[s] = "constant over the axis: ρ undefined"
-        else:
-            values[s] = sign * rho
-    return Part.of_seeds(values, dropped=dropped)
+    direction); a seed whose values are constant over the axis shows no trend: ρ = 0 (not left out)."""
+    return Part.of_seeds({s: sign * (spearman(xs, [v[s] for v in per_seed]) or 0.0) for s in _seeds_of(per_seed)})
 
 
 def _rho_effect(what: str, parts: dict, control: str | None = None) -> Effect:

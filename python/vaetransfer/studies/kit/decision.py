@@ -16,8 +16,13 @@ The interval. Over ``n`` independent units (no seed shared): mean ± t(n−1) ·
 seeds (pairs of models: seed 0 vs 1, 0 vs 2, 1 vs 2 all carry seed 0's or 1's luck) the standard error is
 the leave-one-seed-out jackknife (every unit involving the seed left out at once; df = seeds − 1), which
 respects that dependence. When units carry their own example-level standard error (a bootstrap over the
-inputs, e.g. of CKA), it is added in quadrature: conservative when the spread over units already contains
-it, right when every unit used the same inputs (the spread over seeds cannot see that noise then).
+inputs, e.g. of CKA), their mean is added to the spread's error in quadrature: when every unit used the
+same inputs that noise is shared (the spread over seeds cannot see it) and the mean's error is about a
+unit's; when the spread already contains it, this is conservative.
+
+A spread of zero (every unit the same value, as a rank correlation of few points often is) is not
+certainty: such a part is decided by an exact sign test over its units (two-sided; at 95 % it needs 6
+units all beyond the margin the same way), else undecided with the units a sign test needs.
 
 Several parts: the finding is reproduced when every part is (an intersection–union test: its false
 reproduction rate stays at most that of one part, (1 − level)/2), contradicted when some part is at the
@@ -40,7 +45,8 @@ from typing import Hashable, Mapping, Sequence
 from ..._checks import type_error, value_error
 
 __all__ = ["LEVEL", "OUTCOMES", "SANITY_OUTCOMES", "Part", "Effect", "estimate", "decide_part", "decide",
-           "se_from_interval", "MAX_UNITS", "POWER_SPREAD_QUANTILE"]
+           "se_from_interval", "sign_test_units", "MAX_UNITS",
+           "POWER_SPREAD_QUANTILE"]
 
 LEVEL = 0.95                  #: two-sided level of every interval
 OUTCOMES = ("reproduced", "contradicted", "absent", "undecided")
@@ -197,7 +203,9 @@ def estimate(part: Part) -> dict:
     mean = sum(vals.values()) / n
     ex = 0.0
     if part.example_se is not None:
-        ex = math.sqrt(sum(v * v for v in part.example_se.values())) / n
+        # the units' example errors added up, not in quadrature: when every unit used the same inputs
+        # their example noise is shared, and the mean's error is about theirs (conservative otherwise)
+        ex = sum(part.example_se.values()) / n
     out = {"n": n, "mean": mean, "se_examples": ex}
     if _shares_seeds(part):
         seeds = sorted({s for ss in part.seeds.values() for s in ss}, key=str)
@@ -242,19 +250,30 @@ def _power(size: float, margin: float, est: dict, level: float) -> float:
     return power if math.isfinite(power) else float(ncp > crit)
 
 
-def _units_needed(est: dict, size: float, margin: float, level: float) -> int | None:
+def _units_needed(est: dict, size: float, margin: float, level: float, against_level: float) -> int | None:
     """The units (seeds, for the jackknife) at which an interval of the observed spread would decide:
-    its half-width below the distance from the mean to the nearest decision boundary it could cross."""
+    its half-width below the distance from the mean to a decision boundary it could cross — the
+    margin at ``level`` (reproduced), the stated size or −margin at ``against_level`` (absent,
+    contradicted); the fewest of the three."""
     mean, se = est["mean"], est["se"]
     units = est.get("seeds", est["n"])
-    target = max(mean - margin, size - mean, -margin - mean)
     sd = se * math.sqrt(units)
-    # t > z: the normal approximation's count is a lower bound to start from.
-    start = max(units + 1, math.ceil((_z(level) * sd / target) ** 2)) if sd > 0 else units + 1
-    for k in range(start, MAX_UNITS + 1):
-        if _t_quantile(1 - (1 - level) / 2, k - 1) * sd / math.sqrt(k) < target:
-            return k
-    return None
+    found = []
+    for target, lvl in ((mean - margin, level), (size - mean, against_level), (-margin - mean, against_level)):
+        if target <= 0:
+            continue
+        # t > z: the normal approximation's count is a lower bound to start from.
+        start = max(units + 1, math.ceil((_z(lvl) * sd / target) ** 2)) if sd > 0 else units + 1
+        k = next((k for k in range(start, MAX_UNITS + 1)
+                  if _t_quantile(1 - (1 - lvl) / 2, k - 1) * sd / math.sqrt(k) < target), None)
+        if k is not None:
+            found.append(k)
+    return min(found) if found else None
+
+
+def sign_test_units(level: float = LEVEL) -> int:
+    """The fewest units a two-sided exact sign test decides from at ``level``: 2·0.5ⁿ < 1 − level."""
+    return next(n for n in range(1, 64) if 2 * 0.5 ** n < 1 - level)
 
 
 def decide_part(part: Part, size: float, margin: float = 0.0, level: float = LEVEL, against_level: float | None = None) -> dict:
@@ -275,6 +294,18 @@ def decide_part(part: Part, size: float, margin: float = 0.0, level: float = LEV
         need = 3 if "seeds" in est else 2
         return {**rec, "verdict": "undecided", "reason": f"underpowered: {est['why']}",
                 "units_needed": need, "power": None, "ci_low": None, "ci_high": None}
+    if est["se"] == 0:   # every unit the same value: no spread to estimate, which is not certainty
+        units = est.get("seeds", est["n"])
+        value = est["mean"]
+        rec.update(ci_low=None, ci_high=None, level=level, power=None, test="exact sign test")
+        if value > margin and units >= sign_test_units(level):
+            return {**rec, "verdict": "reproduced", "reason": None}
+        if value < -margin and units >= sign_test_units(against_level):
+            return {**rec, "verdict": "contradicted", "reason": None}
+        need = sign_test_units(level)
+        return {**rec, "verdict": "undecided", "units_needed": max(need, units + 1),
+                "reason": f"underpowered: every unit equals {value:.3g}, no spread to estimate; an exact sign test "
+                          f"decides from {need} units"}
     half = _t_quantile(1 - (1 - level) / 2, est["df"]) * est["se"]
     half_against = _t_quantile(1 - (1 - against_level) / 2, est["df"]) * est["se"]
     lo, hi = est["mean"] - half, est["mean"] + half
@@ -285,7 +316,7 @@ def decide_part(part: Part, size: float, margin: float = 0.0, level: float = LEV
         return {**rec, "verdict": "contradicted", "reason": None}
     if est["mean"] + half_against < size:
         return {**rec, "verdict": "absent", "reason": None}
-    need = _units_needed(est, size, margin, level)
+    need = _units_needed(est, size, margin, level, against_level)
     unit = "seeds" if "seeds" in est else "units"
     return {**rec, "verdict": "undecided", "units_needed": need,
             "reason": f"underpowered: the interval [{lo:.3g}, {hi:.3g}] holds both {margin:g} and {size:g}; "

@@ -29,13 +29,16 @@ def _by_seed(a: dict, obj: str, arch: str, split: str, beta: float, metric: str)
     return dict((_cell(a, obj, arch, split, beta).get(metric) or {}).get("by_seed") or {})
 
 
-def _seed_part(values: dict, failed: dict) -> Part:
+def _seed_part(values: dict, failed: dict, size: float | None = None) -> Part:
     """One unit per seed; a seed with a run that did not train left out, named (``"*"``: an analysis
-    without per-run checks, whose flags name no seed — every seed then)."""
+    without per-run checks, whose flags name no seed — every seed then); ``size``: the part's own
+    stated size when its statistic has its own scale. No value at all: the part is left out."""
     if "*" in failed:
         return Part.left_out(failed["*"])
+    if not values:
+        return Part.left_out("no per-seed values of this part")
     return Part.of_seeds({s: v for s, v in values.items() if s not in failed},
-                         dropped={s: w for s, w in failed.items() if s in values})
+                         dropped={s: w for s, w in failed.items() if s in values}, size=size)
 
 
 def _common(*dicts: dict) -> list[str]:
@@ -66,7 +69,7 @@ def _mi_saturates(c: Config, a: dict) -> Effect | Verdict:
         f"I_q / log N falls from β = {below[-1]:g} to β = {above[-1]:g}": _seed_part(
             {s: ratio[below[-1]][s] - ratio[above[-1]][s] for s in seeds}, failed),
         f"marginal KL grows from β = {one:g} to β = {betas[0]:g}": _seed_part(
-            {s: mkl[betas[0]][s] - mkl[one][s] for s in _common(*mkl.values())}, failed)}
+            {s: mkl[betas[0]][s] - mkl[one][s] for s in _common(*mkl.values())}, failed, KL_SIZE)}
     return Effect(f"on {split} ({arch}), per restart: the smallest I_q / log N_train below β = 1 minus {SATURATION}; "
                   "I_q / log N_train below β = 1 minus that above; the marginal KL at the smallest β minus that at "
                   "β = 1 (nats); minibatch estimator (batches of rate_batch, the paper's 512)", "restart (seed)", parts,

@@ -51,6 +51,8 @@ def _untrained_seeds(a: dict, variants) -> dict:
 
 
 def _seed_part(values: dict, failed: dict, size: float | None = None) -> Part:
+    if not values:
+        return Part.left_out("no per-run values of this part (results before issue 51, or runs that diverged)")
     return Part.of_seeds({s: v for s, v in values.items() if s not in failed},
                          dropped={s: w for s, w in failed.items() if s in values}, size=size)
 
@@ -117,16 +119,10 @@ def _ppl_vs_mi_au_tradeoff(c: Config, a: dict) -> Effect | Verdict:
         ppl = {v: _by_seed(a, v, "ppl_iw") for v in short}
         other = {v: _by_seed(a, v, key) for v in short}
         seeds = set.intersection(*(set(ppl[v]) & set(other[v]) for v in short))
-        values, dropped = {}, {}
-        for s in sorted(seeds, key=int):
-            rho = spearman([ppl[v][s] for v in short], [other[v][s] for v in short])
-            if rho is None:
-                dropped[s] = "a constant side: ρ undefined"
-            else:
-                values[s] = rho
-        parts[f"ρ(PPL_iw, {name})"] = Part.of_seeds({s: v for s, v in values.items() if s not in failed},
-                                                    dropped={**dropped, **{s: w for s, w in failed.items()
-                                                                           if s in values}})
+        # a constant side (every variant the same AU, say) shows no relation: ρ = 0, not a seed left out
+        values = {s: spearman([ppl[v][s] for v in short], [other[v][s] for v in short]) or 0.0
+                  for s in sorted(seeds, key=int)}
+        parts[f"ρ(PPL_iw, {name})"] = _seed_part(values, failed)
     return Effect("per seed, Spearman ρ across the short-corpus variants between PPL_iw and MI, and between PPL_iw "
                   "and the active units", "seed", parts, size=RHO_SIZE,
                   size_source=f"ρ = {RHO_SIZE} (the rule's threshold before issue 51; the paper gives no number)",
@@ -353,7 +349,7 @@ FINDINGS = (
             "the remedies.",
             f"{_PAPER}, §5 (Tables 1, 3–5)",
             "per seed, Spearman ρ across the short-corpus variants of (PPL_iw, MI) and of (PPL_iw, AU) (two parts; a "
-            "constant side leaves the seed out); reproduced when both intervals over seeds lie above 0; undecided "
+            "constant side counts as ρ = 0); reproduced when both intervals over seeds lie above 0; undecided "
             "with fewer than 3 short-corpus variants." + _TRAINED,
             _ppl_vs_mi_au_tradeoff, figures=("tradeoff.png",)),
     Finding("max_pooling_more_informative",

@@ -404,7 +404,9 @@ def analyse(c: Config, runs: dict, ctx) -> dict:
     # Each section's key names the runs it reads: the models and the retraining runs; the
     # diagnostics' own runs (cross-check, Annealed VAE settings) key the diagnostics only.
     key = {stage: [r.id for r in runs[stage]] for stage in ("models", "retraining")}
-    ci_key = {**key, "ci": interval_key(c)}  # the sections whose heatmaps carry intervals
+    # the sections whose heatmaps carry intervals; version 2 (issue 51): per-pair summaries, the step-0
+    # control and the posterior-mean control — a section saved before them is computed again
+    ci_key = {**key, "ci": interval_key(c), "version": 2}
     x_s = held_out(c, c.source, c.similarity_n, "similarity_n")
     x_t = held_out(c, c.target, c.similarity_n, "similarity_n")
     x_eval = held_out(c, c.target, c.eval_n, "eval_n")
@@ -428,7 +430,7 @@ def analyse(c: Config, runs: dict, ctx) -> dict:
            "cross_domain": section("cross_domain", lambda: cross_domain_section(c, models, retrained, x_t, device),
                                    ci_key),
            "retraining": section("retraining", lambda: retraining_section(c, models, stage_runs, decoder, x_eval)),
-           "probes": section("probes", lambda: probe_section(c, models)),
+           "probes": section("probes", lambda: probe_section(c, models), {**key, "version": 2}),  # + untrained control
            "disentanglement": section("disentanglement", lambda: disentanglement_section(c, models))}
     out["trained"].update(retraining_checks(c, runs["retraining"], out["trained"]["target"], out["retraining"], decoder))
     annealed = runs.get("annealed_settings", [])

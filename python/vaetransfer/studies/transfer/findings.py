@@ -38,6 +38,8 @@ def _pair_part(a: dict, pairs: dict, models_of, value) -> Part:
     """One part over pairs of models ``pairs`` (``"a/b"`` → its summaries), a pair dropped (named) when a
     model of it did not train: ``models_of(sa, sb)`` → [(side, label, seed)], ``value(key, summaries)`` →
     the unit's signed effect (None: not measured, dropped)."""
+    if not pairs:
+        return Part.left_out("no per-pair values (results before issue 51)")
     values, dropped = {}, {}
     for key, summary in pairs.items():
         sa, sb = key.split("/")
