@@ -112,10 +112,12 @@ def test_interval_and_se_of_independent_units_follow_the_t_formula():
     assert out["ci_low"] == pytest.approx(np.mean(vals) - t.ppf(0.975, 3) * se)
 
 
-def test_example_level_error_is_added_in_quadrature():
+def test_example_level_error_is_summed_over_units_then_added_to_the_spread_in_quadrature():
+    # Units that used the same inputs share their example noise: the mean's example error is the
+    # units' mean, not their root-sum-square over n (which would shrink it as if independent).
     part = Part.of_seeds({0: 0.3, 1: 0.5, 2: 0.4}, example_se={0: 0.03, 1: 0.04, 2: 0.0})
     est = estimate(part)
-    assert est["se_examples"] == pytest.approx(math.sqrt(0.03 ** 2 + 0.04 ** 2) / 3)
+    assert est["se_examples"] == pytest.approx((0.03 + 0.04) / 3)
     assert est["se"] == pytest.approx(math.hypot(est["se_units"], est["se_examples"]))
     assert se_from_interval(0.1, 0.3) == pytest.approx(0.1 / 1.959964, rel=1e-5)
 
@@ -203,3 +205,36 @@ def test_units_left_out_are_named_and_a_part_of_only_dropped_units_is_left_out()
     gone = Part.of_seeds({}, dropped={0: "diverged"})
     assert gone.reason == "every unit left out: seed=0: diverged"
     assert decide(_effect({"a": gone}))["verdict"] == "undecided"
+
+
+def test_a_spread_of_zero_is_not_certainty_an_exact_sign_test_decides():
+    from vaetransfer.studies.kit.decision import sign_test_units
+    assert sign_test_units() == 6            # 2 · 0.5⁶ = 0.031 < 0.05 ≤ 2 · 0.5⁵
+    few = decide_part(Part.of_seeds({s: 1.0 for s in range(3)}), size=0.5)
+    assert few["verdict"] == "undecided" and few["units_needed"] == 6 and "sign test" in few["reason"]
+    many = decide_part(Part.of_seeds({s: 1.0 for s in range(6)}), size=0.5)
+    assert many["verdict"] == "reproduced" and many["test"] == "exact sign test"
+    # against the paper at the Bonferroni level of 3 parts (98.3 %): 2 · 0.5ⁿ < 0.0167 needs 7 units
+    against = {s: -1.0 for s in range(6)}
+    assert decide_part(Part.of_seeds(against), size=0.5, against_level=1 - 0.05 / 3)["verdict"] == "undecided"
+    against[6] = -1.0
+    assert decide_part(Part.of_seeds(against), size=0.5, against_level=1 - 0.05 / 3)["verdict"] == "contradicted"
+    # a zero effect with no spread decides nothing either way
+    assert decide_part(Part.of_seeds({s: 0.0 for s in range(8)}), size=0.5)["verdict"] == "undecided"
+
+
+def test_units_needed_is_the_fewest_that_decide_towards_any_boundary_at_its_own_level():
+    from scipy.stats import t
+    vals = [-0.4, 0.9, 0.25]                 # mean 0.25: interval holds both 0 and the size 1
+    sd = np.std(vals, ddof=1)
+    against = 1 - 0.05 / 3                   # decisions against at the Bonferroni level of 3 parts
+    out = decide_part(Part.of_seeds(dict(enumerate(vals))), size=1.0, against_level=against)
+    assert out["verdict"] == "undecided"
+
+    def first(distance, level):              # brute force: the first k whose half-width is below
+        return next(k for k in range(4, 10_000)
+                    if t.ppf(1 - (1 - level) / 2, k - 1) * sd / math.sqrt(k) < distance)
+    expected = min(first(0.25, 0.95), first(1.0 - 0.25, against))
+    assert out["units_needed"] == expected
+    # sized at the 95 % level instead, the absent boundary would need fewer: the level matters
+    assert first(0.75, 0.95) < first(0.75, against)
