@@ -5,6 +5,7 @@
 #include "bindings/registry.h"
 #include "vaetransfer/nn/classifier.h"
 #include "vaetransfer/nn/dropout.h"
+#include "vaetransfer/nn/external.h"
 #include "vaetransfer/nn/vae.h"
 
 namespace py = pybind11;
@@ -16,6 +17,78 @@ py::dict to_dict(const std::vector<std::pair<std::string, at::Tensor>>& items) {
   py::dict d;
   for (const auto& [k, t] : items) d[py::str(k)] = t;
   return d;
+}
+// A Python callable kept by the core: called with the GIL taken, and released with it taken (the
+// core may drop a model while the GIL is released, e.g. at the end of a training run).
+std::shared_ptr<py::object> keep(py::object f) {
+  return std::shared_ptr<py::object>(new py::object(std::move(f)), [](py::object* o) {
+    py::gil_scoped_acquire gil;
+    delete o;
+  });
+}
+
+nn::Named named_list(const py::handle& items) {
+  nn::Named out;
+  for (const auto& item : items) {
+    auto pair = item.cast<py::tuple>();
+    out.emplace_back(pair[0].cast<std::string>(), pair[1].cast<at::Tensor>());
+  }
+  return out;
+}
+
+// The external model (nn/external.h) of a user's torch.nn.Module: `layers` [(name, part, [module
+// prefixes])], `parameters`/`buffers` [(name, tensor)] (the module's own tensors), and the
+// callbacks of vaetransfer/modules.py.
+nn::ModelPtr make_external(const std::string& kind, const std::string& architecture, const py::dict& params,
+                           const std::vector<int64_t>& input_shape, const py::list& layers, const py::list& parameters,
+                           const py::list& buffers, int64_t latent_dim, py::object run, py::object decode,
+                           py::object reinitialize, py::object set_training, py::object to_device) {
+  using namespace vaetransfer::nn;
+  VT_CHECK_ARG(kind == "vae" || kind == "classifier", "kind", "expected 'vae' or 'classifier', got '", kind, "'");
+  ExternalSpec spec;
+  spec.architecture = architecture;
+  spec.input_shape = input_shape;
+  const auto given = to_params(params);
+  std::vector<ParamSpec> specs;
+  for (const auto& [k, v] : given) specs.push_back({k, static_cast<ParamType>(v.index()), v, ""});
+  spec.params = Params(specs, given, architecture);
+  for (const auto& item : layers) {
+    auto t = item.cast<py::tuple>();
+    spec.layers.push_back({t[0].cast<std::string>(), t[1].cast<std::string>(), t[2].cast<std::vector<std::string>>()});
+  }
+  spec.parameters = named_list(parameters);
+  spec.buffers = named_list(buffers);
+  spec.latent_dim = latent_dim;
+  auto f_run = keep(std::move(run)), f_reinit = keep(std::move(reinitialize));
+  auto f_train = keep(std::move(set_training)), f_to = keep(std::move(to_device));
+  spec.hooks.run = [f_run](const at::Tensor& x, const at::Tensor& noise, const std::string& stop_after,
+                           std::optional<uint64_t> key) {
+    py::gil_scoped_acquire gil;
+    py::object out = (*f_run)(x, noise.defined() ? py::cast(noise) : py::none(), stop_after,
+                              key ? py::cast(*key) : py::none());
+    return named_list(out);
+  };
+  if (!decode.is_none()) {
+    auto f_decode = keep(std::move(decode));
+    spec.hooks.decode = [f_decode](const at::Tensor& z) {
+      py::gil_scoped_acquire gil;
+      return (*f_decode)(z).cast<at::Tensor>();
+    };
+  }
+  spec.hooks.reinitialize = [f_reinit](const std::vector<std::string>& names, uint64_t seed) {
+    py::gil_scoped_acquire gil;
+    (*f_reinit)(names, seed);
+  };
+  spec.hooks.set_training = [f_train](bool on) {
+    py::gil_scoped_acquire gil;
+    (*f_train)(on);
+  };
+  spec.hooks.to_device = [f_to](const std::string& device) {
+    py::gil_scoped_acquire gil;
+    (*f_to)(device);
+  };
+  if (kind == "vae") return std::make_shared<ExternalVAE>(std::move(spec));
+  return std::make_shared<ExternalClassifier>(std::move(spec));
 }
 }  // namespace
 
@@ -44,6 +117,24 @@ void init_nn(py::module_& m) {
         return py::cast(model);
       },
       py::arg("architecture"), py::arg("params"), py::arg("seed") = 0, py::arg("device") = "cpu");
+
+  m.def(
+      "make_external",
+      [](const std::string& kind, const std::string& architecture, const py::dict& params,
+         const std::vector<int64_t>& input_shape, const py::list& layers, const py::list& parameters,
+         const py::list& buffers, int64_t latent_dim, py::object run, py::object decode, py::object reinitialize,
+         py::object set_training, py::object to_device) {
+        auto model = make_external(kind, architecture, params, input_shape, layers, parameters, buffers, latent_dim,
+                                   std::move(run), std::move(decode), std::move(reinitialize),
+                                   std::move(set_training), std::move(to_device));
+        if (auto c = std::dynamic_pointer_cast<Classifier>(model)) return py::cast(c);
+        return py::cast(std::dynamic_pointer_cast<VAE>(model));
+      },
+      py::arg("kind"), py::arg("architecture"), py::arg("params"), py::arg("input_shape"), py::arg("layers"),
+      py::arg("parameters"), py::arg("buffers"), py::arg("latent_dim"), py::arg("run"), py::arg("decode"),
+      py::arg("reinitialize"), py::arg("set_training"), py::arg("to_device"),
+      "A model of the core over a torch.nn.Module's own tensors, run by Python callbacks "
+      "(vaetransfer.modules builds it).");
 
   py::class_<Model, std::shared_ptr<Model>>(m, "Model")
       .def_property_readonly("architecture", &Model::architecture)

@@ -18,6 +18,8 @@ from ._C import ArgumentError, ArgumentTypeError
 from . import data, estimators, io, similarity
 from . import activations, nn, objectives, regularizers, schedules
 from .nn import VAE, Classifier, Model, ModelConfig, build_model
+from . import modules
+from .modules import module_model
 from .objectives import ObjectiveConfig, TaskConfig
 from .regularizers import RegularizerConfig
 from .schedules import ScheduleConfig
@@ -29,6 +31,7 @@ from . import rr  # noqa: E402  (after train: greedy_pretraining uses it)
 __version__ = "0.1.0"
 __all__ = ["ArgumentError", "ArgumentTypeError", "build_info", "activations", "data", "estimators", "nn", "objectives",
            "regularizers", "rr", "schedules", "similarity", "text", "Model", "VAE", "Classifier", "ModelConfig", "build_model",
+           "modules", "module_model",
            "ObjectiveConfig", "TaskConfig", "RegularizerConfig", "ScheduleConfig", "OptimizerConfig", "PhaseConfig",
            "TrainConfig", "Run", "TrainingDivergedError", "train", "load_run", "__version__"]
 

@@ -35,8 +35,11 @@ __all__ = ["ModelConfig", "Model", "VAE", "Classifier", "build_model", "architec
 
 
 def architectures() -> list[dict]:
-    """The registered model families: ``name, family, doc, params`` (each ``name, type, default, doc``)."""
-    return list(_C.nn.registered())
+    """The registered model families: ``name, family, doc, params`` (each ``name, type, default, doc``),
+    the core's and ``torch-module`` (your own module, :mod:`vaetransfer.modules`)."""
+    from . import modules
+
+    return list(_C.nn.registered()) + [modules.architecture_entry()]
 
 
 class ModelConfig:
@@ -97,16 +100,27 @@ class ModelConfig:
 
 def _plain(v):
     """JSON-like parameter values: tuples as lists (one form for equality and saved configs)."""
+    if isinstance(v, Mapping):
+        return {k: _plain(x) for k, x in v.items()}
     return [_plain(x) for x in v] if isinstance(v, (tuple, list)) else v
 
 
 def _build(config: ModelConfig, seed: int, device: str):
+    from . import modules
+
+    if isinstance(config, torch.nn.Module):
+        raise type_error("model", f"expected a ModelConfig; your own {type(config).__name__} trains through "
+                                  f"vaetransfer.module_model({type(config).__name__}, kind='vae' or 'classifier', "
+                                  "input_shape=..., kwargs=...): a factory the package can rebuild the module from on "
+                                  "resume (see vaetransfer.modules)")
     if not isinstance(config, ModelConfig):
         raise type_error("config", f"expected a ModelConfig, got {type(config).__name__}")
     if not isinstance(config.architecture, str):
         raise type_error("architecture", f"expected a string, got {type(config.architecture).__name__}")
     if not is_int(seed) or not 0 <= seed < 2**63:
         raise value_error("seed", f"expected an int >= 0 (below 2^63), got {seed!r}")
+    if config.architecture == modules.ARCHITECTURE:
+        return modules.build(config, int(seed), _device_name(device))
     return _C.nn.make_model(config.architecture, config.params(), int(seed), _device_name(device))
 
 
@@ -309,8 +323,20 @@ class Model:
         return self._impl.noise(check_int(n, "n", 0, what="a number of examples"), check_seed(seed),
                                 check_flag(use_mean, "use_mean"))
 
+    @property
+    def module(self) -> torch.nn.Module | None:
+        """Your own module (the live one the core trains) for a ``torch-module`` model; None otherwise."""
+        from . import modules
+
+        return modules.module_of(self._impl)
+
     def to_torch(self) -> torch.nn.Module:
-        """The plain-PyTorch twin (:func:`vaetransfer.export.to_torch`) with these weights and buffers, on the CPU."""
+        """The plain-PyTorch twin (:func:`vaetransfer.export.to_torch`) with these weights and buffers, on the
+        CPU; for your own module, a copy of it."""
+        if self.module is not None:
+            import copy
+
+            return copy.deepcopy(self.module).cpu()
         return to_torch(self)
 
     def __repr__(self) -> str:

@@ -193,6 +193,8 @@ void Model::check_input(const at::Tensor& x, const char* arg) const {
 
 // ---------------------------------------------------------------- groups
 
+std::string Model::layer_of(const std::string& parameter) const { return parameter.substr(0, parameter.find('.')); }
+
 std::vector<std::string> Model::group(const std::string& g, const char* arg) const {
   std::vector<std::string> out;
   std::set<std::string> layer_set;
@@ -204,17 +206,18 @@ std::vector<std::string> Model::group(const std::string& g, const char* arg) con
     }
   for (const auto& p : named_parameters(true)) {
     const auto& n = p.key();
-    const auto layer = n.substr(0, n.find('.'));
-    const bool match = g == "all" || (is_part && layer_set.count(layer)) || n == g ||
-                       (n.size() > g.size() && n.compare(0, g.size(), g) == 0 && n[g.size()] == '.');
+    const auto layer = layer_of(n);
+    const bool match = g == "all" || (is_part && layer_set.count(layer)) || (!layer.empty() && layer == g) ||
+                       n == g || (n.size() > g.size() && n.compare(0, g.size(), g) == 0 && n[g.size()] == '.');
     if (match) out.push_back(n);
   }
   if (out.empty()) {
     std::vector<std::string> names = {"all"};
     for (const auto& part : part_names()) names.push_back(part);
+    std::set<std::string> with_parameters;
+    for (const auto& p : named_parameters(true)) with_parameters.insert(layer_of(p.key()));
     for (const auto& l : layers_)
-      if (named_children().find(l.name) != nullptr && !named_children()[l.name]->named_parameters().is_empty())
-        names.push_back(l.name);
+      if (with_parameters.count(l.name)) names.push_back(l.name);
     VT_CHECK_ARG(false, arg, "unknown parameter group '", g,
                  "'; expected 'all', a part, a layer or parameter name, or a dotted prefix: ", c10::Join(", ", names));
   }

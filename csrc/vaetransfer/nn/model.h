@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,7 +72,11 @@ class Model : public torch::nn::Module {
   Named buffers_named() const;
   std::vector<std::string> parameter_names() const;
   at::Device device() const;
-  void to_device(at::Device device);
+  virtual void to_device(at::Device device);
+  // Set by the trainer for the length of one training step (a key derived from the run's seed and
+  // the step), unset otherwise: a family whose forward draws randomness the core does not (an
+  // external module's dropout) seeds it from the key, so a resumed run replays the same draws.
+  virtual void set_step_key(std::optional<uint64_t> key) {}
 
   // Parameter names of a group (validated; ArgumentError naming `arg`).
   std::vector<std::string> group(const std::string& group, const char* arg = "groups") const;
@@ -111,6 +116,9 @@ class Model : public torch::nn::Module {
   // state are unchanged). Call after initialize(); run_layers then starts from prepare(x).
   void use_channels_last();
   at::Tensor prepare(const at::Tensor& x) const;
+  // The layer a parameter belongs to (for part and layer groups): by default the layer of its
+  // first name component ("enc1.weight" → "enc1"); empty when none.
+  virtual std::string layer_of(const std::string& parameter) const;
   // The family's forward (what run_layers runs).
   virtual void forward_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit,
                               const std::string& stop_after) = 0;

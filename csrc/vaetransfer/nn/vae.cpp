@@ -34,6 +34,11 @@ std::vector<int64_t> or_fours(const std::vector<int64_t>& k, size_t n) {
 
 }  // namespace
 
+VAE::VAE(const std::string& architecture, std::vector<int64_t> input_shape, const Params& params, int64_t latent_dim)
+    : Model(architecture, std::move(input_shape), params), latent_dim_(latent_dim) {
+  VT_CHECK_ARG(latent_dim_ >= 1, "latent_dim", "expected a positive latent size, got ", latent_dim_);
+}
+
 VAE::VAE(const std::string& architecture, const Params& p, uint64_t seed)
     : Model(architecture, p.ints("input_shape"), p), latent_dim_(p.integer("latent_dim")) {
   const auto& a = architecture;

@@ -35,7 +35,7 @@ class VAE : public Model {
 
   // x: float [N, input_shape...] on the model's device.
   Encoding encode(const at::Tensor& x);
-  at::Tensor decode(const at::Tensor& z);  // logits
+  virtual at::Tensor decode(const at::Tensor& z);  // logits
   // The differentiable pass with given noise ε [N, latent]: z = mean + exp(logvar/2)·ε.
   // `layers` (optional) receives every layer's output.
   VAEOutputs forward(const at::Tensor& x, const at::Tensor& eps, Named* layers = nullptr);
@@ -46,6 +46,10 @@ class VAE : public Model {
   // Latent traversal of one example: [latent, values, input_shape...] sigmoid images where
   // latent d of the example's mean is replaced by each of `values`.
   at::Tensor traverse(const at::Tensor& x, const at::Tensor& values);
+
+ protected:
+  // A VAE whose layers a subclass declares and runs itself (nn/external.h).
+  VAE(const std::string& architecture, std::vector<int64_t> input_shape, const Params& params, int64_t latent_dim);
 
  private:
   at::Tensor decode_from(const at::Tensor& z, const Emit& emit, const std::string& stop_after);

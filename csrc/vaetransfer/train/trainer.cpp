@@ -163,6 +163,10 @@ void Trainer::apply_phase() {
   model_->set_trainable({"all"}, true);
   const auto groups = frozen_groups(step_);
   if (!groups.empty()) model_->set_trainable(groups, false);
+  bool any = false;
+  for (const auto& p : model_->parameters(true)) any = any || p.requires_grad();
+  VT_CHECK_ARG(any, index >= 0 ? "phases" : "freeze", "freezes every parameter", index >= 0 ? " in phase " : "",
+               index >= 0 ? std::to_string(index) : "", " (from step ", step_, "): nothing would train");
   phase_ = index;
 }
 
@@ -200,6 +204,18 @@ class PrecisionScope {
  private:
   nn::Model& model_;
   at::ScalarType previous_;
+};
+
+// The model's step key for one training step (nn::Model::set_step_key), unset again afterwards.
+class StepKeyScope {
+ public:
+  StepKeyScope(nn::Model& model, uint64_t seed, int64_t step) : model_(model) {
+    model_.set_step_key(splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(step)));
+  }
+  ~StepKeyScope() { model_.set_step_key(std::nullopt); }
+
+ private:
+  nn::Model& model_;
 };
 
 // Rows of the CPU data set on `device`: to a GPU through pinned memory without blocking the host
@@ -241,6 +257,7 @@ void Trainer::backward_and_step(const at::Tensor& loss) {
 StepReport Trainer::train_step() {
   apply_phase();
   PrecisionScope precision(*model_, precision_, capture_layers_ || capture_traces_);
+  StepKeyScope key(*model_, spec_.seed, step_);
   const auto idx = next_indices();
   objectives::Batch batch;
   batch.x = model_->as_input(to_device(data_.index_select(0, idx), model_->device()));
