@@ -43,7 +43,7 @@ from __future__ import annotations
 import importlib
 import weakref
 from collections import OrderedDict
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import torch
 
