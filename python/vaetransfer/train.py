@@ -529,10 +529,65 @@ def _parse_value(text: str):
         return text
 
 
+def _import_user_code(spec: str) -> None:
+    """``--import``: a module name, or a ``.py`` file (its folder joins sys.path, so factories in it
+    resolve as ``file_stem:Name`` in this process and in sweep workers started from it)."""
+    import importlib
+    import importlib.util
+    import sys
+
+    if spec.endswith(".py"):
+        path = Path(spec).resolve()
+        if not path.is_file():
+            raise value_error("import", f"{spec!r} is not a file")
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        spec = path.stem
+    try:
+        importlib.import_module(spec)
+    except ImportError as e:
+        raise value_error("import", f"cannot import {spec!r}: {e}") from e
+
+
+def _cli_data(name: str, labels: str | None, argument: str, *, data_dir=None, n: int = 0, seed: int = 0):
+    """A data set named on the command line: a ``.npy``/``.npz`` file or a registered name."""
+    if name.endswith((".npy", ".npz")):
+        ds = vdata.load_arrays(name, labels, argument=argument)
+        if n:
+            if not 0 < n <= len(ds):
+                raise value_error("n", f"expected 0 (all) or 1…{len(ds)} examples of {name}, got {n}")
+            ds = ds.subset(torch.randperm(len(ds), generator=torch.Generator().manual_seed(seed))[:n].sort().values)
+        return ds, None
+    if labels is not None:
+        raise value_error("labels", "labels files go with .npy examples; a registered data set brings its own")
+    domain = vdata.domain(name, argument=argument)
+    idx = None
+    if n:
+        count = domain.size(data_dir)
+        if not 0 < n <= count:  # a negative n would slice from the end, a huge one take everything
+            raise value_error("n", f"expected 0 (all) or 1…{count} examples of {name}, got {n}")
+        idx = torch.randperm(count, generator=torch.Generator().manual_seed(seed))[:n].sort().values
+    return domain.build(idx, data_dir=data_dir), domain
+
+
+def _groups_arg(values: list[str]) -> tuple[str, ...]:
+    """Repeated or comma-separated group names."""
+    return tuple(g for v in values for g in v.split(",") if g)
+
+
 def train_main(argv: Sequence[str] | None = None) -> int:
     """``vaetransfer train --dataset dsprites --objective beta-tc-vae --set beta=4 --steps 3000 --out runs/x``."""
     p = argparse.ArgumentParser(prog="vaetransfer train", description="Train a model (resumes a half-finished run).")
-    p.add_argument("--dataset", choices=sorted(vdata.DOMAINS), required=True, help="a registered data set")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import a module (a name, or a .py file) first: the data sets it registers "
+                        "(vaetransfer.data.register) and the model factories it defines become usable here")
+    p.add_argument("--dataset", required=True,
+                   help="a registered data set (" + ", ".join(sorted(vdata.DOMAINS)) + ", or one --import "
+                        "registers), or your examples as a .npy / .npz file")
+    p.add_argument("--labels", default=None, help="class labels (.npy, N integers) for .npy examples")
+    p.add_argument("--eval-data", default=None, help="held-out examples (the same forms as --dataset)")
+    p.add_argument("--eval-labels", default=None, help="class labels (.npy) for .npy --eval-data")
+    p.add_argument("--eval-every", type=int, default=0, help="evaluate on --eval-data every N steps (metrics.jsonl)")
     p.add_argument("--data-dir", default=None, help="the folder of a data set read from files (e.g. cifar10)")
     p.add_argument("--label", default=None, help="a factor used as class label (classification; default for a "
                                                  "classifier: the data set's own, e.g. shape for dsprites)")
@@ -545,6 +600,10 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--beta", type=float, default=None, help="shorthand for --set beta=…")
     p.add_argument("--architecture", default=None,
                    help="a registered architecture (default: conv for 64×64 images, e.g. dSprites, else mlp)")
+    p.add_argument("--module", default=None, metavar="PACKAGE.MODULE:NAME",
+                   help="train your own torch.nn.Module (vaetransfer.module_model): its class or factory")
+    p.add_argument("--kind", default=None, choices=["vae", "classifier"], help="what --module is")
+    p.add_argument("--module-kwargs", default=None, metavar="JSON", help="keyword arguments of --module's factory")
     p.add_argument("--depth", type=int, default=None)
     p.add_argument("--latent-dim", type=int, default=None)
     p.add_argument("--num-classes", type=int, default=None)
@@ -555,6 +614,13 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--batch-size", type=int, default=None, help="default 64 for 64×64 images, else 128")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--init-from", default=None, help="start from a run (its latest snapshot), a snapshot or a "
+                                                     "weights file")
+    p.add_argument("--freeze", action="append", default=[], metavar="GROUP",
+                   help="parameter groups kept fixed: all, a part (encoder, latent, decoder, head), a layer, a "
+                        "parameter or a dotted prefix; repeat or comma-separate")
+    p.add_argument("--reinit", action="append", default=[], metavar="GROUP",
+                   help="parameter groups re-initialised after --init-from (the same forms as --freeze)")
     p.add_argument("--snapshot-every", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--device", default="cpu")
@@ -562,17 +628,12 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true")
     a = p.parse_args(argv)
 
-    domain = vdata.domain(a.dataset, argument="dataset")
-    idx = None
-    if a.n:
-        count = domain.size(a.data_dir)
-        if not 0 < a.n <= count:  # a negative n would slice from the end, a huge one take everything
-            raise value_error("n", f"expected 0 (all) or 1…{count} examples of {a.dataset}, got {a.n}")
-        idx = torch.randperm(count, generator=torch.Generator().manual_seed(a.seed))[: a.n].sort().values
-    raw = domain.build(idx, data_dir=a.data_dir)
-    shape = raw.input_shape
+    for spec in a.imports:
+        _import_user_code(spec)
+    raw, domain = _cli_data(a.dataset, a.labels, "dataset", data_dir=a.data_dir, n=a.n, seed=a.seed)
+    shape = tuple(raw.input_shape)
     paper_sized = shape[1:] == (64, 64)  # the paper's conv net and batch take 64×64 images
-    arch, batch = a.architecture or ("conv" if paper_sized else "mlp"), a.batch_size or (64 if paper_sized else 128)
+    batch = a.batch_size or (64 if paper_sized else 128)
     params = {}
     for item in a.set:
         key, sep, value = item.partition("=")
@@ -581,18 +642,44 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         params[key] = _parse_value(value)
     if a.beta is not None:
         params["beta"] = a.beta
-    family = next((e["family"] for e in _C.nn.registered() if e["name"] == arch), "vae")
-    data = vdata.as_dataset(raw, label=a.label if a.label is not None or family != "classifier" else domain.label)
+    if a.module is not None:
+        if a.architecture is not None:
+            raise value_error("module", "give either --module (your own) or --architecture (a registered one)")
+        if a.kind is None:
+            raise value_error("kind", "--module needs --kind vae or --kind classifier")
+        try:
+            kwargs = json.loads(a.module_kwargs) if a.module_kwargs else None
+        except json.JSONDecodeError as e:
+            raise value_error("module_kwargs", f"expected a JSON object, got {a.module_kwargs!r} ({e})") from e
+        from .modules import module_model
+
+        family = a.kind
+        model = module_model(a.module, kind=a.kind, input_shape=shape, kwargs=kwargs)
+    else:
+        arch = a.architecture or ("conv" if paper_sized else "mlp")
+        family = next((e["family"] for e in _C.nn.registered() if e["name"] == arch), "vae")
+    default_label = domain.label if domain is not None and family == "classifier" else None
+    data = vdata.as_dataset(raw, label=a.label if a.label is not None else default_label)
+    if a.module is None:
+        model = ModelConfig(architecture=arch, input_shape=shape, depth=a.depth, latent_dim=a.latent_dim,
+                            num_classes=a.num_classes if a.num_classes is not None else (
+                                data.num_classes if family == "classifier" else None))
+    eval_data = None
+    if a.eval_data is not None:
+        raw_eval, eval_domain = _cli_data(a.eval_data, a.eval_labels, "eval_data", data_dir=a.data_dir)
+        eval_data = vdata.as_dataset(raw_eval, label=a.label if a.label is not None else (
+            eval_domain.label if eval_domain is not None and family == "classifier" else None))
+    elif a.eval_every:
+        raise value_error("eval_every", "evaluates on held-out data: give --eval-data")
     objective = a.objective or ("classification" if family == "classifier" else "beta-vae")
-    model = ModelConfig(architecture=arch, input_shape=shape, depth=a.depth, latent_dim=a.latent_dim,
-                        num_classes=a.num_classes if a.num_classes is not None else (
-                            data.num_classes if family == "classifier" else None))
+    name = os.path.basename(a.dataset) if a.dataset.endswith((".npy", ".npz")) else a.dataset
     config = TrainConfig(
         model=model, objective=TaskConfig(objective, **params),
         optimizer=OptimizerConfig(name=a.optimizer, lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay),
         steps=a.steps, batch_size=batch, seed=a.seed, snapshot_every=a.snapshot_every, threads=a.threads,
-        device=a.device, dataset=f"{a.dataset}" + (f"[{a.n}]" if a.n else ""))
-    run = train(config, data, a.out, progress=not a.quiet)
+        device=a.device, dataset=name + (f"[{a.n}]" if a.n else ""), eval_every=a.eval_every,
+        init_from=a.init_from, freeze=_groups_arg(a.freeze), reinit=_groups_arg(a.reinit))
+    run = train(config, data, a.out, eval_data=eval_data, progress=not a.quiet)
     h = run.history
     if not a.quiet and h:
         print(f"{run}: loss {h['loss'][0]:.2f} → {h['loss'][-1]:.2f}")

@@ -53,7 +53,7 @@ from .loaders import (CARS3D_FACTORS, CIFAR10_CLASSES, CIFAR10_SPLITS, FASHION_M
                       SKLEARN_DIGITS_COUNT, SMALLNORB_CATEGORIES, SMALLNORB_FACTORS, SMALLNORB_SIZES, SMALLNORB_SPLITS,
                       SVHN_SPLITS, load_cars3d, load_celeba, load_cifar10, load_dsprites_npz, load_mnist,
                       load_sklearn_digits, load_smallnorb, load_svhn, read_celeba_attributes, read_idx,
-                      read_norb_matrix)
+                      read_norb_matrix, load_arrays)
 from .spec import DataSpec
 from .solids import SOLIDS_COUNT, SOLIDS_FACTORS, SOLIDS_SHADINGS, SOLIDS_SHAPES, SOLIDS_SIZES, render_solids, solids
 from .synthetic import (PEAK_CLASSES, TWELVE_BIT_COUNT, TWELVE_BIT_DEGREES, TWELVE_BIT_MUTUAL_INFORMATION,
@@ -64,7 +64,7 @@ from .tetrominoes import (TETROMINOES_COUNT, TETROMINOES_FACTORS, TETROMINOES_RA
 
 __all__ = [
     # the data set and the registry
-    "Dataset", "Indices", "split", "split_indices", "DOMAINS", "Domain", "DataSpec", "as_dataset", "domain", "load", "register",
+    "Dataset", "Indices", "load_arrays", "split", "split_indices", "DOMAINS", "Domain", "DataSpec", "as_dataset", "domain", "load", "register",
     "unregister",
     # dSprites and its variants
     "DSPRITES_COUNT", "DSPRITES_FACTORS", "DSPRITES_SHAPES", "DSPRITES_SIZES", "color_dsprites", "dsprites",

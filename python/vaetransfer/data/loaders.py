@@ -59,6 +59,85 @@ def load_dsprites_npz(path: str | os.PathLike, indices: Indices = None) -> Datas
                    factor_names=DSPRITES_FACTORS, factor_sizes=DSPRITES_SIZES, scale=1.0, name="dsprites")
 
 
+# ---------------------------------------------------------------- your arrays (.npy / .npz)
+#: keys an .npz archive's examples and labels are looked up by, in order
+ARRAY_IMAGE_KEYS = ("x", "images", "imgs", "X", "data")
+ARRAY_LABEL_KEYS = ("y", "labels", "targets", "Y")
+_MAX_ARRAY_BYTES = 1 << 34  # 16 GiB: what one array may announce before it is read
+
+
+def _npy_header(path: str, argument: str) -> tuple[tuple[int, ...], np.dtype]:
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _, dtype = read(f)
+            header = f.tell()
+    except (OSError, ValueError, EOFError) as exc:
+        raise value_error(argument, f"not a readable .npy file: {path!r} ({exc})") from exc
+    if dtype.hasobject:
+        raise value_error(argument, f"{path!r}: an array of Python objects, which is never unpickled")
+    stored = file_size(path, argument) - header
+    if math.prod(shape) * dtype.itemsize != stored:
+        raise value_error(argument, f"{path!r}: the header announces {list(shape)} {dtype} "
+                                    f"({math.prod(shape) * dtype.itemsize} bytes) but {stored} bytes follow it")
+    return shape, dtype
+
+
+def load_arrays(path: str | os.PathLike, labels: str | os.PathLike | None = None, *, argument: str = "path") -> Dataset:
+    """Your own examples from NumPy files: an ``.npy`` array [N, *input_shape] (``labels``: an
+    optional ``.npy`` of N integer class labels), or an ``.npz`` archive holding the examples under
+    one of :data:`ARRAY_IMAGE_KEYS` (or as its only array) and, optionally, labels under one of
+    :data:`ARRAY_LABEL_KEYS`. uint8 examples get scale 1/255 when they exceed 1 (as
+    :func:`~vaetransfer.data.as_dataset`); floating ones are used as they are. Headers are checked
+    before anything is read; arrays of Python objects are refused (never unpickled)."""
+    from .domains import as_dataset
+
+    path = os.fspath(path)
+    name = os.path.splitext(os.path.basename(path))[0]
+    y = None
+    if path.endswith(".npz"):
+        headers = npz_headers(path, argument, _MAX_ARRAY_BYTES)
+        key = next((k for k in ARRAY_IMAGE_KEYS if k in headers), None)
+        if key is None and len(headers) == 1:
+            key = next(iter(headers))
+        if key is None:
+            raise value_error(argument, f"{path!r}: expected the examples under one of {list(ARRAY_IMAGE_KEYS)} (or "
+                                        f"as the only array), found {sorted(headers)}")
+        label_key = next((k for k in ARRAY_LABEL_KEYS if k in headers), None)
+        if labels is not None and label_key is not None:
+            raise value_error("labels", f"given twice: {path!r} holds {label_key!r} already")
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                x = archive[key]
+                y = archive[label_key] if label_key is not None else None
+        except (OSError, ValueError, zipfile.BadZipFile, zlib.error) as exc:
+            raise value_error(argument, f"not a readable .npz file: {path!r} ({exc})") from exc
+    elif path.endswith(".npy"):
+        _npy_header(path, argument)
+        x = np.load(path, allow_pickle=False)
+    else:
+        raise value_error(argument, f"expected a .npy or .npz file, got {path!r}")
+    if labels is not None:
+        labels = os.fspath(labels)
+        if not labels.endswith(".npy"):
+            raise value_error("labels", f"expected a .npy file of class labels, got {labels!r}")
+        _npy_header(labels, "labels")
+        y = np.load(labels, allow_pickle=False)
+    if x.ndim < 2 or len(x) == 0:
+        raise value_error(argument, f"{path!r}: expected examples [N, ...] with N >= 1, got shape {list(x.shape)}")
+    if not (np.issubdtype(x.dtype, np.floating) or x.dtype == np.uint8):
+        raise value_error(argument, f"{path!r}: expected uint8 or floating examples, got {x.dtype}")
+    if y is not None:
+        if y.shape != (len(x),) or not np.issubdtype(y.dtype, np.integer):
+            raise value_error("labels", f"expected {len(x)} integer class labels, got {y.dtype} {list(y.shape)}")
+        if y.min() < 0:
+            raise value_error("labels", f"expected class labels >= 0, got {int(y.min())}")
+    x = torch.from_numpy(np.ascontiguousarray(x))
+    data = (x, torch.from_numpy(y.astype(np.int64))) if y is not None else x
+    return as_dataset(data, name=name)
+
+
 # ---------------------------------------------------------------- Cars3D, SmallNORB, CelebA
 CARS3D_FACTORS = ("object", "elevation", "azimuth")
 SMALLNORB_FACTORS = ("category", "instance", "elevation", "azimuth", "lighting")
