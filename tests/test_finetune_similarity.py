@@ -316,6 +316,8 @@ def _analysis(c: fs.Config, flip: tuple[str, ...] = (), stalled: tuple[str, ...]
 
 
 SMALL = fs.PRESETS["small"]
+SIX_SEEDS = studies.override(SMALL, {"seeds": [0, 1, 2, 3, 4, 5]})
+SEVEN_SEEDS = studies.override(SMALL, {"seeds": [0, 1, 2, 3, 4, 5, 6]})
 ONLY_RANDOM = studies.override(SMALL, {"tasks": [{"randomness": 9}]})
 ONLY_SAME = studies.override(SMALL, {"tasks": [{}]})
 NO_SHIFT = studies.override(SMALL, {"tasks": [{}, {"domain": "street_digits"}]})
@@ -339,15 +341,27 @@ NO_SHIFT = studies.override(SMALL, {"tasks": [{}, {"domain": "street_digits"}]})
     ("cross_domain_changes_penultimate", "cross", SMALL, ("same s=1",)),
 ])
 def test_finding_rules_decide_true_false_and_undecided(name, effect, undecided_config, stalled):
+    """The synthetic seeds agree closely (rank correlations equal in every seed: a spread of zero, which
+    the exact sign test decides from 6 seeds), so the rules are checked at 6 seeds; with the small
+    preset's 3 the same numbers are undecided, naming the 6 seeds that would decide."""
     finding = next(f for f in fs.FINDINGS if f.name == name)
-    holds = finding.judge(SMALL, _analysis(SMALL))
+    holds = finding.judge(SIX_SEEDS, _analysis(SIX_SEEDS))
     assert holds["verdict"] == "reproduced", holds["reason"]
-    assert all(p["n"] == len(SMALL.seeds) for p in holds["effect"]["parts"].values())   # one unit per seed
-    fails = finding.judge(SMALL, _analysis(SMALL, flip=(effect,)))
-    assert fails["verdict"] == "contradicted", fails["reason"]
+    assert all(p["n"] == len(SIX_SEEDS.seeds) for p in holds["effect"]["parts"].values())   # one unit per seed
+    fails = finding.judge(SIX_SEEDS, _analysis(SIX_SEEDS, flip=(effect,)))
+    # against the paper at the Bonferroni level of several parts a sign test needs 7 seeds: 6 leave such
+    # a finding undecided, never reproduced
+    assert fails["verdict"] == "contradicted" or (fails["verdict"] == "undecided" and len(fails["effect"]["parts"]) > 1
+                                                  and "sign test" in fails["reason"]), fails["reason"]
+    if len(fails["effect"]["parts"]) > 1:
+        assert finding.judge(SEVEN_SEEDS, _analysis(SEVEN_SEEDS, flip=(effect,)))["verdict"] == "contradicted"
     # Every other effect reversed leaves this finding's verdict alone: each rule reads its own numbers.
     others = tuple({"depth", "structure", "slower", "memorisation", "finetune", "structured", "random", "cross"} - {effect})
-    assert finding.judge(SMALL, _analysis(SMALL, flip=others))["verdict"] == "reproduced"
+    assert finding.judge(SIX_SEEDS, _analysis(SIX_SEEDS, flip=others))["verdict"] == "reproduced"
+    three = finding.judge(SMALL, _analysis(SMALL))
+    assert three["verdict"] in ("reproduced", "undecided")
+    if three["verdict"] == "undecided":
+        assert "sign test decides from 6 units" in three["reason"]
     cannot = finding.judge(undecided_config, _analysis(undecided_config, stalled=stalled))
     assert cannot["verdict"] == "undecided" and cannot["reason"], cannot
     if stalled:

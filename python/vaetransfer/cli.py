@@ -94,6 +94,12 @@ def _train(args) -> int:
     return train_main(args.rest)
 
 
+def _plan(args) -> int:
+    from .plan.cli import plan_main
+
+    return plan_main(args.rest)
+
+
 def _sweep(args) -> int:
     from .sweep import main as sweep_main
 
@@ -175,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     # Options are parsed by vaetransfer.train.train_main (`vaetransfer train --help`).
     p = sub.add_parser("train", help="train a VAE; a half-finished run resumes", add_help=False)
     p.set_defaults(func=_train, forwards=True)
+
+    # Options are parsed by vaetransfer.plan.cli.plan_main (`vaetransfer plan --help`).
+    p = sub.add_parser("plan", help="which layers of a model to retrain for new data (a transfer plan)",
+                       add_help=False)
+    p.set_defaults(func=_plan, forwards=True)
 
     # Options are parsed by vaetransfer.sweep.main (`vaetransfer sweep --help`).
     p = sub.add_parser("sweep", help="run a sweep of many runs (local processes or Ray); status; results",

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from .. import _C
-from .._checks import (check_int, check_number, check_seed, check_str, is_int, sequence, type_error, value_error)
+from .._checks import (check_flag, check_int, check_number, check_seed, check_str, is_int, sequence, type_error,
+                       value_error)
 from ..data import Dataset, Domain
 from ..data import domain as registered_domain
 from ..nn import Model
@@ -74,7 +75,16 @@ class FactorSampler:
     * a :class:`vaetransfer.data.Dataset` holding the full grid, rows in grid order (a loaded
       copy of a file-based set, for example);
     * a sequence of factor class counts (a bare grid, e.g. ``(3, 6, 40, 32, 32)``): there is
-      nothing to render, and :meth:`images` returns the factor classes themselves.
+      nothing to render, and :meth:`images` returns the factor classes themselves;
+    * **your own renderer**: a callable ``render(factors) -> images`` (int64 factor classes
+      [num, K] → float images [num, *input_shape] in [0, 1], a tensor or an array) with
+      ``factor_sizes`` (the class count of each factor): your simulator or generator, drawn from
+      exactly as a procedural domain is;
+    * **your own labelled examples**: a :class:`vaetransfer.data.Dataset` with factor classes that is
+      not a full grid (samples of a simulator, a labelled collection), with ``pool=True``: factor
+      combinations are drawn as rows of the pool (its empirical distribution), and BetaVAE's and
+      FactorVAE's batches sharing a factor's class are drawn among the rows of that class, as far as
+      the pool has them (rows with equal factor classes are one example).
 
     ``render=False`` makes :meth:`images` return the factor classes for any source too (float32
     [num, K]): the metrics then run on an encoder of the true factors, without rendering.
@@ -85,18 +95,38 @@ class FactorSampler:
     """
 
     def __init__(self, source, *, seed: int = 0, render: bool = True,
-                 factor_names: Sequence[str] | None = None):
+                 factor_names: Sequence[str] | None = None, factor_sizes: Sequence[int] | None = None,
+                 pool: bool = False):
         if not isinstance(render, bool):
             raise type_error("render", f"expected a bool, got {type(render).__name__}")
+        if not isinstance(pool, bool):
+            raise type_error("pool", f"expected a bool, got {type(pool).__name__}")
         self._seed = check_seed(seed)
-        self._domain = self._dataset = None
+        self._domain = self._dataset = self._renderer = self._pool = None
         self.name: str
+        if factor_sizes is not None and (not callable(source) or isinstance(source, (Domain, Dataset))):
+            raise value_error("factor_sizes", "goes with a renderer (a callable source); a domain or data set brings "
+                                              "its own")
+        if pool and not isinstance(source, Dataset):
+            raise value_error("pool", "draws from a Dataset of labelled examples; give one")
         if isinstance(source, str):
             source = registered_domain(source, argument="source")
         if isinstance(source, Domain):
             self._init_domain(source)
+        elif isinstance(source, Dataset) and pool:
+            self._init_pool(source)
         elif isinstance(source, Dataset):
             self._init_dataset(source)
+        elif callable(source):
+            if factor_sizes is None:
+                raise value_error("factor_sizes", "a renderer needs the class count of each factor, e.g. (3, 6, 40)")
+            sizes = sequence(factor_sizes, "factor_sizes", "factor class counts")
+            if not sizes or not all(is_int(v) and v >= 1 for v in sizes):
+                raise value_error("factor_sizes", f"expected factor class counts >= 1, got {sizes!r}")
+            self._renderer = source
+            self.factor_sizes = tuple(int(v) for v in sizes)
+            self.factor_names = tuple(f"factor{k}" for k in range(len(sizes)))
+            self.name = getattr(source, "__name__", type(source).__name__)
         elif isinstance(source, (Sequence, np.ndarray, torch.Tensor)) and not isinstance(source, (str, bytes)):
             sizes = sequence(source, "source", "factor class counts")
             if not sizes or not all(is_int(s) and s >= 1 for s in sizes):
@@ -114,7 +144,8 @@ class FactorSampler:
                 raise value_error("factor_names", f"expected {len(self.factor_sizes)} names (str), got {names!r}")
             self.factor_names = tuple(names)
         self.render = render
-        self.count = int(np.prod(self.factor_sizes, dtype=np.int64))
+        self.count = len(self._pool["factors"]) if self._pool is not None else int(
+            np.prod(self.factor_sizes, dtype=np.int64))
 
     def _init_domain(self, d) -> None:
         if d.files:
@@ -145,6 +176,19 @@ class FactorSampler:
         self._dataset, self.name = ds, ds.name
         self.factor_sizes, self.factor_names = sizes, tuple(ds.factor_names)
 
+    def _init_pool(self, ds) -> None:
+        if ds.factors is None or not ds.factor_sizes:
+            raise value_error("source", f"the data set {ds.name!r} has no factor classes to draw by")
+        if ds.images is None:
+            raise value_error("source", f"the data set {ds.name!r} was built without images")
+        factors = ds.factors.numpy().astype(np.int64)
+        first: dict[tuple, int] = {}
+        for r, row in enumerate(map(tuple, factors)):
+            first.setdefault(row, r)
+        self._pool = {"factors": factors, "row_of": first, "data": ds}
+        self.name = ds.name
+        self.factor_sizes, self.factor_names = tuple(ds.factor_sizes), tuple(ds.factor_names)
+
     # -- the grid
     @property
     def num_factors(self) -> int:
@@ -168,6 +212,8 @@ class FactorSampler:
     def rows(self, factors) -> np.ndarray:
         """int64 [num] grid rows of the factor classes ``factors`` [num, K] (mixed radix)."""
         f = self._checked_factors(factors)
+        if self._pool is not None:
+            return np.array([self._pool["row_of"][tuple(r)] for r in f.tolist()], dtype=np.int64)
         return np.ravel_multi_index(tuple(f.T), self.factor_sizes).astype(np.int64)
 
     def _checked_factors(self, factors) -> np.ndarray:
@@ -185,6 +231,8 @@ class FactorSampler:
         or a seed)."""
         num = check_int(num, "num", 0, what="a number of samples")
         rows = _generator(rng).integers(0, self.count, size=num, dtype=np.int64)
+        if self._pool is not None:  # rows of the pool: its own distribution of factor combinations
+            return self._pool["factors"][rows]
         return np.stack(np.unravel_index(rows, self.factor_sizes), axis=1).astype(np.int64)
 
     def sample_fixed(self, num: int, factor, rng) -> np.ndarray:
@@ -192,10 +240,36 @@ class FactorSampler:
         set to the class of the first one, one random class shared across the batch (FactorVAE's
         batches)."""
         k = self.factor_index(factor)
+        if self._pool is not None:  # rows of the pool sharing the class of the first draw
+            rng = _generator(rng)
+            pool = self._pool["factors"]
+            f = self.sample_factors(1, rng)
+            same = np.flatnonzero(pool[:, k] == f[0, k]) if num else np.zeros(0, np.int64)
+            return pool[same[rng.integers(0, len(same), size=num)]] if num else f[:0]
         f = self.sample_factors(num, rng)
         if num:
             f[:, k] = f[0, k]
         return f
+
+    def sample_sharing(self, factors, columns, rng) -> np.ndarray:
+        """int64 [num, K]: for each row of ``factors``, a combination drawn uniformly among those sharing
+        its class of factor ``columns[i]`` — on a grid the other factors drawn anew, in a pool a row of the
+        pool with that class (BetaVAE's pairs)."""
+        f = self._checked_factors(factors)
+        cols = np.asarray(columns, dtype=np.int64)
+        rng = _generator(rng)
+        if self._pool is None:
+            out = self.sample_factors(len(f), rng)
+            out[np.arange(len(f)), cols] = f[np.arange(len(f)), cols]
+            return out
+        pool = self._pool["factors"]
+        out = np.empty_like(f)
+        classes = f[np.arange(len(f)), cols]
+        for k, c in sorted(set(zip(cols.tolist(), classes.tolist()))):
+            where = np.flatnonzero((cols == k) & (classes == c))
+            rows = np.flatnonzero(pool[:, k] == c)
+            out[where] = pool[rows[rng.integers(0, len(rows), size=len(where))]]
+        return out
 
     def images(self, factors) -> torch.Tensor:
         """The rows of ``factors`` [num, K]: float32 images [num, *input_shape] in the model's scale
@@ -205,14 +279,37 @@ class FactorSampler:
         f = self._checked_factors(factors)
         if not self.render:
             return torch.from_numpy(f.astype(np.float32))
+        if self._renderer is not None:
+            return self._rendered(f)
+        if self._pool is not None:
+            try:
+                rows = torch.tensor([self._pool["row_of"][tuple(r)] for r in f.tolist()], dtype=torch.int64)
+            except KeyError as e:
+                raise value_error("factors", f"the combination {list(e.args[0])} is not in the pool") from e
+            return self._pool["data"].float_images(rows)
         rows = torch.from_numpy(np.ravel_multi_index(tuple(f.T), self.factor_sizes).astype(np.int64))
         if self._dataset is not None:
             return self._dataset.float_images(rows)
         return self._domain.build(rows, images=True, seed=self._seed).float_images()
 
+    def _rendered(self, f: np.ndarray) -> torch.Tensor:
+        """Your renderer's images of ``f``, checked: [num, ...] floating, finite, in [0, 1]."""
+        out = self._renderer(f.copy())
+        if isinstance(out, np.ndarray):
+            out = torch.from_numpy(np.ascontiguousarray(out))
+        if not isinstance(out, torch.Tensor) or out.dim() < 2 or out.shape[0] != len(f) or \
+                not out.is_floating_point():
+            got = f"{out.dtype} {list(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
+            raise value_error("source", f"expected the renderer to return float images [{len(f)}, ...], got {got}")
+        out = out.float()
+        if out.numel() and (not torch.isfinite(out).all() or out.min() < 0 or out.max() > 1):
+            raise value_error("source", "expected the renderer's images in [0, 1] (finite)")
+        return out
+
     def __repr__(self) -> str:
+        kind = ", renderer" if self._renderer is not None else ", pool" if self._pool is not None else ""
         return (f"FactorSampler({self.name!r}, factors={dict(zip(self.factor_names, self.factor_sizes))}, "
-                f"render={self.render})")
+                f"render={self.render}{kind})")
 
 
 def _as_sampler(sampler, argument: str = "sampler") -> FactorSampler:
@@ -444,9 +541,13 @@ def _beta_vae_points(encoder, sampler, varying, batch_size, num, rng) -> tuple[n
     labels = varying[rng.integers(0, len(varying), size=num)]
     k = sampler.num_factors
     first = sampler.sample_factors(num * batch_size, rng).reshape(num, batch_size, k)
-    second = sampler.sample_factors(num * batch_size, rng).reshape(num, batch_size, k)
-    points = np.arange(num)
-    second[points, :, labels] = first[points, :, labels]
+    if sampler._pool is not None:  # rows of the pool that share the fixed factor's class with the first
+        second = sampler.sample_sharing(first.reshape(-1, k), np.repeat(labels, batch_size), rng)
+        second = second.reshape(num, batch_size, k)
+    else:
+        second = sampler.sample_factors(num * batch_size, rng).reshape(num, batch_size, k)
+        points = np.arange(num)
+        second[points, :, labels] = first[points, :, labels]
     # The two batches of a point are encoded in one call, a fixed number of points at a time.
     pairs = np.concatenate([first, second], axis=1)
     z = _encode_groups(encoder, sampler, pairs)
@@ -522,8 +623,12 @@ def _factor_vae_votes(encoder, sampler, varying, batch_size, num, rng, global_va
     choice = rng.integers(0, len(varying), size=num)
     labels = varying[choice]
     f = sampler.sample_factors(num * batch_size, rng).reshape(num, batch_size, sampler.num_factors)
-    points = np.arange(num)
-    f[points, :, labels] = f[points, :1, labels]
+    if sampler._pool is not None:  # a batch: rows of the pool sharing the first row's class of the factor
+        first = np.repeat(f[:, :1], batch_size, axis=1).reshape(-1, sampler.num_factors)
+        f = sampler.sample_sharing(first, np.repeat(labels, batch_size), rng).reshape(f.shape)
+    else:
+        points = np.arange(num)
+        f[points, :, labels] = f[points, :1, labels]
     z = _encode_groups(encoder, sampler, f)
     ratio = z.var(axis=1, ddof=1)[:, active] / global_variance[active]
     dims = np.flatnonzero(active)[np.argmin(ratio, axis=1)]
@@ -560,7 +665,8 @@ def _metric_kwargs(fn, options: Mapping[str, Any], metric: str, **given) -> dict
 def disentanglement(model, domain, *, n: int = 10_000, representation: str = "mean",
                     metrics: Sequence[str] = ALL_METRICS, seed: int = 0, data_seed: int = 0,
                     factor_names: Sequence[str] | None = None, batch_size: int = 256,
-                    options: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+                    options: Mapping[str, Mapping[str, Any]] | None = None,
+                    progress: bool = False) -> dict[str, Any]:
     """Every requested disentanglement metric of ``model`` on ``domain``: the one call studies use.
 
     ``model``: a VAE of :mod:`vaetransfer.nn` (its ``representation``, ``"mean"`` or
@@ -578,6 +684,9 @@ def disentanglement(model, domain, *, n: int = 10_000, representation: str = "me
     ``seed`` (disentanglement_lib's defaults: ~2.9 M images together — make them cheaper with
     ``options={"beta_vae": {"num_train": 1000, "num_eval": 500}, ...}``). ``options`` maps a
     metric to keyword arguments of its function (e.g. ``{"dci": {"regressor": "lasso"}}``).
+
+    ``progress=True`` shows a bar: the shared codes, then one step per metric (BetaVAE and
+    FactorVAE with their defaults take minutes).
 
     Returns ``{metric: result.to_dict()}`` for each metric in ``metrics`` (the Gaussian
     correlations as ``{"score": ...}``, the Wasserstein one with its ``normalized`` value),
@@ -617,13 +726,22 @@ def disentanglement(model, domain, *, n: int = 10_000, representation: str = "me
 
     result: dict[str, Any] = {}
     on_codes = [m for m in metrics if m not in ("beta_vae", "factor_vae")]
+    bar = None
+    if check_flag(progress, "progress"):
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(metrics) + bool(on_codes), desc=f"disentanglement on {sampler.name}", unit="step")
     if on_codes:
         factors = sampler.sample_factors(n, np.random.default_rng(seed))
         z = torch.cat([codes(model, sampler.images(factors[s:s + _IMAGES_PER_CALL]), representation=representation,
                              seed=_call_seed(seed, i), batch_size=batch_size)
                        for i, s in enumerate(range(0, n, _IMAGES_PER_CALL))])
         y = factors[:, varying]
+        if bar is not None:
+            bar.set_postfix_str("codes", refresh=False)
+            bar.update()
     for m in metrics:
+        if bar is not None:
+            bar.set_postfix_str(m, refresh=True)
         opts = dict(options.get(m, {}))
         if m in ("beta_vae", "factor_vae"):
             fn = beta_vae_score if m == "beta_vae" else factor_vae_score
@@ -642,6 +760,10 @@ def disentanglement(model, domain, *, n: int = 10_000, representation: str = "me
             fn = getattr(supervised, m)
             value = fn(z, y, **_metric_kwargs(fn, opts, m, seed=seed, factor_names=list(names))).to_dict()
         result[m] = value
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
     result.update(n=n, representation=representation, factor_names=list(names), domain=sampler.name, seed=seed)
     return result
 
