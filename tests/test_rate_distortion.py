@@ -2,6 +2,7 @@
 definitions, the split rows, the presets, the findings' rules, and the spots where the paper's
 public code differs."""
 import dataclasses
+import zlib
 import json
 import math
 
@@ -194,14 +195,21 @@ SMALL = rd.PRESETS["small"]  # sparse split cv(0.01) = the focus split, 2 restar
 TWO = dataclasses.replace(SMALL, focus_seeds=(0, 1, 2), ablation_seeds=(0, 1, 2))
 
 
-def seeded(curves: dict, seeds=(0, 1, 2), spread: float = 0.0, obj="beta-vae") -> dict:
+def _noise(*key) -> float:
+    """A fixed pseudo-random number in [−1, 1] for ``key`` (the same in every process)."""
+    return zlib.crc32(repr(key).encode()) % 2001 / 1000 - 1
+
+
+def seeded(curves: dict, seeds=(0, 1, 2), spread: float = 0.0, obj="beta-vae", noise: float = 0.01) -> dict:
     """A table of ``{(arch, split): {metric: {β: value}}}`` whose every restart has the value ± ``spread``
-    by seed (the units the findings read: ``by_seed``)."""
+    by seed (the units the findings read: ``by_seed``), plus restart noise of ± ``noise`` (every cell its
+    own: real restarts never agree exactly, and a spread of zero is decided by a sign test instead)."""
     table = {}
     for (arch, split), metrics in curves.items():
         for m, by_beta in metrics.items():
             for b, v in by_beta.items():
-                values = {str(s): v + spread * (k - 1) for k, s in enumerate(seeds)}
+                values = {str(s): v + spread * (k - 1) + noise * _noise(obj, arch, split, m, float(b), s)
+                          for k, s in enumerate(seeds)}
                 cell = table.setdefault(obj, {}).setdefault(arch, {}).setdefault(split, {}).setdefault(str(float(b)), {})
                 cell[m] = {"mean": v, "se": 0.0, "n": len(seeds), "sd": 0.0, "by_seed": values}
     return table
@@ -238,6 +246,8 @@ def test_mi_saturation_rule_and_its_control():
     assert verdict("mi_saturates_marginal_kl_grows", {"table": rate_table()})["verdict"] == "reproduced"
     # I_q at log N for β > 1 too (a small training set): the contrast of Fig. 8 is absent
     r = verdict("mi_saturates_marginal_kl_grows", {"table": rate_table(mi_above=9.55)})
+    assert r["verdict"] in ("contradicted", "absent") and "falls from β = 0.1 to β = 4" in r["reason"]
+    r = verdict("mi_saturates_marginal_kl_grows", {"table": rate_table(mi_above=9.8)})   # I_q rises: against
     assert r["verdict"] == "contradicted" and "falls from β = 0.1 to β = 4" in r["reason"]
     # not saturated below β = 1
     assert verdict("mi_saturates_marginal_kl_grows", {"table": rate_table(mi_below=5.0, mi_above=2.0)})["verdict"] \
@@ -269,7 +279,7 @@ def test_u_vs_l_rule_is_cross_fitted_per_restart():
     parts = r["effect"]["parts"]
     assert set(parts) == {"mlp1: smallest β above the interior minimum", "mlp1: largest β above the interior minimum",
                           "mlp3: smallest β within 1% of the best"}
-    assert parts["mlp1: smallest β above the interior minimum"]["mean"] == pytest.approx(29.0)
+    assert parts["mlp1: smallest β above the interior minimum"]["mean"] == pytest.approx(29.0, abs=0.05)
     # the 3-layer network's smallest β 13 nats above its best (more than 1 %): contradicted
     r = verdict("u_vs_l_shape", {"table": shape_table(mlp3=DEEP_UPTURN)})
     assert r["verdict"] == "contradicted" and "mlp3" in r["reason"]
