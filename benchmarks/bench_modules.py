@@ -7,7 +7,7 @@ Cases: (a) a user-written conv VAE (Locatello layout) on dSprites, batch 64; (b)
 3×512 on Tetrominoes, batch 128; (c) a small user classifier on 12-bit patterns, batch 256 (the
 per-step overhead of the callback shows most here).
 
-    python benchmarks/bench_user_module.py [--threads T] [--steps N] [--repeat R] [--only abc]
+    python benchmarks/bench_modules.py [--threads T] [--steps N] [--repeat R] [--only abc]
 """
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def main() -> None:
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
-    header("bench_user_module: your nn.Module through the core's loop vs the idiomatic PyTorch loop")
+    header("bench_modules: your nn.Module through the core's loop vs the idiomatic PyTorch loop")
     bits = ((torch.arange(4096).unsqueeze(1) >> torch.arange(11, -1, -1)) & 1).to(torch.uint8)
     bit_labels = bits[:, :2].long() @ torch.tensor([2, 1])
     cases = [
