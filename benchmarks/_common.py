@@ -93,3 +93,14 @@ def row(name: str, size: str, reference_s: float | None, ours_s: float, note: st
 
 def table_header() -> None:
     print(f"{'what':<34} {'size':<22} {'reference s':>10} {'ours s':>10} {'speed-up':>9}")
+
+
+def seconds_per_step(loop, steps: int, warmup: int, after=None) -> float:
+    """``loop(n)`` runs n training steps: seconds per step of ``steps`` after ``warmup`` untimed ones
+    (``after()``, e.g. a device synchronisation, inside the timing)."""
+    loop(warmup)
+    start = time.perf_counter()
+    loop(steps)
+    if after is not None:
+        after()
+    return (time.perf_counter() - start) / steps

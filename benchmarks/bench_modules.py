@@ -15,17 +15,16 @@ import argparse
 import copy
 import os
 import sys
-import time
 
 import torch
 from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
-from _common import header  # noqa: E402
+from _common import header, seconds_per_step  # noqa: E402
+from bench_train import time_cpp  # noqa: E402  (the same timing of the core loop)
 from reference_torch import train_python_classifier  # noqa: E402
 import vaetransfer as vt  # noqa: E402
-from vaetransfer import _C  # noqa: E402
 from vaetransfer.studies.transfer.twin_training import beta_vae_loss  # noqa: E402
 
 
@@ -101,29 +100,13 @@ def python_vae_loop(module: nn.Module, data: torch.Tensor, steps: int, batch: in
     return losses
 
 
-def time_core(model: vt.Model, data, labels, batch: int, steps: int, warmup: int, scale: float) -> float:
-    classifier = labels is not None
-    opt = (vt.OptimizerConfig(name="sgd", lr=1e-3, momentum=0.9) if classifier else vt.OptimizerConfig())
-    cfg = vt.TrainConfig(model=model.config, steps=warmup + steps, batch_size=batch, optimizer=opt)
-    task = vt.objectives.make_objective(vt.TaskConfig("classification" if classifier else "beta-vae"))
-    trainer = _C.train.Trainer(model._impl, task, [], {}, cfg.optimizer.to_spec(), data, labels, None, None,
-                               cfg.to_spec("", scale))
-    trainer.run(None, None, warmup)
-    start = time.perf_counter()
-    trainer.run(None, None, warmup + steps)
-    return (time.perf_counter() - start) / steps
-
-
 def time_python(module, data, labels, batch: int, steps: int, warmup: int, scale: float) -> float:
     if labels is None:
         loop = lambda n: python_vae_loop(module, data, n, batch, scale)  # noqa: E731
     else:
         loop = lambda n: train_python_classifier(module, data, labels, n, batch, lr=1e-3, momentum=0.9,  # noqa: E731
                                                  data_scale=scale)
-    loop(warmup)
-    start = time.perf_counter()
-    loop(steps)
-    return (time.perf_counter() - start) / steps
+    return seconds_per_step(loop, steps, warmup)
 
 
 def main() -> None:
@@ -162,7 +145,7 @@ def main() -> None:
         best_core = best_py = float("inf")
         for _ in range(a.repeat):
             model.load_state_dict(init)
-            best_core = min(best_core, time_core(model, data, labels, batch, steps, warmup, scale))
+            best_core = min(best_core, time_cpp(model, data, labels, batch, steps, warmup, scale))
             ref.load_state_dict(ref_init)
             best_py = min(best_py, time_python(ref, data, labels, batch, steps, warmup, scale))
         print(f"{name:<38} {batch:>5} {best_py * 1e3:>10.3f} {best_core * 1e3:>9.3f} {best_py / best_core:>6.2f}×",

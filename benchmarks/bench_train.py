@@ -32,7 +32,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
-from _common import header  # noqa: E402
+from _common import header, seconds_per_step  # noqa: E402
 from reference_torch import train_python_classifier  # noqa: E402  (tests/: the classifier baseline)
 import vaetransfer as vt  # noqa: E402
 from vaetransfer import _C  # noqa: E402
@@ -112,11 +112,7 @@ def time_python(ref: nn.Module, data: torch.Tensor, labels, batch: int, steps: i
         loop = lambda n: train_python(ref, data, n, batch, **kw)  # noqa: E731
     else:
         loop = lambda n: train_python_classifier(ref, data, labels, n, batch, lr=1e-3, momentum=0.9, **kw)  # noqa: E731
-    loop(warmup)
-    start = time.perf_counter()
-    loop(steps)
-    sync(device)
-    return (time.perf_counter() - start) / steps
+    return seconds_per_step(loop, steps, warmup, lambda: sync(device))
 
 
 def main() -> None:

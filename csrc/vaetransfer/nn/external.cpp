@@ -92,10 +92,10 @@ void ExternalBody::forward_layers(const at::Tensor& x, const at::Tensor& noise, 
 // ---------------------------------------------------------------- VAE
 
 ExternalVAE::ExternalVAE(ExternalSpec spec)
-    : VAE(spec.architecture, spec.input_shape, spec.params, spec.latent_dim), body_(std::move(spec), *this) {
-  check_hooks(body_.spec().hooks, true);
+    : ExternalModel<VAE>(spec, spec.architecture, spec.input_shape, spec.params, spec.latent_dim) {
+  check_hooks(this->spec().hooks, true);
   std::set<std::string> names;
-  for (const auto& l : body_.spec().layers) {
+  for (const auto& l : this->spec().layers) {
     add_layer(l.name, l.part);
     names.insert(l.name);
   }
@@ -103,60 +103,28 @@ ExternalVAE::ExternalVAE(ExternalSpec spec)
     VT_CHECK_ARG(names.count(role), "layers", "an external VAE declares the layer '", role, "'");
 }
 
-void ExternalVAE::forward_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit,
-                                 const std::string& stop_after) {
-  body_.forward_layers(x, noise, emit, stop_after);
-}
-
 at::Tensor ExternalVAE::decode(const at::Tensor& z) {
   check_floating(z, "z");
   VT_CHECK_ARG(z.dim() == 2 && z.size(1) == latent_dim(), "z", "expected shape [N, ", latent_dim(), "], got ",
                z.sizes());
-  return body_.spec().hooks.decode(z.to(at::kFloat));
+  return spec().hooks.decode(z.to(at::kFloat));
 }
-
-void ExternalVAE::reinitialize(const std::string& g, uint64_t seed) {
-  body_.spec().hooks.reinitialize(group(g, "group"), seed);
-}
-
-void ExternalVAE::train(bool on) {
-  VAE::train(on);
-  body_.spec().hooks.set_training(on);
-}
-
-void ExternalVAE::to_device(at::Device device) { body_.spec().hooks.to_device(device.str()); }
 
 // ---------------------------------------------------------------- classifier
 
 ExternalClassifier::ExternalClassifier(ExternalSpec spec)
-    : Classifier(spec.architecture, spec.params), body_(std::move(spec), *this) {
-  check_hooks(body_.spec().hooks, false);
-  const auto& layers = body_.spec().layers;
+    : ExternalModel<Classifier>(spec, spec.architecture, spec.params) {
+  check_hooks(this->spec().hooks, false);
+  const auto& layers = this->spec().layers;
   VT_CHECK_ARG(!layers.empty() && layers.back().name == "logits" && layers.back().part == "head", "layers",
                "an external classifier's layers end with 'logits' (part 'head')");
   for (const auto& l : layers)
-    if (l.name != "input") add_layer(l.name, l.part);
-}
-
-void ExternalClassifier::forward_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit,
-                                        const std::string& stop_after) {
-  body_.forward_layers(x, noise, emit, stop_after);
+    if (l.name != "input") add_layer(l.name, l.part);  // the Classifier base declares "input"
 }
 
 const std::vector<ReversibleUnit>& ExternalClassifier::units() const {
   static const std::vector<ReversibleUnit> none;
   return none;
 }
-
-void ExternalClassifier::reinitialize(const std::string& g, uint64_t seed) {
-  body_.spec().hooks.reinitialize(group(g, "group"), seed);
-}
-
-void ExternalClassifier::train(bool on) {
-  Classifier::train(on);
-  body_.spec().hooks.set_training(on);
-}
-
-void ExternalClassifier::to_device(at::Device device) { body_.spec().hooks.to_device(device.str()); }
 
 }  // namespace vaetransfer::nn

@@ -68,40 +68,46 @@ class ExternalBody {
   std::map<std::string, std::string> layer_of_;  // parameter name → layer
 };
 
-class ExternalVAE : public VAE {
+// The overrides both external families share, over their built-in base (VAE or Classifier).
+template <class Base>
+class ExternalModel : public Base {
  public:
-  explicit ExternalVAE(ExternalSpec spec);
   void forward_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit,
-                      const std::string& stop_after = "") override;
-  at::Tensor decode(const at::Tensor& z) override;
-  void reinitialize(const std::string& group, uint64_t seed) override;
-  void train(bool on = true) override;
-  void to_device(at::Device device) override;
+                      const std::string& stop_after = "") override {
+    body_.forward_layers(x, noise, emit, stop_after);
+  }
+  void reinitialize(const std::string& group, uint64_t seed) override {
+    body_.spec().hooks.reinitialize(this->group(group, "group"), seed);
+  }
+  void train(bool on = true) override {
+    Base::train(on);
+    body_.spec().hooks.set_training(on);
+  }
+  void to_device(at::Device device) override { body_.spec().hooks.to_device(device.str()); }
   void set_step_key(std::optional<uint64_t> key) override { body_.step_key = key; }
 
  protected:
+  // `base` builds the Base (before the body registers the module's tensors on it).
+  template <class... BaseArgs>
+  ExternalModel(ExternalSpec spec, BaseArgs&&... base) : Base(std::forward<BaseArgs>(base)...),
+                                                          body_(std::move(spec), *this) {}
   std::string layer_of(const std::string& parameter) const override { return body_.layer_of(parameter); }
+  const ExternalSpec& spec() const { return body_.spec(); }
 
  private:
   ExternalBody body_;
 };
 
-class ExternalClassifier : public Classifier {
+class ExternalVAE : public ExternalModel<VAE> {
+ public:
+  explicit ExternalVAE(ExternalSpec spec);
+  at::Tensor decode(const at::Tensor& z) override;
+};
+
+class ExternalClassifier : public ExternalModel<Classifier> {
  public:
   explicit ExternalClassifier(ExternalSpec spec);
-  void forward_layers(const at::Tensor& x, const at::Tensor& noise, const Emit& emit,
-                      const std::string& stop_after = "") override;
-  const std::vector<ReversibleUnit>& units() const override;
-  void reinitialize(const std::string& group, uint64_t seed) override;
-  void train(bool on = true) override;
-  void to_device(at::Device device) override;
-  void set_step_key(std::optional<uint64_t> key) override { body_.step_key = key; }
-
- protected:
-  std::string layer_of(const std::string& parameter) const override { return body_.layer_of(parameter); }
-
- private:
-  ExternalBody body_;
+  const std::vector<ReversibleUnit>& units() const override;  // none: no reverse pass
 };
 
 }  // namespace vaetransfer::nn
