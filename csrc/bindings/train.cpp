@@ -85,6 +85,7 @@ void init_train(py::module_& m) {
       .def_readwrite("eval_every", &TrainSpec::eval_every)
       .def_readwrite("eval_batch_size", &TrainSpec::eval_batch_size)
       .def_readwrite("data_scale", &TrainSpec::data_scale)
+      .def_readwrite("eval_data_scale", &TrainSpec::eval_data_scale)
       .def_readwrite("freeze", &TrainSpec::freeze)
       .def_readwrite("phases", &TrainSpec::phases)
       .def_readwrite("out_dir", &TrainSpec::out_dir)

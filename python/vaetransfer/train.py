@@ -146,7 +146,7 @@ class TrainConfig:
     def load(cls, path: str | os.PathLike) -> "TrainConfig":
         return cls.from_dict(read_json(path, "path", expect=dict))
 
-    def to_spec(self, out_dir: str, data_scale: float) -> "_C.train.TrainSpec":
+    def to_spec(self, out_dir: str, data_scale: float, eval_data_scale: float | None = None) -> "_C.train.TrainSpec":
         s = _C.train.TrainSpec()
         for f in ("steps", "batch_size", "seed", "snapshot_every", "keep_snapshots", "metrics_every", "eval_every",
                   "eval_batch_size"):
@@ -157,6 +157,7 @@ class TrainConfig:
                 raise value_error("seed", f"expected a seed >= 0, got {v}")
             setattr(s, f, v)
         s.data_scale = float(data_scale)
+        s.eval_data_scale = float(eval_data_scale) if eval_data_scale is not None else 0.0
         s.freeze = list(self.freeze)
         phases = []
         for p in self.phases:
@@ -411,6 +412,8 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
     task = make_objective(config.objective, dataset_size=max(len(train_set), config.batch_size))
     needs_labels = task.needs_labels
     scale = config.data_scale if config.data_scale is not None else train_set.scale
+    # the held-out data at its own scale (float images in [0, 1] beside uint8 training images, say)
+    eval_scale = config.data_scale if config.data_scale is not None or eval_set is None else eval_set.scale
     if config.dataset is None and train_set.name not in ("tensor", None):
         config = TrainConfig.from_dict({**config.to_dict(), "dataset": train_set.name})
 
@@ -436,7 +439,7 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
     eval_x = eval_set.images if eval_set is not None else None
     eval_y = eval_set.labels if eval_set is not None and needs_labels else None
     trainer = _C.train.Trainer(model._impl, task, regs, schedules, config.optimizer.to_spec(), train_set.images,
-                               labels, eval_x, eval_y, config.to_spec(str(out), scale))
+                               labels, eval_x, eval_y, config.to_spec(str(out), scale, eval_scale))
     with DirectoryLock(out, what="training a run"), stop_on_signals():
         if (out / "config.json").exists():
             saved = read_json(out / "config.json", "out_dir", expect=dict)

@@ -69,6 +69,8 @@ Trainer::Trainer(nn::ModelPtr model, objectives::TaskPtr task, std::vector<Regul
   VT_CHECK_ARG(spec_.eval_batch_size >= 1, "eval_batch_size", "expected >= 1, got ", spec_.eval_batch_size);
   VT_CHECK_ARG(std::isfinite(spec_.data_scale) && spec_.data_scale > 0, "data_scale", "expected > 0, got ",
                spec_.data_scale);
+  VT_CHECK_ARG(std::isfinite(spec_.eval_data_scale) && spec_.eval_data_scale >= 0, "eval_data_scale",
+               "expected > 0 (or 0: data_scale), got ", spec_.eval_data_scale);
   precision_ = precision_dtype(spec_.precision);
   VT_CHECK_ARG(precision_ == at::kFloat || model_->supports_precision(), "precision", "the ", model_->family(),
                " family trains in fp32 only, got '", spec_.precision, "'");
@@ -319,6 +321,7 @@ EvalReport Trainer::evaluate() {
   // depends only on the weights and the step.
   auto gen = nn::make_generator(model_->device(), splitmix64(spec_.seed ^ 0x6576616cull ^ splitmix64(step_)));
   const int64_t n = eval_data_.size(0);
+  const double eval_scale = spec_.eval_data_scale > 0 ? spec_.eval_data_scale : spec_.data_scale;
   std::vector<double> sums;
   std::vector<std::string> names;
   try {
@@ -326,7 +329,8 @@ EvalReport Trainer::evaluate() {
       const int64_t e = std::min(n, s + spec_.eval_batch_size);
       objectives::Batch batch;
       batch.x = model_->as_input(eval_data_.slice(0, s, e).to(model_->device()));
-      if (spec_.data_scale != 1.0 && batch.x.is_floating_point()) batch.x.mul_(spec_.data_scale);
+      // Out of place: a float slice of the caller's held-out data is a view, never to be changed.
+      if (eval_scale != 1.0 && batch.x.is_floating_point()) batch.x = batch.x * eval_scale;
       if (eval_labels_.defined()) batch.y = eval_labels_.slice(0, s, e).to(model_->device());
       objectives::StepContext ctx{step_, weights_at(std::max<int64_t>(0, step_ - 1)), &gen, false};
       auto out = task_->step(*model_, batch, ctx);

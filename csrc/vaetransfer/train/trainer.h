@@ -46,6 +46,7 @@ struct TrainSpec {
   int64_t eval_every = 0;        // evaluation on the held-out data (0: never)
   int64_t eval_batch_size = 512;
   double data_scale = 1.0;       // x = data.float() * data_scale
+  double eval_data_scale = 0.0;  // the held-out data's own scale (0: data_scale)
   std::vector<std::string> freeze;  // frozen for the whole run
   std::vector<Phase> phases;        // frozen in addition, phase by phase
   std::string out_dir;           // empty: no files
