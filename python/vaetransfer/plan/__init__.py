@@ -240,7 +240,8 @@ def plan(source, target, out: str | os.PathLike, *, eval_data=None, config: Plan
                          {c.id: c.parameters for c in plans}, config.tolerance)
     results = {"source": str(weights), "source_run": str(getattr(source, "out_dir", source)) if not isinstance(
                    source, Model) else None,
-               "family": family, "architecture": model.architecture, "objective": objective.to_dict(),
+               "family": family, "objective": objective.to_dict(),
+               "architecture": (model.config.factory if model.architecture == "torch-module" else model.architecture),
                "config": config.to_dict(), "primary": primary, "conventions": {
                    k: CONVENTIONS[k] for k in (("neg_elbo", "reconstruction_at_mean", "rate", "objective_loss")
                                                if family == "vae" else ("cross_entropy", "error_rate",
