@@ -472,3 +472,40 @@ def test_effects_power_and_sanity_checks_apart_on_the_page(tmp_path):
     assert row.startswith("| `medium` | ✓ reproduced | 0.41 [") and "(3 seeds, 3 pairs)" in row
     assert "**Contradicted at `medium`:** contradicted at y" in blocks["bad"]
     assert "### `works` (sanity check)" in page
+
+
+@pytest.mark.parametrize("study, preset", [("transfer", "x/../../victim"), ("/tmp/abs", "small"),
+                                           ("transfer", ".."), ("../victim", "small"), ("transfer", "a\nb")])
+def test_publish_takes_only_plain_names_and_never_leaves_its_root(tmp_path, study, preset):
+    """A hostile results.json names the study or preset with a path: refused before anything is written,
+    and a directory outside the root (the would-be victim) is untouched."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep me")
+    out = _output(tmp_path / "run", study, "T", preset, [_record("a", True, {})], 1.0)
+    root = tmp_path / "docs" / "reproduction"
+    with pytest.raises(vaetransfer.ArgumentError, match="plain name") as e:
+        published.publish(out, root)
+    assert e.value.argument == "path"
+    assert (victim / "precious.txt").read_text() == "keep me"
+    assert not root.exists() or not any(root.iterdir())
+
+
+def test_publish_never_replaces_a_folder_it_did_not_write(tmp_path):
+    root = tmp_path / "reproduction"
+    mine = root / "transfer-small"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("a user's folder under the root")
+    out = _output(tmp_path / "run", "transfer", "T", "small", [_record("a", True, {})], 1.0)
+    with pytest.raises(vaetransfer.ArgumentError, match="not a published study output"):
+        published.publish(out, root)
+    assert (mine / "notes.txt").read_text() == "a user's folder under the root"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "x").write_text("x")
+    (mine / "notes.txt").unlink()
+    mine.rmdir()
+    mine.symlink_to(elsewhere, target_is_directory=True)   # a link planted at the name
+    with pytest.raises(vaetransfer.ArgumentError):
+        published.publish(out, root)
+    assert (elsewhere / "x").read_text() == "x"

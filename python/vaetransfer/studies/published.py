@@ -4,6 +4,7 @@ preset, else its own run)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -20,6 +21,34 @@ __all__ = ["PUBLISHED_FILES", "publish", "COMMITTED_DIR", "committed_root", "Sho
 # ---------------------------------------------------------------------------------- committing outputs
 #: What :func:`publish` copies of a study output besides its figures.
 PUBLISHED_FILES = ("results.json", "index.md")
+#: A plain name: what a study or preset may be called when it names a folder.
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def _plain_name(value, what: str, argument: str, source) -> str:
+    """``value`` read from ``source`` as one path component of ours, or an ArgumentError: no separator,
+    no ``..``, no leading dot or dash, nothing absolute — it cannot name a folder outside the root."""
+    if not (isinstance(value, str) and _PLAIN.fullmatch(value) and ".." not in value):
+        raise value_error(argument, f"{str(source)!r} gives the {what} {value!r}; expected a plain name (letters, "
+                                    "digits, '_', '-', '.'; no path)")
+    return value
+
+
+def _ours(folder: Path) -> bool:
+    """Whether ``folder`` holds exactly a published output (what :func:`publish` writes: its
+    results.json, index.md and the figures that results.json lists, nothing else): only such a folder is
+    replaced; anything else under the root is never removed."""
+    results = folder / "results.json"
+    if not results.is_file():
+        return False
+    try:
+        _, saved = load_output(folder, "root")
+    except (ValueError, TypeError):
+        return False
+    listed = set(PUBLISHED_FILES) | set(saved.get("figures", [])) | {
+        x for f in saved.get("findings", []) if isinstance(f, dict) for x in f.get("figures", [])}
+    files = {str(p.relative_to(folder)) for p in folder.rglob("*") if not p.is_dir()}
+    return files <= listed
 
 
 def publish(path: str | os.PathLike, root: str | os.PathLike, *, argument: str = "path") -> Path:
@@ -33,14 +62,22 @@ def publish(path: str | os.PathLike, root: str | os.PathLike, *, argument: str =
     study, preset = results.get("study"), results.get("preset")
     if not (isinstance(study, str) and study and isinstance(preset, str) and preset):
         raise value_error(argument, f"{str(folder)!r} names no study and preset in its results.json")
+    source = Path(folder) / "results.json"
+    study, preset = _plain_name(study, "study", argument, source), _plain_name(preset, "preset", argument, source)
     figures = list(dict.fromkeys([*results.get("figures", []), *(x for f in results["findings"] for x in f["figures"])]))
     names = [n for n in PUBLISHED_FILES if (Path(folder) / n).is_file()] + figures
     sources = [Path(inside(folder, n, argument, Path(folder) / "results.json")) for n in names]
     missing = [n for n, src in zip(names, sources) if not src.is_file()]
     if missing:
         raise value_error(argument, f"{str(folder)!r} lacks figures its results list: {', '.join(missing)}")
-    target = Path(root) / f"{study}-{preset}"
-    target.parent.mkdir(parents=True, exist_ok=True)
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / f"{study}-{preset}"
+    if target.resolve().parent != root.resolve():   # a link planted at the name: never followed
+        raise value_error(argument, f"{str(target)!r} leads outside {str(root)!r}; remove it first")
+    if target.exists() and (target.is_symlink() or not target.is_dir() or not _ours(target)):
+        raise value_error(argument, f"{str(target)!r} exists and is not a published study output; publishing "
+                                    "replaces only its own folders (move it away first)")
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         for name, src in zip(names, sources):
