@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -509,3 +510,31 @@ def test_publish_never_replaces_a_folder_it_did_not_write(tmp_path):
     with pytest.raises(vaetransfer.ArgumentError):
         published.publish(out, root)
     assert (elsewhere / "x").read_text() == "x"
+
+
+INJECTIONS = ("<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "[click](javascript:alert(1))",
+              "<javascript:alert(1)>", "ok\n# Forged heading\n<b>x</b>", "\x1b[31mred\x1b[0m\x07")
+
+
+def _hostile_output(folder, text):
+    f = _record("a" + text, False, {"k" + text: text, "n": 1.0}, reason=text,
+                diagnosis={"kind": "open", "text": text, "evidence": {"e": text}})
+    f.update(claim=text, source=text, rule=text)
+    return _output(folder, "transfer", text, "small", [f], 1.0)
+
+
+@pytest.mark.parametrize("text", INJECTIONS)
+def test_text_from_results_lands_in_the_page_as_text(tmp_path, text):
+    page = reproduction.reproduction_page([_hostile_output(tmp_path / "o", text)])
+    for bad in ("<script", "<img", "<b>", "<javascript:", "\x1b", "\x07"):
+        assert bad not in page, bad
+    assert not re.search(r"(?<!\\)\]\(javascript:", page)   # brackets escaped: no link
+    assert "\n# Forged heading" not in page
+    assert all(not line.startswith("# Forged") for line in page.splitlines())
+
+
+@pytest.mark.parametrize("text", INJECTIONS)
+def test_text_from_results_reaches_the_terminal_without_control_characters(tmp_path, text):
+    table = studies.findings_table([_hostile_output(tmp_path / "o", text)])
+    assert "\x1b" not in table and "\x07" not in table
+    assert len(table.splitlines()) == 4   # header, rule, one finding, the count: no line forged

@@ -10,7 +10,8 @@ from typing import Iterable, Mapping
 
 from .._checks import value_error
 from ..io import read_json
-from .kit.markdown import VERDICTS, effect_text, fmt, markdown_table, power_text, verdict_of, verdict_text
+from .kit.markdown import (VERDICTS, effect_text, fmt, markdown_table, power_text, printable, verdict_of,
+                           verdict_text)
 
 __all__ = ["fmt", "verdict_text", "markdown_table", "render_index", "findings_rows", "findings_table", "load_output",
            "record_problem"]
@@ -143,9 +144,10 @@ def findings_table(dirs: Iterable[str | os.PathLike]) -> str:
     verdict of the findings (sanity checks counted apart)."""
     rows = findings_rows(dirs)
     head = ("study", "preset", "finding", "verdict", "effect / reason / claim")
-    cells = [(r["study"] or "?", r["preset"] or "-", r["name"] + (" (sanity)" if r["kind"] == "sanity" else ""),
-              verdict_of(r), (effect_text(r["effect"]) + (f" — {r['reason']}" if r["reason"] else "")) if r["effect"]
-              else (r["reason"] or r["claim"])) for r in rows]
+    cells = [tuple(printable(x) for x in (  # text from files: no control characters reach the terminal
+        r["study"] or "?", r["preset"] or "-", r["name"] + (" (sanity)" if r["kind"] == "sanity" else ""),
+        verdict_of(r), (effect_text(r["effect"]) + (f" — {r['reason']}" if r["reason"] else "")) if r["effect"]
+        else (r["reason"] or r["claim"]))) for r in rows]
     widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head[:-1])]
     fmt_row = lambda c: "  ".join(x.ljust(w) for x, w in zip(c[:-1], widths)) + "  " + c[-1]  # noqa: E731
     lines = [fmt_row(head), fmt_row(tuple("-" * w for w in widths) + ("-" * 16,))] + [fmt_row(c) for c in cells]

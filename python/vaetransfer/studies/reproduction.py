@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import urllib.parse
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .._C import ArgumentError
 from .._checks import value_error
 from ..io import inside
-from .kit.markdown import SYMBOLS, effect_text, markdown_table, power_text, verdict_of
+from .kit.markdown import SYMBOLS, effect_text, inert, markdown_table, power_text, verdict_of
 from .registry import get_study
 from .report import load_output
 
@@ -130,8 +131,7 @@ def _label(preset: str | None) -> str:
 def _link(path: Path, link_base: str | os.PathLike | None) -> str:
     target = os.path.relpath(os.path.abspath(path), os.path.abspath(link_base)) if link_base is not None \
         else os.fspath(path)
-    target = Path(target).as_posix()
-    return f"<{target}>" if any(c in target for c in " ()<>") else target
+    return urllib.parse.quote(Path(target).as_posix(), safe="/._-~")
 
 
 def _number(v: Any) -> bool:
@@ -181,6 +181,7 @@ def reproduction_page(dirs: Iterable[str | os.PathLike], *, title: str = DEFAULT
     outputs = []
     for d in dirs:
         folder, results = load_output(d)
+        results = inert(results)   # text from a file: rendered as text, never as markup
         outputs.append({"path": d, "dir": folder, "results": results, "study": str(results.get("study") or "?"),
                         "preset": results.get("preset") if isinstance(results.get("preset"), str) else None})
     if not outputs:

@@ -1,10 +1,11 @@
 """One Markdown and number format for every study report."""
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Mapping
 
 __all__ = ["VERDICTS", "SYMBOLS", "verdict_of", "fmt", "verdict_text", "part_text", "effect_text", "power_text",
-           "markdown_table"]
+           "markdown_table", "printable", "inline", "inert"]
 
 #: Every verdict a record can hold, in the order counts are shown: a finding's four
 #: (:data:`.decision.OUTCOMES`), a sanity check's, and ``not reproduced`` of results written before
@@ -85,3 +86,34 @@ def power_text(effect: Mapping | None) -> str:
     need = effect.get("units_needed")
     return f"{effect['power']:.2f}" + (f" (≈ {need} {'seeds' if 'seed' in effect.get('unit', '') else 'units'} "
                                         f"would decide)" if need else "")
+
+
+# ---------------------------------------------------------------- text read from files
+#: Control characters (C0 but tab and newline, DEL, C1): a terminal acts on them (ANSI escapes).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: Any) -> str:
+    """``text`` for a terminal: control characters removed, line breaks and tabs as spaces."""
+    return _CONTROL.sub("", str(text)).replace("\r", " ").replace("\n", " ").replace("\t", " ")
+
+
+def inline(text: Any) -> str:
+    """``text`` read from a file as inert inline Markdown: one line (no heading or block can start),
+    HTML special characters as entities (no tag, no autolink), square brackets escaped (no link or
+    image). Emphasis and code spans stay: they cannot carry markup."""
+    t = printable(text)
+    return (t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("[", "\\[")
+            .replace("]", "\\]"))
+
+
+def inert(value: Any) -> Any:
+    """A copy of results read from a file with every string (keys included) made :func:`inline`: what
+    a page renders of them is text, never markup."""
+    if isinstance(value, str):
+        return inline(value)
+    if isinstance(value, Mapping):
+        return {inert(k) if isinstance(k, str) else k: inert(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [inert(v) for v in value]
+    return value
