@@ -184,6 +184,10 @@ def test_a_flipped_byte_in_a_snapshot_is_caught_and_resume_falls_back(tmp_path):
     with pytest.raises(ArgumentError, match="checksum") as e:
         vt.load_run(out).model()
     assert e.value.argument == "path" and "step_00000020.pt" in str(e.value)
+    from vaetransfer.train import load_snapshot
+    with pytest.raises(ArgumentError, match="checksum") as e:   # load_snapshot verifies what it returns
+        load_snapshot(newest)
+    assert e.value.argument == "path"
     # Resume sets the damaged snapshot aside, warns, and continues from step 10.
     with pytest.warns(CorruptFileWarning, match="step_00000020.pt.*checksum"):
         run = vt.train(_config(steps=20), _data(), out, progress=False)

@@ -275,6 +275,9 @@ def load_snapshot(path: str | os.PathLike) -> dict:
     schedules, columns, data, rng, frozen``), read with ``torch.load(weights_only=True)``."""
     import torch.jit._pickle as jit_pickle  # written by torch::pickle_save, which tags typed dicts
 
+    # verified first (format and checksum, as resume and Run.model do): a damaged snapshot is an
+    # ArgumentError naming it, never returned
+    _C.train.read_snapshot_model(os.fspath(path))
     return load_torch(path, "path", safe_globals=(jit_pickle.restore_type_tag,))
 
 
