@@ -122,6 +122,16 @@ def test_dsprites_npz_loader_rejects_bad_files(tmp_path):
     (tmp_path / "junk.npz").write_text("not a zip")
     with pytest.raises(ValueError, match="argument 'path'"):
         data.load_dsprites_npz(tmp_path / "junk.npz")
+    # values outside the format: refused, never wrapped (a float 300.7 cast to uint8 would be 44)
+    for imgs, values, match in ((np.full((2, 64, 64), 300.7), np.zeros((2, 6)), "0..255"),
+                                (np.full((2, 64, 64), 0.5), np.zeros((2, 6)), "0..255"),
+                                (np.zeros((2, 64, 64), np.uint8), np.full((2, 6), np.nan), "finite")):
+        np.savez(bad, imgs=imgs, latents_values=values, latents_classes=np.zeros((2, 6), np.int64))
+        with pytest.raises(ValueError, match=match):
+            data.load_dsprites_npz(bad)
+    np.savez(bad, imgs=np.ones((2, 64, 64), np.float64), latents_values=np.zeros((2, 6)),
+             latents_classes=np.zeros((2, 6), np.int64))
+    assert data.load_dsprites_npz(bad).images.max().item() == 1   # whole numbers in range: read as uint8
 
 
 # ---------------------------------------------------------------- Tetrominoes

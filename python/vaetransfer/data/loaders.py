@@ -52,6 +52,17 @@ def load_dsprites_npz(path: str | os.PathLike, indices: Indices = None) -> Datas
             pixels, values, classes = archive["imgs"], archive["latents_values"], archive["latents_classes"]
     except (OSError, ValueError, zipfile.BadZipFile, zlib.error) as exc:  # a corrupt member (bad CRC, truncated)
         raise value_error("path", f"not a readable .npz file: {path!r} ({exc})") from exc
+    # values outside what the format holds are refused, never wrapped (a float 300.7 cast to uint8 is 44)
+    if pixels.dtype != np.uint8:
+        if not (np.issubdtype(pixels.dtype, np.integer) or np.issubdtype(pixels.dtype, np.floating)) or pixels.size and (
+                not np.isfinite(pixels).all() or pixels.min() < 0 or pixels.max() > 255
+                or not np.array_equal(pixels, np.round(pixels))):
+            raise value_error("path", f"expected imgs of whole numbers in 0..255 (uint8), got {pixels.dtype} values "
+                                      "outside that")
+    if values.size and not np.isfinite(values).all():
+        raise value_error("path", "expected finite latents_values, got NaN or infinite ones")
+    if classes.size and classes.min() < 0:
+        raise value_error("path", f"expected latents_classes >= 0, got {int(classes.min())}")
     rows = row_indices(indices, n)
     return Dataset(torch.from_numpy(np.ascontiguousarray(pixels[rows.numpy()], dtype=np.uint8)).unsqueeze(1),
                    factors=torch.from_numpy(np.ascontiguousarray(classes[rows.numpy()], dtype=np.int64)),
