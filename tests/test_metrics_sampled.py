@@ -339,6 +339,17 @@ def test_gaussian_total_correlation_closed_form():
     assert gaussian_total_correlation(np.c_[z, np.full(len(z), 0.1)]) == pytest.approx(expect, abs=1e-9)
     assert gaussian_total_correlation(np.c_[z, z[:, :1]]) > 25
     assert gaussian_total_correlation(np.ones((10, 3))) == 0.0
+    # any scale of each dimension (the value is invariant to it), and an outlier at the edge of float64
+    for scale in (1e-300, 1e-30, 1e30, 1e300):
+        assert gaussian_total_correlation(z * np.array([scale, 1.0, 1 / scale, 1.0, scale])) == \
+            pytest.approx(expect, abs=1e-7)
+    spiked = z.copy()
+    spiked[0, 0] = 1e308
+    assert np.isfinite(gaussian_total_correlation(spiked))
+    # fewer examples than varying dimensions: no covariance to estimate (not an infinite correlation)
+    with pytest.raises(ArgumentError, match="needs more than 2 examples") as e:
+        gaussian_total_correlation(np.array([[0.0, 1.0], [1.0, 3.0]]))
+    assert e.value.argument == "codes"
 
 
 def test_gaussian_wasserstein_correlation_closed_form():

@@ -189,11 +189,22 @@ def gaussian_total_correlation(codes) -> float:
     varying = np.ptp(z, axis=0) > 0
     if not varying.any():
         return 0.0
-    cov = np.atleast_2d(np.cov(z[:, varying], rowvar=False))
-    sign, logdet = np.linalg.slogdet(cov)
+    z = z[:, varying]
+    if len(z) <= z.shape[1]:
+        raise value_error("codes", f"a covariance of {z.shape[1]} varying dimensions needs more than {z.shape[1]} "
+                                   f"examples to be estimated, got {len(z)}")
+    # The total correlation is invariant to scaling each dimension: its correlation matrix R gives
+    # −½ log det R, computed from columns scaled to at most 1 in magnitude so that no covariance
+    # overflows (one outlier of 1e308 would) or underflows.
+    z = z / np.abs(z).max(axis=0)
+    z = z - z.mean(axis=0)
+    cov = np.atleast_2d(np.cov(z, rowvar=False))
+    scale = np.sqrt(np.diag(cov))
+    corr = cov / np.outer(scale, scale)
+    sign, logdet = np.linalg.slogdet(corr)
     if sign <= 0 or not math.isfinite(logdet):
-        return math.inf
-    return max(0.0, 0.5 * float(np.sum(np.log(np.diag(cov))) - logdet))
+        return math.inf   # dimensions exactly linearly dependent: the total correlation is infinite
+    return max(0.0, -0.5 * float(logdet))
 
 
 def gaussian_wasserstein_correlation(codes, *, normalized: bool = False) -> float:
