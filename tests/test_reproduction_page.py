@@ -538,3 +538,31 @@ def test_text_from_results_reaches_the_terminal_without_control_characters(tmp_p
     table = studies.findings_table([_hostile_output(tmp_path / "o", text)])
     assert "\x1b" not in table and "\x07" not in table
     assert len(table.splitlines()) == 4   # header, rule, one finding, the count: no line forged
+
+
+def test_results_that_are_not_plain_bounded_json_are_named_within_a_second(tmp_path):
+    """A FIFO (a read would block for ever), a link to /dev/zero (a read never ends), a 5,000-digit
+    integer, nesting 3,000 deep: each an ArgumentError naming the path, at once."""
+    import os
+    import time
+
+    cases = []
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "results.json")
+    cases.append(fifo)
+    zero = tmp_path / "zero"
+    zero.mkdir()
+    (zero / "results.json").symlink_to("/dev/zero")
+    cases.append(zero)
+    for name, text in (("digits", '{"findings": [], "seconds": ' + "9" * 5000 + "}"),
+                       ("deep", '{"findings": [], "x": ' + "[" * 3000 + "]" * 3000 + "}")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(text)
+        cases.append(tmp_path / name)
+    for folder in cases:
+        start = time.perf_counter()
+        with pytest.raises(vaetransfer.ArgumentError) as e:
+            studies.findings_table([folder])
+        assert time.perf_counter() - start < 1.0 and e.value.argument == "dirs", folder
+        assert "results.json" in str(e.value)

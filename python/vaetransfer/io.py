@@ -83,6 +83,10 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         tmp.write_text(text)
 
 
+#: the largest JSON file read without a limit of its own (every config, result and declaration is far smaller)
+JSON_LIMIT = 1 << 28
+
+
 def read_json(path: str | os.PathLike, argument: str, expect: type | None = None, limit: int | None = None):
     """The JSON data in ``path``; a file that cannot be read or parsed (or, with ``expect``, holds
     another type, e.g. ``[]`` where an object belongs; or, with ``limit``, is larger than that many
@@ -90,14 +94,16 @@ def read_json(path: str | os.PathLike, argument: str, expect: type | None = None
     a bare OSError, JSONDecodeError or a later AttributeError)."""
 
     path = Path(path)
-    if limit is not None:
-        file_size(path, argument, limit)
+    file_size(path, argument, JSON_LIMIT if limit is None else limit)   # a regular file of bounded size
     try:
         data = json.loads(path.read_text())
     except OSError as exc:
         raise value_error(argument, f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise value_error(argument, f"{str(path)!r} is corrupt (not valid JSON: {exc})") from exc
+    except (ValueError, RecursionError) as exc:   # an integer of thousands of digits, nesting thousands deep
+        raise value_error(argument, f"{str(path)!r} is corrupt (JSON beyond what is read: "
+                                    f"{type(exc).__name__}: {str(exc)[:80]})") from exc
     if expect is not None and not isinstance(data, expect):
         kind = {dict: "an object", list: "a list"}.get(expect, expect.__name__)
         raise value_error(argument, f"{str(path)!r} is corrupt: expected {kind}, found {type(data).__name__} "
@@ -111,6 +117,8 @@ def file_size(path: str | os.PathLike, argument: str, limit: int | None = None) 
 
     path = os.fspath(path)
     if not os.path.isfile(path):
+        if os.path.exists(path):   # a FIFO would block a read for ever, a device (/dev/zero) never end
+            raise value_error(argument, f"{path!r} is not a regular file")
         raise value_error(argument, f"no such file: {path!r}")
     size = os.path.getsize(path)
     if limit is not None and size > limit:
