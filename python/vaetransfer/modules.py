@@ -321,7 +321,7 @@ class _Bridge:
 
     def reinitialize(self, names: list[str], seed: int) -> None:
         wanted = set(names)
-        todo = []
+        reset = []   # the submodules to reset, all checked before any is
         for mname, m in self.module.named_modules():
             own = [f"{mname}.{k}" if mname else k for k, _ in m.named_parameters(recurse=False)]
             hit = [n for n in own if n in wanted]
@@ -333,10 +333,10 @@ class _Bridge:
             if not callable(getattr(m, "reset_parameters", None)):
                 raise value_error("group", f"{mname!r} ({type(m).__name__}) has no reset_parameters() to re-initialise "
                                            "it with")
-            todo.append(m)
+            reset.append(m)
         with _seeded(seed, self.device):
             with torch.no_grad():
-                for m in todo:
+                for m in reset:
                     m.reset_parameters()
 
     def set_training(self, on: bool) -> None:
