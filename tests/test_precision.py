@@ -71,8 +71,8 @@ def test_fp16_skips_an_overflowing_step_and_halves_the_scale(images, tmp_path):
 def test_fp16_scale_grows_after_growth_interval_good_steps(images, tmp_path, monkeypatch):
     to_spec = TrainConfig.to_spec
 
-    def short_interval(self, out_dir, data_scale):
-        s = to_spec(self, out_dir, data_scale)
+    def short_interval(self, out_dir, data_scale, eval_data_scale=None):
+        s = to_spec(self, out_dir, data_scale, eval_data_scale)
         s.initial_loss_scale, s.growth_interval = 1.0, 3
         return s
 
