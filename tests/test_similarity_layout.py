@@ -54,6 +54,8 @@ CONFIGS = {
     "mlp-classifier": dict(input_shape=(12,), num_classes=3, hidden=(10, 7)),
     "t5": "t5",
     "t5-vae": "t5-vae",
+    # your own module (tests/user_models.py): its leaf layers take the parts of where they run
+    "torch-module": dict(factory="user_models:SmallVAE", kind="vae", input_shape=[1, 8, 8]),
 }
 NAME_RULE_MISSES_TRUNK = {"conv4", "mlp-classifier"}
 
