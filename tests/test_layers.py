@@ -1,4 +1,4 @@
-"""The package's three rings point one way: ``cli → studies → {sweep, studies/kit} → library → _C``.
+"""The package's three rings point one way: ``cli → {studies, plan} → {sweep, studies/kit} → library → _C``.
 
 Read from the source (every import statement, those inside functions included):
 
@@ -6,7 +6,8 @@ Read from the source (every import statement, those inside functions included):
   imports no study, no kit, no sweep and no command line; the sweep layer imports neither studies nor
   the kit; the kit imports no study and nothing of the studies' runner; a study package imports no
   other study and, of the studies ring, only the runner (``studies.pipeline``: diagnostics beside a
-  study); beside its own package it imports the kit, the sweep layer and the library;
+  study); beside its own package it imports the kit, the sweep layer and the library; the transfer
+  plans (``plan``: runs over the sweep layer, like a study) import the sweep layer and the library;
 * **no private reach** — no file imports another file's ``_private`` name;
 * **no circle** — no import cycle between modules, a package's ``__init__`` and its own submodules
   included (an ``__init__`` that imports a submodule which imports the ``__init__`` back is a cycle).
@@ -70,13 +71,16 @@ def _graph() -> dict[str, set[str]]:
 
 
 def ring(name: str) -> str:
-    """``cli``, ``studies`` (the runner, registry, report), ``study:<name>``, ``kit``, ``sweep``, ``library``."""
+    """``cli``, ``studies`` (the runner, registry, report), ``study:<name>``, ``kit``, ``sweep``, ``plan``,
+    ``library``."""
     if name in ("vaetransfer.cli", "vaetransfer.__main__"):
         return "cli"
     if name == "vaetransfer.studies.kit" or name.startswith("vaetransfer.studies.kit."):
         return "kit"
     if name == "vaetransfer.sweep" or name.startswith("vaetransfer.sweep."):
         return "sweep"
+    if name == "vaetransfer.plan" or name.startswith("vaetransfer.plan."):
+        return "plan"
     if name.startswith("vaetransfer.studies."):
         top = name.split(".")[2]
         if top in ("pipeline", "registry", "report", "reproduction", "published", "sweep_job"):
@@ -100,6 +104,8 @@ def allowed(source: str, target: str) -> bool:
         return b in ("kit", "library")
     if a == "sweep":
         return b in ("sweep", "library")
+    if a == "plan":
+        return b in ("plan", "sweep", "library")
     return b == "library"
 
 

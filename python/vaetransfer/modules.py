@@ -41,7 +41,6 @@ Example::
 from __future__ import annotations
 
 import importlib
-import weakref
 from collections import OrderedDict
 from typing import Mapping, Sequence
 
@@ -49,6 +48,7 @@ import torch
 
 from . import _C
 from ._checks import type_error, value_error
+from .nn import EXTERNAL_MODULES, PYTHON_FAMILIES, ModelConfig
 
 __all__ = ["ARCHITECTURE", "KINDS", "PARTS", "module_model", "build", "module_of", "architecture_entry"]
 
@@ -115,8 +115,6 @@ def module_model(factory, *, kind: str, input_shape: Sequence[int], kwargs: Mapp
                  encode: str = "encode", decode: str = "decode", forward: str = "forward"):
     """A :class:`~vaetransfer.nn.ModelConfig` for your own module (see this module's contract):
     ``factory`` a class/function or ``"package.module:Name"``, called with ``kwargs``."""
-    from .nn import ModelConfig
-
     if kind not in KINDS:
         raise value_error("kind", f"expected one of {list(KINDS)}, got {kind!r}")
     if isinstance(input_shape, (str, bytes)) or not all(isinstance(v, int) and v >= 1 for v in input_shape):
@@ -374,10 +372,6 @@ class _seeded:
         return False
 
 
-#: the bridge of each external model the package built (for :func:`module_of`)
-_BRIDGES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def build(config, seed: int, device: str):
     """The core's model over the module ``config`` describes (``ModelConfig("torch-module", ...)``)."""
     bridge = _Bridge(config, seed, device)
@@ -394,11 +388,13 @@ def build(config, seed: int, device: str):
                                bridge.decode if bridge.kind == "vae" else None, bridge.reinitialize,
                                bridge.set_training, bridge.to_device)
     impl.train(module.training)
-    _BRIDGES[impl] = bridge
+    EXTERNAL_MODULES[impl] = module   # the core's callbacks keep the bridge (and so the module) alive
     return impl
 
 
 def module_of(impl) -> torch.nn.Module | None:
     """The user's module behind a core model (None for the built-in families)."""
-    bridge = _BRIDGES.get(impl)
-    return bridge.module if bridge is not None else None
+    return EXTERNAL_MODULES.get(impl)
+
+
+PYTHON_FAMILIES[ARCHITECTURE] = (build, architecture_entry())

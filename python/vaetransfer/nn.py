@@ -20,6 +20,7 @@ layer, a parameter name or any dotted prefix (``"block1.bn"``).
 from __future__ import annotations
 
 import importlib
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Sequence
@@ -34,12 +35,17 @@ from .export import to_torch
 __all__ = ["ModelConfig", "Model", "VAE", "Classifier", "build_model", "architectures"]
 
 
+#: Families built in Python, by architecture: ``(build(config, seed, device) -> core model, entry)``
+#: (``entry`` as :func:`architectures` lists it). :mod:`vaetransfer.modules` registers ``torch-module``.
+PYTHON_FAMILIES: dict[str, tuple] = {}
+#: The ``torch.nn.Module`` behind each core model a Python family built (weakly keyed by the core model).
+EXTERNAL_MODULES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def architectures() -> list[dict]:
     """The registered model families: ``name, family, doc, params`` (each ``name, type, default, doc``),
-    the core's and ``torch-module`` (your own module, :mod:`vaetransfer.modules`)."""
-    from . import modules
-
-    return list(_C.nn.registered()) + [modules.architecture_entry()]
+    the core's and those built in Python (``torch-module``: your own module, :mod:`vaetransfer.modules`)."""
+    return list(_C.nn.registered()) + [entry for _, entry in PYTHON_FAMILIES.values()]
 
 
 class ModelConfig:
@@ -106,8 +112,6 @@ def _plain(v):
 
 
 def _build(config: ModelConfig, seed: int, device: str):
-    from . import modules
-
     if isinstance(config, torch.nn.Module):
         raise type_error("model", f"expected a ModelConfig; your own {type(config).__name__} trains through "
                                   f"vaetransfer.module_model({type(config).__name__}, kind='vae' or 'classifier', "
@@ -119,8 +123,8 @@ def _build(config: ModelConfig, seed: int, device: str):
         raise type_error("architecture", f"expected a string, got {type(config.architecture).__name__}")
     if not is_int(seed) or not 0 <= seed < 2**63:
         raise value_error("seed", f"expected an int >= 0 (below 2^63), got {seed!r}")
-    if config.architecture == modules.ARCHITECTURE:
-        return modules.build(config, int(seed), _device_name(device))
+    if config.architecture in PYTHON_FAMILIES:
+        return PYTHON_FAMILIES[config.architecture][0](config, int(seed), _device_name(device))
     return _C.nn.make_model(config.architecture, config.params(), int(seed), _device_name(device))
 
 
@@ -326,9 +330,7 @@ class Model:
     @property
     def module(self) -> torch.nn.Module | None:
         """Your own module (the live one the core trains) for a ``torch-module`` model; None otherwise."""
-        from . import modules
-
-        return modules.module_of(self._impl)
+        return EXTERNAL_MODULES.get(self._impl)
 
     def to_torch(self) -> torch.nn.Module:
         """The plain-PyTorch twin (:func:`vaetransfer.export.to_torch`) with these weights and buffers, on the

@@ -528,14 +528,14 @@ def _start(config: TrainConfig, model: Model, trainer, out: Path, fp: dict, prog
 
 # ---------------------------------------------------------------- command line
 
-def _parse_value(text: str):
+def parse_value(text: str):
     try:
         return json.loads(text)
     except json.JSONDecodeError:
         return text
 
 
-def _import_user_code(spec: str) -> None:
+def import_user_code(spec: str) -> None:
     """``--import``: a module name, or a ``.py`` file (its folder joins sys.path, so factories in it
     resolve as ``file_stem:Name`` in this process and in sweep workers started from it)."""
     import importlib
@@ -635,7 +635,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     for spec in a.imports:
-        _import_user_code(spec)
+        import_user_code(spec)
     raw, domain = _cli_data(a.dataset, a.labels, "dataset", data_dir=a.data_dir, n=a.n, seed=a.seed)
     shape = tuple(raw.input_shape)
     paper_sized = shape[1:] == (64, 64)  # the paper's conv net and batch take 64×64 images
@@ -645,7 +645,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         key, sep, value = item.partition("=")
         if not sep:
             raise value_error("set", f"expected KEY=VALUE, got {item!r}")
-        params[key] = _parse_value(value)
+        params[key] = parse_value(value)
     if a.beta is not None:
         params["beta"] = a.beta
     if a.module is not None:

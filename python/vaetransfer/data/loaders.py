@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 import zipfile
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 
 from .._checks import check_flag, is_int, type_error, value_error
-from .dataset import Dataset, Indices, row_indices
+from .dataset import Dataset, Indices, dataset_from_tensor, label_tensor, row_indices
 from ..io import file_size, inside
 from .formats import mat_shapes, npz_headers, read_cifar_batch, read_idx, read_norb_matrix
 from .dsprites import DSPRITES_COUNT, DSPRITES_FACTORS, DSPRITES_SIZES
@@ -102,8 +103,6 @@ def load_arrays(path: str | os.PathLike, labels: str | os.PathLike | None = None
     :data:`ARRAY_LABEL_KEYS`. uint8 examples get scale 1/255 when they exceed 1 (as
     :func:`~vaetransfer.data.as_dataset`); floating ones are used as they are. Headers are checked
     before anything is read; arrays of Python objects are refused (never unpickled)."""
-    from .domains import as_dataset
-
     path = os.fspath(path)
     name = os.path.splitext(os.path.basename(path))[0]
     y = None
@@ -144,9 +143,9 @@ def load_arrays(path: str | os.PathLike, labels: str | os.PathLike | None = None
             raise value_error("labels", f"expected {len(x)} integer class labels, got {y.dtype} {list(y.shape)}")
         if y.min() < 0:
             raise value_error("labels", f"expected class labels >= 0, got {int(y.min())}")
-    x = torch.from_numpy(np.ascontiguousarray(x))
-    data = (x, torch.from_numpy(y.astype(np.int64))) if y is not None else x
-    return as_dataset(data, name=name)
+    ds = dataset_from_tensor(torch.from_numpy(np.ascontiguousarray(x)))
+    labels = {"labels": label_tensor(torch.from_numpy(y.astype(np.int64))), "num_classes": None} if y is not None else {}
+    return replace(ds, name=name, **labels)
 
 
 # ---------------------------------------------------------------- Cars3D, SmallNORB, CelebA

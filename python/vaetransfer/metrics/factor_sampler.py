@@ -280,7 +280,7 @@ class FactorSampler:
                 f"render={self.render}{kind})")
 
 
-def _as_sampler(sampler, argument: str = "sampler") -> FactorSampler:
+def as_sampler(sampler, argument: str = "sampler") -> FactorSampler:
     if not isinstance(sampler, FactorSampler):
         raise type_error(argument, f"expected a FactorSampler, got {type(sampler).__name__}")
     if len(sampler.varying) < 2:

@@ -30,7 +30,7 @@ from .._checks import check_flag, check_int, check_number, check_seed, check_str
 from ..nn import Model
 from . import supervised, unsupervised
 from ._common import Result, frozen
-from .factor_sampler import FactorSampler, _as_sampler
+from .factor_sampler import FactorSampler, as_sampler
 
 __all__ = ["FactorSampler", "codes", "beta_vae_score", "factor_vae_score", "BetaVAEScore", "FactorVAEScore",
            "disentanglement", "ALL_METRICS"]
@@ -227,7 +227,7 @@ def beta_vae_score(encode, sampler: FactorSampler, *, batch_size: int = 64, num_
     with ``representation`` (a sampled representation draws fresh noise in every call);
     ``sampler``: a :class:`FactorSampler` with at least two varying factors.
     """
-    sampler = _as_sampler(sampler)
+    sampler = as_sampler(sampler)
     batch_size, num_train, num_eval = _check_sizes(batch_size, num_train, num_eval, 1)
     seed = check_seed(seed)
     encoder = _Encoder(encode, check_str(representation, "representation", _REPRESENTATIONS), seed)
@@ -315,7 +315,7 @@ def factor_vae_score(encode, sampler: FactorSampler, *, batch_size: int = 64, nu
     the evaluation set the labels ``integers(0, K_varying, num)`` and ``num · batch_size``
     combinations, each batch's factor k set to its first row's class.
     """
-    sampler = _as_sampler(sampler)
+    sampler = as_sampler(sampler)
     batch_size, num_train, num_eval = _check_sizes(batch_size, num_train, num_eval, 2)
     num_variance_estimate = check_int(num_variance_estimate, "num_variance_estimate", 2,
                                       what="a number of examples")
@@ -438,7 +438,7 @@ def disentanglement(model, domain, *, n: int = 10_000, representation: str = "me
     if representation != "mean" and not _is_core_vae(model):
         raise value_error("representation", "a callable gives its own codes: leave representation='mean'")
     sampler = domain if isinstance(domain, FactorSampler) else FactorSampler(domain, seed=data_seed)
-    sampler = _as_sampler(sampler, "domain")
+    sampler = as_sampler(sampler, "domain")
     varying = list(sampler.varying)
     names = tuple(sampler.factor_names[k] for k in varying)
     if factor_names is not None:

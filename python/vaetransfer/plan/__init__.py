@@ -41,7 +41,7 @@ from .job import CONVENTIONS, PRIMARY, evaluate, load_data, save_data
 from .rule import RULE, recommend
 
 __all__ = ["PlanConfig", "TransferPlan", "plan", "candidates", "Candidate", "recommend", "RULE", "PRIMARY",
-           "CONVENTIONS", "parameterised_layers", "main"]
+           "CONVENTIONS", "parameterised_layers", "load_plan"]
 
 RESULTS_FILE = "results.json"
 #: what each plan run reports (job.train_candidate)
@@ -293,9 +293,3 @@ def _change_profile(source: Model, s, rows: list[dict], eval_set: Dataset, confi
 def load_plan(out: str | os.PathLike) -> TransferPlan:
     """The transfer plan written to ``out``."""
     return TransferPlan(read_json(Path(out) / RESULTS_FILE, "out", expect=dict), Path(out))
-
-
-def main(argv=None) -> int:
-    from .cli import plan_main
-
-    return plan_main(argv)

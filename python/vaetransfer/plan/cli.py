@@ -6,7 +6,7 @@ import json
 
 from ..objectives import TaskConfig
 from ..train import OptimizerConfig
-from ..train import _import_user_code  # the same --import as `vaetransfer train`
+from ..train import import_user_code  # the same --import as `vaetransfer train`
 from .candidates import INITS, LATENT
 
 __all__ = ["plan_main"]
@@ -53,15 +53,15 @@ def plan_main(argv=None) -> int:
     p.add_argument("--quiet", action="store_true")
     a = p.parse_args(argv)
     for spec in a.imports:
-        _import_user_code(spec)
+        import_user_code(spec)
     objective = None
     if a.objective is not None or a.set:
-        from ..train import _parse_value, load_run
+        from ..train import parse_value, load_run
 
         params = {}
         for item in a.set:
             key, _, value = item.partition("=")
-            params[key] = _parse_value(value)
+            params[key] = parse_value(value)
         name = a.objective or load_run(a.source).config.objective.name
         objective = TaskConfig(name, **params)
     target = a.target
