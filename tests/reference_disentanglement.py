@@ -81,9 +81,7 @@ def sap(codes, factors, variant="discrete", train_fraction=0.8):
             if variant == "continuous":
                 cov = np.cov(codes[:, i], factors[:, j], ddof=1)
                 matrix[i, j] = cov[0, 1] ** 2 / (cov[0, 0] * cov[1, 1]) if cov[0, 0] > 1e-12 else 0.0
-            else:
-                if np.var(x_tr[:, i], ddof=1) <= 1e-12:
-                    continue
+            else:  # disentanglement_lib fits every code, a constant one included
                 if np.unique(y_tr[:, j]).size == 1:
                     pred = np.full(len(x_te), y_tr[0, j])
                 else:

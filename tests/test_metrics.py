@@ -200,6 +200,50 @@ def test_constant_and_duplicated_codes_score_near_zero():
     assert metrics.sap(dup, f).score == pytest.approx(0, abs=1e-12)
 
 
+def test_sap_scores_an_uninformative_code_the_same_whether_constant_or_near_constant():
+    """SAP's rule has no cliff: disentanglement_lib fits the SVM on every code, so a code carrying no
+    information scores what the SVM predicts without information — a constant code and noise of variance
+    just above the old 1e-12 threshold alike. The old rule gave constant codes 0 and near-constant ones
+    chance accuracy, so this representation scored about 0.1 (disentanglement_lib: 0.0)."""
+    rng = np.random.default_rng(0)
+    f = factor_grid((10, 10), repeats=10)[rng.permutation(1000)]
+    near = np.zeros((len(f), 4))
+    near[:, 1] = 1.1e-6 * rng.standard_normal(len(f))  # variance ≈ 1.2e-12, no information
+    near[:, 3] = 5 + 2e-6 * rng.standard_normal(len(f))
+    res = metrics.sap(near, f)
+    assert res.score == 0.0
+    np.testing.assert_array_equal(res.matrix[1], res.matrix[0])  # the same entries as a constant code
+    np.testing.assert_array_equal(res.matrix[3], res.matrix[0])
+    assert (res.matrix[0] > 0).all()  # the SVM's uninformative prediction: chance accuracy, not 0
+    assert metrics.sap(near, f, variant="continuous").score < 0.01  # R² of noise, ~1/N
+
+
+def test_sap_at_extreme_code_scales_is_finite_or_refused_within_seconds():
+    """The continuous SAP is scale-free (no overflow warnings at ×1e200 or ×1e-200); the discrete SAP's
+    linear SVM never sees a code it cannot finish on (liblinear did not return on a code value of 1e100):
+    such codes are a named error, at once."""
+    import time
+    import warnings
+
+    rng = np.random.default_rng(1)
+    f = factor_grid((6, 5), repeats=20)
+    codes = f + 0.3 * rng.standard_normal(f.shape)
+    want = metrics.sap(codes, f, variant="continuous").score
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for a in (1e-200, 1e200):
+            assert metrics.sap(codes * a, f, variant="continuous").score == pytest.approx(want, abs=1e-12)
+    hostile = codes.copy()
+    hostile[5, 0] = 1e100
+    t = time.monotonic()
+    with pytest.raises(vaetransfer.ArgumentError, match="1e\\+30") as info:
+        metrics.sap(hostile, f)
+    assert info.value.argument == "codes" and time.monotonic() - t < 5
+    hostile[5, 0] = 1e30  # at the bound: fitted, and finishes
+    t = time.monotonic()
+    assert np.isfinite(metrics.sap(hostile, f).score) and time.monotonic() - t < 30
+
+
 def test_dci_of_codes_permuted_per_example_is_low_and_of_identity_codes_high():
     f = factor_grid((4, 4, 4), repeats=3)
     codes = identity_codes(f)

@@ -524,14 +524,16 @@ MEASURE_EXTENSION = r'''
 
 namespace vs = vaetransfer::similarity;
 
-// The biased HSIC ⟨K, L⟩ / (n − 1)², scaled: a measure of one class and one registration.
+// The biased HSIC ⟨K, L⟩ / (n − 1)², scaled: a measure of one class and one registration. Not
+// invariant to the layers' scales, so it takes ⟨K, L⟩ back from the engine's scaled layers.
 class ScaledHSIC : public vs::Measure {
  public:
   explicit ScaledHSIC(const vaetransfer::Params& p) : vs::Measure(p), scale_(p.number("scale")) {}
   bool needs_gram() const override { return true; }
   vs::Score score(const vs::PairData& pair) const override {
     const double m = static_cast<double>(pair.n - 1);
-    return {scale_ * pair.kl / (m * m)};
+    const double sx = pair.x.scale(), sy = pair.y.scale();
+    return {scale_ * pair.kl / (sx * sx * sy * sy) / (m * m)};
   }
   double identical() const override { return -1.0; }
 
@@ -588,3 +590,104 @@ def test_measures_come_from_the_core_registry():
     with pytest.raises(vaetransfer.ArgumentError, match="cka") as info:
         sim.similarity(torch.randn(8, 3), torch.randn(8, 3), "nope")
     assert info.value.argument == "measure"
+
+
+# ------------------------------------------------------------------- exact at any activation scale
+def _scale_layers(n=96):
+    """Three layers of float64 activations: two related (a shared 10-d code), one unrelated and
+    wider than n (so the Gram form streams it)."""
+    g = torch.Generator().manual_seed(7)
+    z = torch.randn(n, 10, generator=g, dtype=torch.float64)
+    return OrderedDict(
+        a=z @ torch.randn(10, 30, generator=g, dtype=torch.float64) + 0.5 * torch.randn(n, 30, generator=g, dtype=torch.float64),
+        b=torch.randn(n, 160, generator=g, dtype=torch.float64),
+        c=z[:, :5] @ torch.randn(5, 50, generator=g, dtype=torch.float64) + torch.randn(n, 50, generator=g, dtype=torch.float64))
+
+
+SCALES = [1e-30, 1e-20, 1e-12, 1e-6, 1e6, 1e9, 1e20, 1e30]
+
+
+@pytest.mark.parametrize("measure", sim.MEASURES)
+def test_every_measure_is_the_same_at_any_float32_scale(measure):
+    """Every measure is invariant to scaling a layer; float32 activations scaled by 1e-30…1e30 (each
+    side by its own factor) score what float64 activations at scale 1 score. The old linear CKA gave
+    NaN at ×1e9 and 1.0 for unrelated layers at ×1e-12 (float32 Gram sums overflowing/underflowing)."""
+    acts = _scale_layers()
+    clone = OrderedDict((k, v.clone()) for k, v in acts.items())  # other objects: no identical() shortcut
+    ref = sim.similarity_matrix(acts, clone, measure, progress=False).values
+    tol = 2e-3 if measure in ("rsa", "mutual_knn", "cknna") else 2e-4  # float32 rounding (ranks: ties)
+    for a in SCALES:
+        for b in (1.0, 1.0 / a):
+            xa = OrderedDict((k, (v * a).float()) for k, v in acts.items())
+            xb = OrderedDict((k, (v * b).float()) for k, v in acts.items())
+            got = sim.similarity_matrix(xa, xb, measure, progress=False).values
+            assert torch.isfinite(got).all(), (measure, a, b, got)
+            assert torch.allclose(got, ref, atol=tol, rtol=0), (measure, a, b, (got - ref).abs().max())
+
+
+@pytest.mark.parametrize("path", [dict(cka_form="feature"), dict(cka_form="gram"),
+                                  dict(ci=0.9, resamples=12), dict(ci=0.9, resamples=12, resampling="bootstrap"),
+                                  dict(null="permutation", permutations=12),
+                                  dict(measure="procrustes", procrustes_rank=8)],
+                         ids=["feature", "gram", "jackknife", "bootstrap", "permutation", "approx-procrustes"])
+def test_every_cka_and_interval_path_is_the_same_at_any_float32_scale(path):
+    """Values, interval ends, null statistics and error bounds are those of the same activations at
+    scale 1 (both in float32: the paths' own rounding aside, scaling by a power of two is exact)."""
+    import warnings
+
+    acts = _scale_layers()
+    one = OrderedDict((k, v.float()) for k, v in acts.items())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # BCa at 12 resamples: not what is tested
+        ref = sim.similarity_matrix(one, OrderedDict((k, v.clone()) for k, v in one.items()), progress=False, **path)
+        for a in SCALES:
+            got = sim.similarity_matrix(OrderedDict((k, (v * a).float()) for k, v in acts.items()), one,
+                                        progress=False, **path)
+            for field in ("values", "ci_low", "ci_high", "null_mean", "null_std", "bound"):
+                r, x = getattr(ref, field), getattr(got, field)
+                if r is None:
+                    assert x is None
+                    continue
+                assert torch.isfinite(x).all(), (path, a, field)
+                assert torch.allclose(x, r, atol=1e-5, rtol=0), (path, a, field, (x - r).abs().max())
+
+
+def test_cka_of_unrelated_layers_at_small_and_large_scale():
+    """The issue's probes: unrelated float32 layers (true CKA 0.16 here) scored 1.0 at ×1e-12, and a
+    4,000-wide layer gave NaN at ×1e8; both are now their float64 value."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(200, 40, generator=g, dtype=torch.float64)
+    y = torch.randn(200, 4000, generator=g, dtype=torch.float64)
+    true = np_cka(x.numpy(), y.numpy())
+    for a in (1e-12, 1e8, 1e9):
+        for form in ("feature", "gram"):
+            got = sim.similarity_matrix({"x": (x * a).float()}, {"y": (y * a).float()}, cka_form=form,
+                                        progress=False).values.item()
+            assert got == pytest.approx(true, abs=1e-5), (a, form)
+
+
+def test_minibatch_cka_is_the_same_at_any_float32_scale():
+    acts = _scale_layers()
+    names = list(acts)
+
+    def run(a):
+        mb = sim.MinibatchCKA(names, names)
+        for i in range(0, 96, 32):
+            mb.update({k: (v[i:i + 32] * a).float() for k, v in acts.items()},
+                      {k: v[i:i + 32].float() for k, v in acts.items()})
+        return mb.result().values
+
+    ref = run(1.0)
+    for a in SCALES:
+        got = run(a)
+        assert torch.isfinite(got).all() and torch.allclose(got, ref, atol=1e-6, rtol=0), (a, got - ref)
+
+
+def test_layer_fit_scale_is_an_exact_power_of_two():
+    x = torch.randn(50, 20, dtype=torch.float64) * 3e-25
+    f = sim.LayerFit(x)
+    m, e = np.frexp(f.scale)
+    assert m == 0.5  # a power of two
+    rms = (f.trace / (50 * 20)) ** 0.5
+    assert 0.5 <= rms < 2.0
+    assert f.trace == pytest.approx(float(((x - x.mean(0)) * f.scale).pow(2).sum()), rel=1e-12)

@@ -25,6 +25,8 @@ void init_similarity(py::module_& m) {
       .def_property_readonly("name", &LayerFit::arg)
       .def_property_readonly("n", &LayerFit::n)
       .def_property_readonly("p", &LayerFit::p)
+      .def_property_readonly("scale", &LayerFit::scale,
+                             "the power of two s the layer is described at: mean, row_sq and trace are those of s·x")
       .def_property_readonly("mean", &LayerFit::mean)
       .def_property_readonly("row_sq", &LayerFit::row_sq)
       .def_property_readonly("trace", &LayerFit::trace)

@@ -53,6 +53,9 @@ ExampleGeometry::ExampleGeometry(const LayerFit& layer, RowGeometry geometry)
                                               : static_cast<double>(std::numeric_limits<float>::epsilon());
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
   if (geometry_ == RowGeometry::kEuclidean) {
+    // Euclidean works in the layer's scaled frame s·x (s a power of two, see LayerFit), so squared
+    // distances stay within float32 at any activation scale; the other geometries normalise rows.
+    unit_ = layer.scale();
     shift_ = layer.mean().to(at::kCPU);
     sq_norm_ = layer.row_sq().to(at::kCPU);
   } else {
@@ -101,7 +104,7 @@ at::Tensor ExampleGeometry::sq_distances() const {
     const int64_t len = std::min(chunk, p_ - c0);
     auto u = rows_.narrow(1, c0, len).to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);  // never rows_ itself
     switch (geometry_) {
-      case RowGeometry::kEuclidean: u.sub_(shift_.narrow(0, c0, len).unsqueeze(0)); break;
+      case RowGeometry::kEuclidean: u.mul_(unit_).sub_(shift_.narrow(0, c0, len).unsqueeze(0)); break;
       case RowGeometry::kCosine: u.mul_(scale_.unsqueeze(1)); break;
       case RowGeometry::kCorrelation: u.sub_(shift_.unsqueeze(1)).mul_(scale_.unsqueeze(1)); break;
     }
@@ -129,9 +132,9 @@ double exact_sq_distance(const T* a, const T* b, int64_t p, RowGeometry g, doubl
                          double mb) {
   double acc = 0.0;
   switch (g) {
-    case RowGeometry::kEuclidean:
+    case RowGeometry::kEuclidean:  // sa = sb = the layer's scale
       for (int64_t d = 0; d < p; ++d) {
-        const double diff = static_cast<double>(a[d]) - static_cast<double>(b[d]);
+        const double diff = (static_cast<double>(a[d]) - static_cast<double>(b[d])) * sa;
         acc += diff * diff;
       }
       break;
@@ -158,9 +161,9 @@ double exact_kernel(const T* a, const T* b, int64_t p, RowGeometry g, const doub
                     double ma, double mb) {
   double acc = 0.0;
   switch (g) {
-    case RowGeometry::kEuclidean:
+    case RowGeometry::kEuclidean:  // sa = sb = the layer's scale, col_mean scaled
       for (int64_t d = 0; d < p; ++d)
-        acc += (static_cast<double>(a[d]) - col_mean[d]) * (static_cast<double>(b[d]) - col_mean[d]);
+        acc += (static_cast<double>(a[d]) * sa - col_mean[d]) * (static_cast<double>(b[d]) * sb - col_mean[d]);
       break;
     case RowGeometry::kCosine:
       for (int64_t d = 0; d < p; ++d) acc += (static_cast<double>(a[d]) * sa) * (static_cast<double>(b[d]) * sb);
@@ -177,7 +180,7 @@ double exact_kernel(const T* a, const T* b, int64_t p, RowGeometry g, const doub
 
 double ExampleGeometry::exact(int64_t i, int64_t j) const {
   const bool row_stats = geometry_ != RowGeometry::kEuclidean;
-  const double sa = row_stats ? scale_.data_ptr<double>()[i] : 1.0, sb = row_stats ? scale_.data_ptr<double>()[j] : 1.0;
+  const double sa = row_stats ? scale_.data_ptr<double>()[i] : unit_, sb = row_stats ? scale_.data_ptr<double>()[j] : unit_;
   const double ma = row_stats ? shift_.data_ptr<double>()[i] : 0.0, mb = row_stats ? shift_.data_ptr<double>()[j] : 0.0;
   if (rows_.scalar_type() == at::kDouble) {
     const double* x = rows_.const_data_ptr<double>();
@@ -189,7 +192,7 @@ double ExampleGeometry::exact(int64_t i, int64_t j) const {
 
 double ExampleGeometry::kernel(int64_t i, int64_t j) const {
   const bool row_stats = geometry_ != RowGeometry::kEuclidean;
-  const double sa = row_stats ? scale_.data_ptr<double>()[i] : 1.0, sb = row_stats ? scale_.data_ptr<double>()[j] : 1.0;
+  const double sa = row_stats ? scale_.data_ptr<double>()[i] : unit_, sb = row_stats ? scale_.data_ptr<double>()[j] : unit_;
   const double ma = geometry_ == RowGeometry::kCorrelation ? shift_.data_ptr<double>()[i] : 0.0;
   const double mb = geometry_ == RowGeometry::kCorrelation ? shift_.data_ptr<double>()[j] : 0.0;
   const double* col_mean = geometry_ == RowGeometry::kEuclidean ? shift_.data_ptr<double>() : nullptr;

@@ -62,10 +62,11 @@ class ExampleGeometry {
   RowGeometry geometry_;
   int64_t n_ = 0, p_ = 0;
   at::Tensor rows_;     // (n, p) CPU, float32 or float64, contiguous (no copy when x already is)
-  at::Tensor shift_;    // euclidean: (p,) column means; correlation: (n,) row means; float64
+  at::Tensor shift_;    // euclidean: (p,) column means (scaled frame); correlation: (n,) row means; float64
   at::Tensor scale_;    // cosine/correlation: (n,) 1/‖·‖ (0 for an all-zero cosine row), float64
   at::Tensor sq_norm_;  // (n,) ‖u_i‖², float64
   at::Tensor mean_row_; // cosine: (p,) ū, float64
+  double unit_ = 1.0;  // euclidean: the layer's power-of-two scale (distances in the frame s·x)
   double max_sq_norm_ = 0.0;
   double eps_ = 0.0;
 };

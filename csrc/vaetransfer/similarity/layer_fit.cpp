@@ -2,7 +2,10 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
+#include <vector>
 
 #include "vaetransfer/common/check.h"
 #if VT_WITH_CUDA
@@ -14,11 +17,11 @@ namespace vaetransfer::similarity {
 namespace {
 constexpr int64_t kChunkBytes = int64_t{64} << 20;
 
-// Two memory passes over a contiguous CPU (n, p) matrix instead of the five of the ATen path:
-// column sums (per-thread float64 partials) with min/max, then Σ_j (x_ij − m_j)² per row.
-// Fills mean (p,) and row_sq (n,), float64; returns max |x| (NaN/inf show up in the means).
+// Two memory passes over a contiguous CPU (n, p) matrix instead of the five of the ATen path.
+// Pass 1: column sums (per-thread float64 partials) with min/max; fills mean (p,), float64, and
+// returns max |x| (NaN/inf show up in the means).
 template <typename T>
-double column_stats_cpu(const at::Tensor& x, at::Tensor& mean, at::Tensor& row_sq) {
+double column_means_cpu(const at::Tensor& x, at::Tensor& mean) {
   const int64_t n = x.size(0), p = x.size(1);
   const T* data = x.const_data_ptr<T>();
   const int threads = at::get_num_threads();
@@ -46,22 +49,34 @@ double column_stats_cpu(const at::Tensor& x, at::Tensor& mean, at::Tensor& row_s
     for (int t = 0; t < threads; ++t) total += sums[static_cast<size_t>(t) * p + j];
     m[j] = total / static_cast<double>(n);
   }
+  double absmax = 0.0;
+  for (int t = 0; t < threads; ++t) absmax = std::max({absmax, -lo[t], hi[t]});
+  return absmax;
+}
+
+// Pass 2: Σ_j ((x_ij − m_j)·s)² per row, float64.
+template <typename T>
+void centred_row_sq_cpu(const at::Tensor& x, const at::Tensor& mean, double s, at::Tensor& row_sq) {
+  const int64_t n = x.size(0), p = x.size(1);
+  const T* data = x.const_data_ptr<T>();
+  const double* m = mean.const_data_ptr<double>();
   double* r = row_sq.data_ptr<double>();
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / p);
   at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const T* row = data + i * p;
       double acc = 0.0;
       for (int64_t j = 0; j < p; ++j) {
-        const double d = static_cast<double>(row[j]) - m[j];
+        const double d = (static_cast<double>(row[j]) - m[j]) * s;
         acc += d * d;
       }
       r[i] = acc;
     }
   });
-  double absmax = 0.0;
-  for (int t = 0; t < threads; ++t) absmax = std::max({absmax, -lo[t], hi[t]});
-  return absmax;
 }
+
+// 2^e for an exponent within double's normal range.
+double pow2(int e) { return std::ldexp(1.0, e); }
 }  // namespace
 
 LayerFit::LayerFit(const at::Tensor& x, const FitOptions& options, std::string arg) : arg_(std::move(arg)) {
@@ -77,7 +92,8 @@ LayerFit::LayerFit(const at::Tensor& x, const FitOptions& options, std::string a
   chunk_ = options.chunk_features > 0 ? options.chunk_features
                                       : std::max<int64_t>(1, kChunkBytes / (8 * n_));
 
-  // Column means, centred squared row norms (float64 accumulation) and max |value|.
+  // Column means and max |value| (float64 accumulation), then the centred squared row norms at
+  // s0 = the power of two bringing max |x| into [0.5, 1): no square overflows or underflows.
   auto f64 = x_.options().dtype(at::kDouble);
   mean_ = at::empty({p_}, f64);
   row_sq_ = at::zeros({n_}, f64);
@@ -85,43 +101,75 @@ LayerFit::LayerFit(const at::Tensor& x, const FitOptions& options, std::string a
   const bool fused = x_.device().is_cpu() && x_.is_contiguous() &&
                      (x_.scalar_type() == at::kFloat || x_.scalar_type() == at::kDouble);
   if (fused) {
-    AT_DISPATCH_FLOATING_TYPES(x_.scalar_type(), "LayerFit", [&] {
-      absmax = column_stats_cpu<scalar_t>(x_, mean_, row_sq_);
-    });
+    AT_DISPATCH_FLOATING_TYPES(x_.scalar_type(), "LayerFit", [&] { absmax = column_means_cpu<scalar_t>(x_, mean_); });
   } else {
-    // Other dtypes/devices: one pass over feature chunks with ATen ops in the compute dtype.
+    // Other dtypes/devices: passes over feature chunks with ATen ops.
     for (int64_t c0 = 0; c0 < p_; c0 += chunk_) {
       const int64_t c1 = std::min(p_, c0 + chunk_);
       auto raw = x_.slice(1, c0, c1);
-      auto m = raw.sum(0, /*keepdim=*/false, at::kDouble).div_(static_cast<double>(n_));
-      mean_.slice(0, c0, c1).copy_(m);
+      mean_.slice(0, c0, c1).copy_(raw.sum(0, /*keepdim=*/false, at::kDouble).div_(static_cast<double>(n_)));
       auto [lo, hi] = at::aminmax(raw);
       absmax = std::max({absmax, std::abs(lo.item<double>()), std::abs(hi.item<double>())});
-      auto xc = at::sub(raw.to(compute_dtype_), m.to(compute_dtype_));
-      xc.mul_(xc);
-      row_sq_.add_(xc.sum(1, /*keepdim=*/false, at::kDouble));
     }
   }
   // NaN/inf anywhere makes a column sum non-finite, so finiteness is read off the means.
   const bool finite = at::isfinite(mean_).all().item<bool>() && std::isfinite(absmax);
   VT_CHECK_ARG(finite, arg_, "expected finite activations, found NaN or inf");
-  trace_ = row_sq_.sum().item<double>();
+  int e_max = 0;
+  if (absmax > 0.0) std::frexp(absmax, &e_max);  // absmax = f · 2^e_max, f in [0.5, 1)
+  const double s0 = pow2(-e_max);
+  if (fused) {
+    AT_DISPATCH_FLOATING_TYPES(x_.scalar_type(), "LayerFit", [&] { centred_row_sq_cpu<scalar_t>(x_, mean_, s0, row_sq_); });
+  } else {
+    // Scaled by s0 before centring (exact), so the compute dtype holds the squares (≤ 4).
+    for (int64_t c0 = 0; c0 < p_; c0 += chunk_) {
+      const int64_t c1 = std::min(p_, c0 + chunk_);
+      auto xc = x_.slice(1, c0, c1).to(compute_dtype_).mul(s0);
+      xc.sub_(mean_.slice(0, c0, c1).mul(s0).to(compute_dtype_));
+      xc.mul_(xc);
+      row_sq_.add_(xc.sum(1, /*keepdim=*/false, at::kDouble));
+    }
+  }
+  const double trace0 = row_sq_.sum().item<double>();
   // Centred values below the input's own rounding level count as zero variance.
   const double eps = x_.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
                      : x_.scalar_type() == at::kFloat ? std::numeric_limits<float>::epsilon()
                      : x_.scalar_type() == at::kHalf  ? 9.77e-4
                                                       : 7.82e-3;  // bfloat16
-  constant_ = trace_ <= static_cast<double>(n_) * static_cast<double>(p_) * (eps * absmax) * (eps * absmax);
+  const double np = static_cast<double>(n_) * static_cast<double>(p_);
+  const double level = eps * absmax * s0;  // in s0's units
+  constant_ = trace0 <= np * level * level;
+  // The final scale: s0 · 2^k with k making the centred root mean square about 1 (a power of two,
+  // so s·x is exact and the float32 arithmetic of every measure is that of an O(1) layer).
+  int k = 0;
+  if (!constant_) {
+    int e_rms = 0;
+    std::frexp(std::sqrt(trace0 / np), &e_rms);  // rms = f · 2^e_rms, f in [0.5, 1)
+    k = -e_rms;
+    // s0 · 2^k stays a normal double (it would leave that range only for extreme float64 inputs).
+    k = std::clamp(k, -1000 - std::ilogb(s0), 1000 - std::ilogb(s0));
+  }
+  scale_ = s0 * pow2(k);
+  const double k2 = pow2(2 * k);
+  row_sq_.mul_(k2);
+  trace_ = trace0 * k2;
+  mean_.mul_(scale_);
 }
 
 at::Tensor LayerFit::centred(int64_t r0, int64_t r1, int64_t c0, int64_t c1, at::ScalarType dtype) const {
   auto block = x_.slice(0, r0, r1).slice(1, c0, c1);
-  auto m = mean_.slice(0, c0, c1);
+  auto m = mean_.slice(0, c0, c1);  // already scaled
 #if VT_WITH_CUDA
-  if (block.is_cuda() && dtype == at::kFloat) return centre_columns_cuda(block, m);
+  if (block.is_cuda() && dtype == at::kFloat && scale_ >= 0x1p-126 && scale_ <= 0x1p127)
+    return centre_columns_cuda(block, m, static_cast<float>(scale_));
 #endif
-  auto out = block.to(dtype, /*non_blocking=*/false, /*copy=*/true);
-  out.sub_(m.to(dtype));
+  // s·x − s·m: scaling by a power of two first is exact, so this is s·(x − m) rounded once, and no
+  // intermediate leaves the working dtype's range. float64 inputs are worked in float64.
+  const auto work = x_.scalar_type() == at::kDouble ? at::kDouble : dtype;
+  auto out = block.to(work, /*non_blocking=*/false, /*copy=*/true);
+  if (scale_ != 1.0) out.mul_(scale_);
+  out.sub_(m.to(work));
+  if (work != dtype) out = out.to(dtype);
   return out.contiguous();
 }
 
@@ -169,16 +217,17 @@ const TruncatedFactor& LayerFit::truncated_factor(const TruncationOptions& optio
   const at::ScalarType dt = compute_dtype_;
   const auto opts = x_.options().dtype(dt);
   // Raw slices with a rank-one centring correction when x is already in the compute dtype (no
-  // copy per pass); centred copies otherwise.
-  const bool raw = x_.scalar_type() == dt;
+  // copy per pass), the scale s folded into the small factor (exact: a power of two; kept to
+  // 2^±64 so neither side leaves float32's range); centred copies otherwise.
+  const bool raw = x_.scalar_type() == dt && scale_ >= 0x1p-64 && scale_ <= 0x1p64;
   const at::Tensor mean_dt = mean_.to(dt);
-  auto times = [&](const at::Tensor& right) {  // Xc · right, right (p × l) → (n × l)
+  auto times = [&](const at::Tensor& right) {  // X̃c · right, right (p × l) → (n × l)
     auto out = at::zeros({n_, right.size(1)}, opts);
     for (int64_t c0 = 0; c0 < p_; c0 += chunk_) {
       const int64_t c1 = std::min(p_, c0 + chunk_);
       auto r = right.narrow(0, c0, c1 - c0);
       if (raw) {
-        out.addmm_(x_.narrow(1, c0, c1 - c0), r);
+        out.addmm_(x_.narrow(1, c0, c1 - c0), scale_ == 1.0 ? r : r.mul(scale_));
         out.sub_(mean_dt.narrow(0, c0, c1 - c0).unsqueeze(0).mm(r));
       } else {
         out.addmm_(centred(0, n_, c0, c1, dt), r);
@@ -186,14 +235,15 @@ const TruncatedFactor& LayerFit::truncated_factor(const TruncationOptions& optio
     }
     return out;
   };
-  auto times_t = [&](const at::Tensor& left) {  // Xcᵀ · left, left (n × l) → (p × l)
+  auto times_t = [&](const at::Tensor& left) {  // X̃cᵀ · left, left (n × l) → (p × l)
     auto out = at::empty({p_, left.size(1)}, opts);
     const auto col_sums = left.sum(0, /*keepdim=*/true);
+    const auto scaled_left = scale_ == 1.0 ? left : left.mul(scale_);
     for (int64_t c0 = 0; c0 < p_; c0 += chunk_) {
       const int64_t c1 = std::min(p_, c0 + chunk_);
       auto o = out.narrow(0, c0, c1 - c0);
       if (raw) {
-        at::mm_out(o, x_.narrow(1, c0, c1 - c0).t(), left);
+        at::mm_out(o, x_.narrow(1, c0, c1 - c0).t(), scaled_left);
         o.sub_(mean_dt.narrow(0, c0, c1 - c0).unsqueeze(1) * col_sums);
       } else {
         at::mm_out(o, centred(0, n_, c0, c1, dt).t(), left);

@@ -1,7 +1,11 @@
 // Per-layer precomputation for representational similarity (paper §2.2, App. C).
 //
 // A LayerFit is built once per layer of activations X (n examples × p features) and
-// reused by every pair that layer takes part in: column means (centring), the diagonal
+// reused by every pair that layer takes part in. It describes the layer scaled by a power of two,
+// X̃ = s·X with s = scale() chosen so that the centred entries of X̃ have a root mean square in
+// [1/√2, √2): every measure here is invariant to scaling a layer, a power of two scales floats
+// exactly, and so float32 Grams neither overflow (large activations) nor underflow (small ones) —
+// scores are the same at any scale. Held for X̃: column means (centring), the diagonal
 // and trace of the centred Gram K = Xc Xcᵀ (debiased CKA, constant-layer detection),
 // and, on first use by Procrustes, a factor F (n × r) with F Fᵀ = Ẋ Ẋᵀ where
 // Ẋ = Xc / ‖Xc‖_F (Eq. 7) and r ≤ min(n − 1, p) is the numerical rank.
@@ -57,13 +61,15 @@ class LayerFit {
   int64_t p() const { return p_; }
   // Dtype used for Gram arithmetic: float64 when x is float64, float32 otherwise.
   at::ScalarType compute_dtype() const { return compute_dtype_; }
-  const at::Tensor& mean() const { return mean_; }      // (p,) column means, float64
-  const at::Tensor& row_sq() const { return row_sq_; }  // (n,) diag of centred Gram, float64
-  double trace() const { return trace_; }               // ‖Xc‖_F² = tr K
+  // The power of two s the layer is described at (X̃ = s·X): mean, row_sq, trace and centred are X̃'s.
+  double scale() const { return scale_; }
+  const at::Tensor& mean() const { return mean_; }      // (p,) column means of X̃, float64
+  const at::Tensor& row_sq() const { return row_sq_; }  // (n,) diag of X̃'s centred Gram, float64
+  double trace() const { return trace_; }               // ‖X̃c‖_F² = tr K, about n·p
   bool constant() const { return constant_; }           // every column constant (zero variance)
   int64_t chunk_features() const { return chunk_; }
 
-  // Centred columns [c0, c1) of rows [r0, r1), in `dtype`, contiguous.
+  // Centred columns [c0, c1) of rows [r0, r1) of X̃ = s·X, in `dtype`, contiguous.
   at::Tensor centred(int64_t r0, int64_t r1, int64_t c0, int64_t c1, at::ScalarType dtype) const;
 
   // Procrustes factor F (n × r), float64, F Fᵀ = Ẋ Ẋᵀ. Computed on first call, then cached.
@@ -112,7 +118,7 @@ class LayerFit {
   int64_t n_ = 0, p_ = 0, chunk_ = 0;
   at::ScalarType compute_dtype_ = at::kFloat;
   at::Tensor mean_, row_sq_;
-  double trace_ = 0.0;
+  double trace_ = 0.0, scale_ = 1.0;
   bool constant_ = false;
   mutable at::Tensor factor_;
   mutable TruncatedFactor truncated_;

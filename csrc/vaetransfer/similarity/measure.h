@@ -18,6 +18,10 @@ namespace vaetransfer::similarity {
 // What the engine hands a measure for one pair of different, non-constant layers. The Gram
 // quantities are filled only for measures whose needs_gram() is true: ⟨K, L⟩_F, ‖K‖_F², ‖L‖_F² of
 // the centred Grams and diag(K)·diag(L) (debiased HSIC), computed for all pairs in one streamed pass.
+// Like everything a LayerFit holds, they are of the layers scaled by their powers of two
+// (K = X̃c X̃cᵀ, X̃ = x.scale()·X): exact at any activation scale, and what a scale-invariant measure
+// needs. A measure that depends on scale divides back, e.g. ⟨K, L⟩ of the layers as given is
+// kl / (sx² sy²) with sx = x.scale(), sy = y.scale().
 struct PairData {
   const LayerFit& x;
   const LayerFit& y;

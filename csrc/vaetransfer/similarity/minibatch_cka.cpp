@@ -86,7 +86,8 @@ void MinibatchCKA::update(const std::vector<at::Tensor>& acts_a, const std::vect
   int64_t n = -1;
   at::Device device = acts_a.front().defined() ? acts_a.front().device() : at::Device(at::kCPU);
   auto prepare = [&](const std::vector<at::Tensor>& acts, const std::vector<std::string>& names,
-                     std::vector<int64_t>& widths, std::vector<double>& absmax, std::vector<double>& eps) {
+                     std::vector<int64_t>& widths, std::vector<double>& absmax, std::vector<double>& eps,
+                     std::vector<double>& scales) {
     std::vector<at::Tensor> out;
     for (size_t k = 0; k < acts.size(); ++k) {
       const std::string& arg = names[k];
@@ -108,18 +109,26 @@ void MinibatchCKA::update(const std::vector<at::Tensor>& acts_a, const std::vect
       auto ct = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
       auto held = flat.to(ct, /*non_blocking=*/false, /*copy=*/true).contiguous();
       check_finite(held, arg.c_str());
-      if (first) absmax.push_back(0.0), eps.push_back(ct == at::kDouble ? 2.22e-16 : 1.19e-7);
-      if (held.numel() > 0) absmax[k] = std::max(absmax[k], held.abs().max().item<double>());
+      if (first) absmax.push_back(0.0), eps.push_back(ct == at::kDouble ? 2.22e-16 : 1.19e-7), scales.push_back(0.0);
+      const double batch_max = held.numel() > 0 ? held.abs().max().item<double>() : 0.0;
+      absmax[k] = std::max(absmax[k], batch_max);
+      if (scales[k] == 0.0 && batch_max > 0.0) {
+        int e = 0;
+        std::frexp(batch_max, &e);  // batch_max · 2^−e in [0.5, 1)
+        scales[k] = std::ldexp(1.0, -e);
+      }
+      if (scales[k] != 0.0 && scales[k] != 1.0) held.mul_(scales[k]);  // exact: a power of two
       out.push_back(held);
     }
     return out;
   };
   std::vector<int64_t> wa = width_a_, wb = width_b_;
-  std::vector<double> ma = absmax_a_, mb = absmax_b_, ea = eps_a_, eb = eps_b_;
-  auto a = prepare(acts_a, names_a_, wa, ma, ea);
-  auto b = prepare(acts_b, names_b_, wb, mb, eb);
+  std::vector<double> ma = absmax_a_, mb = absmax_b_, ea = eps_a_, eb = eps_b_, sa = scale_a_, sb = scale_b_;
+  auto a = prepare(acts_a, names_a_, wa, ma, ea, sa);
+  auto b = prepare(acts_b, names_b_, wb, mb, eb, sb);
   if (n == 0) return;  // an empty batch adds nothing
   width_a_ = wa, width_b_ = wb, absmax_a_ = ma, absmax_b_ = mb, eps_a_ = ea, eps_b_ = eb;
+  scale_a_ = sa, scale_b_ = sb;
   pending_a_ = concat(pending_a_, a), pending_b_ = concat(pending_b_, b);
   pending_n_ += n;
   examples_ += n;
@@ -147,19 +156,21 @@ at::Tensor MinibatchCKA::result(bool constant_as_zero) const {
   auto aa = sums.aa.accessor<double, 1>();
   auto bb = sums.bb.accessor<double, 1>();
   // A mean self-HSIC₁ is an average of squared norms of U-centred Grams: 0 for a layer constant
-  // on every batch, up to the rounding of its centring (entries of about p·(ε·max|x|)²).
-  auto varies = [&](double mean_hsic, int64_t p, double absmax, double eps) {
-    const double r = static_cast<double>(p) * (4.0 * eps * absmax) * (4.0 * eps * absmax);
+  // on every batch, up to the rounding of its centring (entries of about p·(ε·max|x|)²), in the
+  // layer's scaled units (scale 0: every value seen was 0).
+  auto varies = [&](double mean_hsic, int64_t p, double absmax, double eps, double scale) {
+    const double level = 4.0 * eps * absmax * scale;
+    const double r = static_cast<double>(p) * level * level;
     return mean_hsic > r * r;
   };
   std::vector<bool> va(la_), vb(lb_);
   for (int64_t k = 0; k < la_; ++k) {
-    va[k] = varies(aa[k] / m, width_a_[k], absmax_a_[k], eps_a_[k]);
+    va[k] = varies(aa[k] / m, width_a_[k], absmax_a_[k], eps_a_[k], scale_a_[k]);
     VT_CHECK_ARG(constant_as_zero || va[k], names_a_[k], "is constant on every batch (its mean unbiased self-HSIC is ",
                  aa[k] / m, "): CKA is undefined; drop the layer or pass constant='zero'");
   }
   for (int64_t l = 0; l < lb_; ++l) {
-    vb[l] = varies(bb[l] / m, width_b_[l], absmax_b_[l], eps_b_[l]);
+    vb[l] = varies(bb[l] / m, width_b_[l], absmax_b_[l], eps_b_[l], scale_b_[l]);
     VT_CHECK_ARG(constant_as_zero || vb[l], names_b_[l], "is constant on every batch (its mean unbiased self-HSIC is ",
                  bb[l] / m, "): CKA is undefined; drop the layer or pass constant='zero'");
   }

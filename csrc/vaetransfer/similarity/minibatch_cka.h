@@ -50,6 +50,10 @@ class MinibatchCKA {
   std::vector<int64_t> width_a_, width_b_;
   // Per layer: the largest |value| seen, and the rounding unit of its compute dtype (constancy).
   std::vector<double> absmax_a_, absmax_b_, eps_a_, eps_b_;
+  // Per layer: the power of two its activations are scaled by before their Gram (fixed by the first
+  // batch with a nonzero value; 0 until then), so float32 Grams hold any activation scale and every
+  // batch's HSIC₁ is in the same units.
+  std::vector<double> scale_a_, scale_b_;
   Sums sums_;
   std::vector<at::Tensor> held_a_, held_b_, pending_a_, pending_b_;
   int64_t held_n_ = 0, pending_n_ = 0, examples_ = 0;

@@ -27,9 +27,10 @@ __all__ = ["DCI", "IRS", "MIG", "SAP", "ModularityExplicitness", "dci", "dci_fro
 
 # Importance / MI regularisers of disentanglement_lib's DCI entropies (added to every entry).
 _DCI_EPS = 1e-11
-# SAP: codes whose variance is at most this score 0 (disentanglement_lib's threshold of the continuous
-# variant, used for both variants here).
-_SAP_MIN_VARIANCE = 1e-12
+# SAP: the largest |code value| its linear SVM is given. disentanglement_lib fits the SVM on the raw codes;
+# scikit-learn's liblinear does not return on a column reaching ~1e100 (finishes at 1e50), so codes beyond
+# this bound are refused with a named error rather than rescaled (rescaling would change the fit).
+SAP_MAX_ABS_CODE = 1e30
 # DCI "lasso": L1 strength per training example (scikit-learn's Lasso alpha scale) on standardised codes.
 DCI_LASSO_ALPHA = 0.01
 
@@ -124,6 +125,22 @@ def _fit_predict(make_model, x_train, y_train, x_test):
     return model, [model.predict(x) for x in x_test]
 
 
+def _code_varies(column: np.ndarray) -> bool:
+    """Whether a code column varies beyond the rounding of its own values (scale-free)."""
+    lo, hi = float(column.min()), float(column.max())
+    return hi - lo > 4 * np.finfo(np.float64).eps * max(abs(lo), abs(hi))
+
+
+def _unit_centred(x: np.ndarray) -> np.ndarray:
+    """Centred columns scaled to unit norm without squaring raw values (no overflow at any scale); a
+    constant column stays 0."""
+    xc = x - x.mean(axis=0)
+    peak = np.abs(xc).max(axis=0)
+    xc = xc / np.where(peak > 0, peak, 1.0)
+    norm = np.sqrt((xc * xc).sum(axis=0))
+    return xc / np.where(norm > 0, norm, 1.0)
+
+
 def sap(codes, factors, *, variant: str = "discrete", train_fraction: float = 0.8,
         factor_names: Optional[Sequence[str]] = None) -> SAP:
     """SAP score ("Variational Inference of Disentangled Latent Concepts from Unlabeled Observations", Kumar
@@ -131,14 +148,21 @@ def sap(codes, factors, *, variant: str = "discrete", train_fraction: float = 0.
 
     * ``"discrete"`` (default): ``matrix[d, k]`` is the test-split accuracy of a linear SVM (scikit-learn
       ``LinearSVC(C=0.01, class_weight="balanced")``, fixed ``random_state=0``) predicting factor k's class
-      from code d alone, trained on the train split (first ``ceil(train_fraction * N)`` rows).
+      from code d alone, trained on the train split (first ``ceil(train_fraction * N)`` rows). As in
+      disentanglement_lib every code is fitted, a constant one included: a code without information scores
+      what the SVM predicts without information, the same for a constant and a near-constant code, so an
+      uninformative representation scores 0 (no variance threshold, no cliff). Codes are given to the SVM
+      unscaled (disentanglement_lib's fit); a code reaching ``|value| > SAP_MAX_ABS_CODE`` (1e30) is refused
+      by name, since liblinear does not return on such a column.
     * ``"continuous"``: ``matrix[d, k]`` is the squared Pearson correlation of code d and factor k over all N
-      rows (``train_fraction`` unused).
+      rows (``train_fraction`` unused), computed from unit-norm centred columns (no overflow at any scale);
+      a code that does not vary beyond the rounding of its values scores 0 (the R² of a constant predictor).
+      disentanglement_lib instead zeroes codes of variance <= 1e-12, which also zeroes informative codes of
+      small scale.
 
-    A code whose variance (train split, resp. all rows) is <= 1e-12 scores 0 in both. For each factor the
-    score is the gap between the two largest entries of its column, averaged over factors. codes: ``[N, D]``
-    real, D >= 2; factors: ``[N, K]`` integer classes. A constant factor: NaN column and ``per_factor``, left
-    out of the mean (``constant_factors``)."""
+    For each factor the score is the gap between the two largest entries of its column, averaged over
+    factors. codes: ``[N, D]`` real, D >= 2; factors: ``[N, K]`` integer classes. A constant factor: NaN
+    column and ``per_factor``, left out of the mean (``constant_factors``)."""
     c, f = check_pair(codes, factors, min_dims=2)
     variant = check_str(variant, "variant", ("discrete", "continuous"))
     n_train = check_train_fraction(train_fraction, c.shape[0])
@@ -148,23 +172,22 @@ def sap(codes, factors, *, variant: str = "discrete", train_fraction: float = 0.
     matrix = np.zeros((d, k))
     matrix[:, constant] = np.nan
     if variant == "continuous":
-        cc = c - c.mean(axis=0)
-        ff = f - f.mean(axis=0)
-        var_c = (cc * cc).sum(axis=0) / (len(c) - 1)
-        var_f = (ff * ff).sum(axis=0) / (len(c) - 1)
-        cov = cc.T @ ff / (len(c) - 1)
+        uc, uf = _unit_centred(c), _unit_centred(f.astype(np.float64))
+        r = uc.T @ uf
         for i in range(d):
-            if var_c[i] <= _SAP_MIN_VARIANCE:
-                continue
-            for j in np.flatnonzero(~constant):
-                matrix[i, j] = cov[i, j] ** 2 / (var_c[i] * var_f[j])
+            if _code_varies(c[:, i]):
+                matrix[i, ~constant] = r[i, ~constant] ** 2
     else:
         from sklearn.svm import LinearSVC
+        peak = np.abs(c).max(axis=0)
+        if (peak > SAP_MAX_ABS_CODE).any():
+            i = int(np.argmax(peak > SAP_MAX_ABS_CODE))
+            raise value_error("codes", f"expected codes within ±{SAP_MAX_ABS_CODE:g} for the discrete SAP's linear "
+                                       f"SVM (fitted on the raw codes, as disentanglement_lib does; liblinear does "
+                                       f"not finish beyond that), got {peak[i]:.3g} in code {i}; standardise the "
+                                       f"codes or use variant='continuous'")
         x_train, x_test = c[:n_train], c[n_train:]
-        var_train = x_train.var(axis=0, ddof=1) if n_train > 1 else np.zeros(d)
         for i in range(d):
-            if var_train[i] <= _SAP_MIN_VARIANCE:
-                continue
             for j in np.flatnonzero(~constant):
                 _, (pred,) = _fit_predict(lambda: LinearSVC(C=0.01, class_weight="balanced", random_state=0),
                                           x_train[:, i:i + 1], f[:n_train, j], [x_test[:, i:i + 1]])

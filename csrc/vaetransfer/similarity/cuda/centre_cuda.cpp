@@ -8,7 +8,7 @@
 
 namespace vaetransfer::similarity {
 
-at::Tensor centre_columns_cuda(const at::Tensor& block, const at::Tensor& mean) {
+at::Tensor centre_columns_cuda(const at::Tensor& block, const at::Tensor& mean, float scale) {
   const c10::cuda::CUDAGuard guard(block.device());
   auto x = block.stride(1) == 1 ? block : block.contiguous();
   auto m = mean.to(block.device(), at::kFloat).contiguous();
@@ -19,9 +19,9 @@ at::Tensor centre_columns_cuda(const at::Tensor& block, const at::Tensor& mean) 
     case at::kHalf: type = cuda::StorageType::kFloat16; break;
     case at::kBFloat16: type = cuda::StorageType::kBFloat16; break;
     case at::kDouble: type = cuda::StorageType::kFloat64; break;
-    default: return x.to(at::kFloat).sub_(m);
+    default: return x.to(at::kFloat).mul_(scale).sub_(m);
   }
-  cuda::launch_centre_columns(x.data_ptr(), type, x.size(0), x.size(1), x.stride(0), m.data_ptr<float>(),
+  cuda::launch_centre_columns(x.data_ptr(), type, x.size(0), x.size(1), x.stride(0), scale, m.data_ptr<float>(),
                               out.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
