@@ -691,3 +691,45 @@ def test_layer_fit_scale_is_an_exact_power_of_two():
     rms = (f.trace / (50 * 20)) ** 0.5
     assert 0.5 <= rms < 2.0
     assert f.trace == pytest.approx(float(((x - x.mean(0)) * f.scale).pow(2).sum()), rel=1e-12)
+
+
+# ------------------------------------------------------------------------- layers matched by name
+def test_layers_are_matched_by_name_not_position():
+    """A model whose layers come in another order is re-matched by name (the old engine paired
+    layers by position, silently comparing the wrong ones); a different set of names is a named error."""
+    acts = _scale_layers()
+    other = OrderedDict((k, v + 0.3 * torch.randn_like(v)) for k, v in acts.items())
+    shuffled = OrderedDict((k, other[k]) for k in ("c", "a", "b"))
+    want = sim.similarity_matrices([acts], [other], progress=False)
+    got = sim.similarity_matrices([acts], [shuffled], progress=False)
+    assert torch.allclose(got, want, atol=1e-12)
+    assert got[0, 0].diagonal().min() > 0.5  # each layer against its noisy self, not another layer
+    # within a side: model 1 in another order is re-matched to model 0's
+    both = sim.similarity_matrices([acts, OrderedDict(reversed(list(acts.items())))], [other], progress=False)
+    assert torch.allclose(both[1], both[0], atol=1e-12)
+    avg = sim.cka_avg([acts, OrderedDict(reversed(list(acts.items())))], [other, shuffled])
+    assert avg.rows == list(acts) and avg.cols == list(acts)
+    assert torch.allclose(avg.values, want[0, 0], atol=1e-12)
+    m = sim.similarity_matrix(acts, shuffled)
+    assert m.cols == list(acts) and torch.allclose(m.values, want[0, 0], atol=1e-12)
+    assert m["a", "a"] == pytest.approx(want[0, 0, 0, 0].item(), abs=1e-12)
+    # other names on one side's second model: named, with what is missing and what is unexpected
+    renamed = OrderedDict((("a", acts["a"]), ("b2", acts["b"]), ("c", acts["c"])))
+    for call in (lambda: sim.similarity_matrices([acts, renamed], [other], progress=False),
+                 lambda: sim.cka_avg([acts], [other, renamed])):
+        with pytest.raises(vaetransfer.ArgumentError, match=r"missing \['b'\], unexpected \['b2'\]") as info:
+            call()
+        assert info.value.argument in ("models_a[1]", "models_b[1]")
+    # different architectures on the two sides stay as given (no diagonal to match)
+    cross = sim.similarity_matrix(acts, renamed)
+    assert cross.cols == ["a", "b2", "c"]
+
+
+def test_reordered_activations_keep_their_parts():
+    from vaetransfer.activations import Activations
+
+    acts = _scale_layers()
+    a = Activations(acts.items(), parts={"a": "encoder", "b": "latent", "c": "decoder"})
+    b = Activations(((k, acts[k].clone()) for k in ("c", "b", "a")), parts={"a": "encoder", "b": "latent", "c": "decoder"})
+    m = sim.similarity_matrix(a, b)
+    assert m.cols == ["a", "b", "c"] and m.col_parts == ["encoder", "latent", "decoder"]

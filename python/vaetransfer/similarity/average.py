@@ -5,11 +5,11 @@ from typing import Mapping, Sequence
 
 import torch
 
-from .._C import ArgumentError
+from .._C import ArgumentError, ArgumentTypeError
 from .._checks import argument_error as _error
-from .engine import engine_args, fit_layers, layer_names_of
+from .engine import engine_args, fit_layers
 from .heatmap import similarity_matrices
-from .layout import layer_parts
+from .layout import layer_parts, match_layers
 from .matrix import SimilarityMatrix
 from .measures import Measure, ProcrustesForm
 from .uncertainty import resampling_options, uncertainty_fields
@@ -49,11 +49,15 @@ def cka_avg(models_a: Sequence[Mapping[str, torch.Tensor]], models_b: Sequence[M
     The layers' declared parts (``.parts`` of the activations, the same for every model of a side)
     become the matrix's ``row_parts`` / ``col_parts``."""
     opts = resampling_options(ci, resamples, resampling, null, permutations, seed, fast)
+    for arg, models in (("models_a", models_a), ("models_b", models_b)):
+        if isinstance(models, Mapping) or not isinstance(models, Sequence) or len(models) == 0:
+            raise _error(ArgumentTypeError, arg, "expected a non-empty sequence of activation mappings")
+    models_a, models_b = match_layers(models_a, models_b)
     per_pair, pair_bound = similarity_matrices(models_a, models_b, measure, form=form, constant=constant,
                                                memory_bytes=memory_bytes, progress=progress,
                                                procrustes_rank=procrustes_rank, power_iterations=power_iterations,
                                                return_bound=True, **measure_params)
-    rows, cols = layer_names_of(models_a, "models_a"), layer_names_of(models_b, "models_b")
+    rows, cols = list(models_a[0].keys()), list(models_b[0].keys())
     row_parts, col_parts = _shared_parts(models_a), _shared_parts(models_b)
     n = next(iter(models_a[0].values())).shape[0]
 

@@ -2,7 +2,7 @@
 over every model pair (:func:`run_engine`), and one pair under any measure (:func:`similarity`)."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import torch
 from tqdm.auto import tqdm
@@ -107,15 +107,6 @@ def engine_args(measure, form, constant, memory_bytes, cka_form, progress, procr
     return dict(measure=measure, form=form, constant=constant, memory_bytes=memory_bytes, cka_form=cka_form,
                 progress=progress, procrustes_rank=procrustes_rank, power_iterations=power_iterations,
                 measure_params=dict(measure_params or {}))
-
-
-def layer_names_of(models: Sequence[Mapping[str, torch.Tensor]], argument: str) -> list[str]:
-    """The layer names all ``models`` share (ArgumentError naming ``argument`` when one differs)."""
-    names = list(models[0].keys())
-    for i, m in enumerate(models):
-        if list(m.keys()) != names:
-            raise _error(ArgumentError, argument, f"model {i} has layers {list(m.keys())}, expected {names}")
-    return names
 
 
 def similarity(X: torch.Tensor, Y: torch.Tensor, measure: Measure = "cka", *, form: ProcrustesForm = "nu",

@@ -9,7 +9,7 @@ import torch
 from .._C import ArgumentTypeError
 from .._checks import argument_error as _error
 from .engine import engine_args, fit_layers, run_engine
-from .layout import layer_parts
+from .layout import layer_parts, match_layers
 from .matrix import SimilarityMatrix
 from .measures import Measure, ProcrustesForm
 from .uncertainty import resampling_options, uncertainty_fields
@@ -26,6 +26,11 @@ def similarity_matrices(models_a: Sequence[Mapping[str, torch.Tensor]], models_b
                         **measure_params):
     """Every model of A against every model of B in one pass: ``(M_a, M_b, L_a, L_b)`` float64.
 
+    Layers are matched by name (:func:`~vaetransfer.similarity.layout.match_layers`): the ``L_a`` axis
+    follows ``models_a[0]``'s layer order, every other A model re-matched to it (a different set of
+    names is an ArgumentError); ``L_b`` likewise ``models_b[0]``'s, or A's order when B has A's layers,
+    so that entry ``[..., k, k]`` pairs layers of the same name.
+
     Each distinct layer is fitted once and its Gram rows / Procrustes factor serve all its pairs.
     ``progress``: tqdm bar over the Procrustes work (default: on for "procrustes" and "min").
     ``procrustes_rank``: approximate Procrustes from truncated spectra (:mod:`vaetransfer.similarity`);
@@ -40,6 +45,7 @@ def similarity_matrices(models_a: Sequence[Mapping[str, torch.Tensor]], models_b
     for arg, models in (("models_a", models_a), ("models_b", models_b)):
         if isinstance(models, Mapping) or not isinstance(models, Sequence) or len(models) == 0:
             raise _error(ArgumentTypeError, arg, "expected a non-empty sequence of activation mappings")
+    models_a, models_b = match_layers(models_a, models_b)
     cache: dict = {}
     fa = [fit_layers(m, argument=f"models_a[{i}]", cache=cache) for i, m in enumerate(models_a)]
     fb = [fit_layers(m, argument=f"models_b[{j}]", cache=cache) for j, m in enumerate(models_b)]
@@ -64,7 +70,8 @@ def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, t
 
     ``acts_a``/``acts_b``: ``OrderedDict[name, (n, ...) tensor]`` (e.g. from
     :func:`vaetransfer.activations.activations`), same ``n`` examples; the parts their layers
-    declare (``.parts``) become the matrix's ``row_parts`` / ``col_parts`` (:mod:`.layout`).
+    declare (``.parts``) become the matrix's ``row_parts`` / ``col_parts`` (:mod:`.layout`). When
+    B has exactly A's layers in another order, its columns take A's order (matched by name).
     ``measure``: ``"cka"`` (Eq. 2), ``"cka_debiased"``, ``"procrustes"`` (Eq. 5, reported in
     ``form``) or ``"min"``. ``memory_bytes`` bounds the streamed CKA Gram blocks.
     ``progress``: tqdm bar over the Procrustes work (default: on for "procrustes" and "min").
@@ -105,6 +112,7 @@ def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, t
     for arg, acts in (("acts_a", acts_a), ("acts_b", acts_b)):
         if not isinstance(acts, Mapping):
             raise _error(ArgumentTypeError, arg, f"expected a mapping of layer name to activations, got {type(acts).__name__}")
+    (acts_a,), (acts_b,) = match_layers([acts_a], [acts_b], "acts_a", "acts_b")
     cache: dict = {}
     fa = fit_layers(acts_a, argument="acts_a", cache=cache)
     fb = fit_layers(acts_b, argument="acts_b", cache=cache)

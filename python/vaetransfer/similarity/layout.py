@@ -23,12 +23,13 @@ miss the trunks of ``conv4`` (``block*``) and ``mlp-classifier`` (``fc*``).
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Mapping, Sequence
 
 from .._C import ArgumentError, ArgumentTypeError
 from .._checks import argument_error as _error
 
-__all__ = ["PARTS", "SAMPLED", "decoder_layers", "decoder_start", "encoder_layers", "layer_parts"]
+__all__ = ["PARTS", "SAMPLED", "decoder_layers", "decoder_start", "encoder_layers", "layer_parts", "match_layers"]
 
 #: The parts a core model puts its layers in, in the network's order.
 PARTS: tuple[str, ...] = ("input", "encoder", "latent", "decoder", "head")
@@ -107,3 +108,45 @@ def decoder_layers(names: Sequence[str], parts: Sequence[str] | Mapping[str, str
     """The decoder's layers among a model's layer names: from :func:`decoder_start` to the end."""
     start = decoder_start(names, parts)
     return [] if start is None else _layer_list(names)[start:]
+
+
+class _Reordered(OrderedDict):
+    """A model's activations in another layer order, keeping its declared ``parts``."""
+
+    def __init__(self, acts: Mapping, order: Sequence[str]):
+        super().__init__((k, acts[k]) for k in order)
+        parts = getattr(acts, "parts", None)
+        self.parts = dict(parts) if isinstance(parts, Mapping) else None
+
+
+def _in_order(models: Sequence[Mapping], argument: str, order: list) -> list:
+    out = []
+    for i, m in enumerate(models):
+        if not isinstance(m, Mapping):
+            raise _error(ArgumentTypeError, f"{argument}[{i}]",
+                         f"expected a mapping of layer name to activations, got {type(m).__name__}")
+        keys = list(m.keys())
+        if set(keys) != set(order):
+            missing = [k for k in order if k not in m]
+            extra = [k for k in keys if k not in set(order)]
+            raise _error(ArgumentError, f"{argument}[{i}]",
+                         f"expected the layers {order} (matched by name), missing {missing}, unexpected {extra}")
+        out.append(m if keys == order else _Reordered(m, order))
+    return out
+
+
+def match_layers(models_a: Sequence[Mapping], models_b: Sequence[Mapping], argument_a: str = "models_a",
+                 argument_b: str = "models_b") -> tuple[list, list]:
+    """The models of both sides with their layers matched by name, never by position.
+
+    Every model of a side must have the same layer names as the side's first model (a different set
+    is an ArgumentError naming the model, the missing and the unexpected layers); a different order
+    is re-matched to the first model's. B's layers take A's order when B has exactly A's layers, so
+    entry (k, k) of a matrix is always a layer against the layer of the same name."""
+    if not models_a or not models_b:
+        raise _error(ArgumentError, argument_a if not models_a else argument_b, "expected at least one model")
+    order_a = list(models_a[0].keys()) if isinstance(models_a[0], Mapping) else []
+    a = _in_order(models_a, argument_a, order_a)
+    first_b = list(models_b[0].keys()) if isinstance(models_b[0], Mapping) else []
+    b = _in_order(models_b, argument_b, order_a if set(first_b) == set(order_a) else first_b)
+    return a, b
