@@ -5,6 +5,7 @@ tensors), each raising a named error."""
 from __future__ import annotations
 
 import math
+import os
 import numbers
 import operator
 from collections.abc import Mapping, Sequence
@@ -181,3 +182,57 @@ def check_tensor(value, argument: str, *, optional: bool = False) -> torch.Tenso
     if not isinstance(value, torch.Tensor):
         raise type_error(argument, f"expected a tensor, got {type(value).__name__}")
     return value
+
+
+# ---------------------------------------------------------------- sizes against memory
+
+#: The largest count a size argument may take (steps, batches, resamples…): far beyond any run, and
+#: within int64 and float64's exact integers, so no step arithmetic or progress fraction overflows.
+MAX_COUNT = 2**53
+
+
+def memory_limit_bytes() -> int:
+    """The memory this process may use: the smallest of physical memory, the address-space and data
+    limits (``ulimit -v``/``-d``) and the cgroup's limit (containers). Read at each call, so a limit
+    set later (a test, a job scheduler) counts."""
+    limits = []
+    try:
+        limits.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        import resource
+
+        for which in (resource.RLIMIT_AS, resource.RLIMIT_DATA):
+            soft, _ = resource.getrlimit(which)
+            if soft != resource.RLIM_INFINITY and soft > 0:
+                limits.append(int(soft))
+    except (ImportError, ValueError, OSError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read(64).strip()
+            if text.isdigit() and int(text) < 2**60:
+                limits.append(int(text))
+        except OSError:
+            pass
+    return min(limits) if limits else 2**63 - 1
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} EiB"
+
+
+def check_fits(nbytes: int | float, argument: str, what: str, budget: int | None = None,
+               budget_name: str = "this process's memory limit") -> None:
+    """ArgumentError naming ``argument`` when ``nbytes`` (the size ``what`` needs, a lower bound) is over
+    ``budget`` (default: :func:`memory_limit_bytes`) — said before anything is allocated."""
+    limit = memory_limit_bytes() if budget is None else int(budget)
+    if nbytes > limit:
+        raise value_error(argument, f"{what} needs at least {human_bytes(nbytes)}, more than {budget_name} "
+                                    f"({human_bytes(limit)})")

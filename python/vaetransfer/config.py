@@ -83,6 +83,9 @@ def coerce(value, tp, key: str):
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise type_error(key, f"expected an integer, got {value!r}")
+        if not -2**63 <= value < 2**63:  # every config integer reaches the core as an int64
+            raise value_error(key, f"expected an integer within int64 (|value| < 2^63), got one of "
+                                   f"{value.bit_length()} bits")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -196,6 +199,9 @@ def _parse_set(item: str) -> tuple[list[str], Any, str]:
         value = json.loads(raw)
     except json.JSONDecodeError:
         value = raw  # a plain string
+    except ValueError:  # an integer of more digits than Python converts (4,300)
+        raise value_error(key, f"expected an integer within int64 (|value| < 2^63), got one of {len(raw.strip())} "
+                               "digits") from None
     return key.split("."), value, raw
 
 

@@ -28,7 +28,7 @@ from typing import Sequence
 import torch
 
 from . import _C
-from ._checks import (check_device, check_flag, check_int, check_number, check_seed, check_str, check_tensor, is_int,
+from ._checks import (check_device, human_bytes, memory_limit_bytes, check_flag, check_int, check_number, check_seed, check_str, check_tensor, is_int,
                       type_error, value_error)
 from .export import to_torch
 
@@ -125,7 +125,14 @@ def _build(config: ModelConfig, seed: int, device: str):
         raise value_error("seed", f"expected an int >= 0 (below 2^63), got {seed!r}")
     if config.architecture in PYTHON_FAMILIES:
         return PYTHON_FAMILIES[config.architecture][0](config, int(seed), _device_name(device))
-    return _C.nn.make_model(config.architecture, config.params(), int(seed), _device_name(device))
+    try:
+        return _C.nn.make_model(config.architecture, config.params(), int(seed), _device_name(device))
+    except (MemoryError, RuntimeError) as exc:  # the allocator refused a parameter (sizes in the config)
+        if not isinstance(exc, MemoryError) and "can't allocate memory" not in str(exc):
+            raise
+        raise value_error("model", f"the {config.architecture!r} model of {config.params()} needs more memory than "
+                                   f"this process may use ({human_bytes(memory_limit_bytes())}): "
+                                   f"{str(exc).split(': ', 1)[-1][:200]}") from None
 
 
 def _device_name(device) -> str:

@@ -32,7 +32,7 @@ import torch
 
 from . import _C
 from . import data as vdata
-from ._checks import ArgumentError, type_error, value_error
+from ._checks import MAX_COUNT, ArgumentError, check_fits, check_int, check_seed, type_error, value_error
 from .data import Dataset, as_dataset
 from .config import config_from_dict, config_to_dict
 from .interrupts import stop_on_signals
@@ -137,7 +137,31 @@ class TrainConfig:
         if "report_tc" in d:  # earlier releases: a run option, now an objective parameter
             if d.pop("report_tc"):
                 d["objective"] = {**d.get("objective", {}), "report_tc": True}
-        return config_from_dict(cls, d)
+        return config_from_dict(cls, d).check_sizes()
+
+    def check_sizes(self) -> "TrainConfig":
+        """Every count within range (a named error when the config is made or loaded, before any worker
+        starts): steps and periods up to 2^53, batches up to 2^31 − 1 examples. Returns self."""
+        check_int(self.steps, "steps", 1, MAX_COUNT, what="a number of steps")
+        for f in ("batch_size", "eval_batch_size"):
+            check_int(getattr(self, f), f, 1, 2**31 - 1, what="a number of examples")
+        for f in ("snapshot_every", "keep_snapshots", "metrics_every", "eval_every"):
+            check_int(getattr(self, f), f, 0, MAX_COUNT)
+        check_seed(self.seed)
+        for i, p in enumerate(self.phases):
+            if isinstance(p, PhaseConfig):
+                check_int(p.steps, f"phases[{i}].steps", 0, MAX_COUNT, what="a number of steps")
+        return self
+
+    def check_batch_memory(self, example_shape: Sequence[int]) -> None:
+        """A training batch (and an evaluation batch) of ``example_shape`` inputs, float32, must fit in
+        memory: a lower bound on what a step holds, checked before anything is built."""
+        per_example = 4 * math.prod(int(s) for s in example_shape)
+        check_fits(self.batch_size * (per_example + 8), "batch_size",
+                   f"a batch of {self.batch_size} examples of shape {list(example_shape)}")
+        if self.eval_every:
+            check_fits(self.eval_batch_size * per_example, "eval_batch_size",
+                       f"an evaluation batch of {self.eval_batch_size} examples of shape {list(example_shape)}")
 
     def save(self, path: str | os.PathLike) -> None:
         write_json(path, self.to_dict())
@@ -148,6 +172,7 @@ class TrainConfig:
 
     def to_spec(self, out_dir: str, data_scale: float, eval_data_scale: float | None = None) -> "_C.train.TrainSpec":
         s = _C.train.TrainSpec()
+        self.check_sizes()
         for f in ("steps", "batch_size", "seed", "snapshot_every", "keep_snapshots", "metrics_every", "eval_every",
                   "eval_batch_size"):
             v = getattr(self, f)
@@ -173,6 +198,21 @@ class TrainConfig:
         s.out_dir = str(out_dir)
         s.config_hash = config_hash(self)
         return s
+
+
+def preflight(config: TrainConfig, models: dict | None = None) -> TrainConfig:
+    """Checks a run's config before any worker starts or anything big is allocated: its counts in range
+    and a batch of its model's inputs within memory (the model built once to learn its input shape;
+    ``models`` caches shapes by model config). Returns the config."""
+    if not isinstance(config, TrainConfig):
+        raise type_error("config", f"expected a TrainConfig, got {type(config).__name__}")
+    config.check_sizes()
+    key = json.dumps(config.model.to_dict(), sort_keys=True)
+    models = {} if models is None else models
+    if key not in models:
+        models[key] = tuple(build_model(config.model, seed=0).input_shape)
+    config.check_batch_memory(models[key])
+    return config
 
 
 # ---------------------------------------------------------------- runs
@@ -408,8 +448,10 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
         if isinstance(config.threads, bool) or not isinstance(config.threads, int) or config.threads < 1:
             raise value_error("threads", f"expected torch threads >= 1 (or None), got {config.threads!r}")
         torch.set_num_threads(config.threads)
+    config.check_sizes()
     # Build everything (validates the config) before writing anything.
     model = build_model(config.model, seed=config.seed, device=config.device)
+    config.check_batch_memory(model.input_shape)
     train_set = _dataset(data, model.input_shape, "data")
     eval_set = _dataset(eval_data, model.input_shape, "eval_data") if eval_data is not None else None
     task = make_objective(config.objective, dataset_size=max(len(train_set), config.batch_size))

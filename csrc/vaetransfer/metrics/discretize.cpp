@@ -15,20 +15,38 @@ namespace {
 
 // The left edges of np.histogram(column, bins): np.linspace(lo, hi, bins + 1)[:-1], i.e. i * step + lo, or
 // (i / bins) * delta + lo when the step underflows to zero. `volatile` keeps each product a separately
-// rounded double (never fused into an FMA), as in NumPy.
-void left_edges(double lo, double hi, int64_t bins, std::vector<double>& edges) {
-  if (lo == hi) {  // np.histogram widens an empty range by 0.5 on each side
-    lo -= 0.5;
-    hi += 0.5;
+// rounded double (never fused into an FMA), as in NumPy. Computed per index, never stored: any number of
+// bins takes no memory.
+class LeftEdges {
+ public:
+  LeftEdges(double lo, double hi, int64_t bins) : bins_(bins) {
+    if (lo == hi) {  // np.histogram widens an empty range by 0.5 on each side
+      lo -= 0.5;
+      hi += 0.5;
+    }
+    lo_ = lo;
+    delta_ = hi - lo;
+    step_ = delta_ / static_cast<double>(bins);
   }
-  const double delta = hi - lo;
-  const double step = delta / static_cast<double>(bins);
-  for (int64_t i = 0; i < bins; ++i) {
-    volatile double scaled = step == 0 ? (static_cast<double>(i) / static_cast<double>(bins)) * delta
-                                       : static_cast<double>(i) * step;
-    edges[i] = scaled + lo;
+  double operator()(int64_t i) const {
+    volatile double scaled = step_ == 0 ? (static_cast<double>(i) / static_cast<double>(bins_)) * delta_
+                                        : static_cast<double>(i) * step_;
+    return scaled + lo_;
   }
-}
+  // The number of edges <= v (the edges are non-decreasing), by bisection.
+  int64_t count_at_most(double v) const {
+    int64_t lo = 0, hi = bins_;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if ((*this)(mid) <= v) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+
+ private:
+  int64_t bins_;
+  double lo_ = 0.0, delta_ = 0.0, step_ = 0.0;
+};
 
 }  // namespace
 
@@ -47,7 +65,6 @@ at::Tensor histogram_discretize(const at::Tensor& codes, int64_t bins) {
   // Codes in parallel only when each task has enough values to pay for waking the threads.
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(n, 1));
   at::parallel_for(0, d, grain, [&](int64_t begin, int64_t end) {
-    std::vector<double> edges(bins);
     for (int64_t c = begin; c < end; ++c) {
       const double* v = in + c * n;
       int64_t* label = labels + c * n;
@@ -62,22 +79,20 @@ at::Tensor histogram_discretize(const at::Tensor& codes, int64_t bins) {
         finite = false;
         continue;
       }
-      left_edges(lo, hi, bins, edges);
+      const LeftEdges edge(lo, hi, bins);
       // np.digitize(v, edges) (right=False) = number of left edges <= v, in 1..bins; minus one. The
       // arithmetic guess is corrected against the exact edges, so the result is the edges' comparison.
-      const double first = edges[0];
-      const double inv_width = static_cast<double>(bins - 1) / (edges[bins - 1] - first);  // ~ 1 / step
-      if (!(inv_width > 0) || !std::isfinite(inv_width)) {  // degenerate spacing: binary search
-        for (int64_t r = 0; r < n; ++r) {
-          label[r] = (std::upper_bound(edges.begin(), edges.end(), v[r]) - edges.begin()) - 1;
-        }
+      const double first = edge(0);
+      const double inv_width = static_cast<double>(bins - 1) / (edge(bins - 1) - first);  // ~ 1 / step
+      if (!(inv_width > 0) || !std::isfinite(inv_width)) {  // degenerate spacing: bisection
+        for (int64_t r = 0; r < n; ++r) label[r] = edge.count_at_most(v[r]) - 1;
         continue;
       }
       for (int64_t r = 0; r < n; ++r) {
         int64_t g = static_cast<int64_t>((v[r] - first) * inv_width);
         g = std::clamp<int64_t>(g, 0, bins - 1);
-        while (g + 1 < bins && edges[g + 1] <= v[r]) ++g;
-        while (g > 0 && edges[g] > v[r]) --g;
+        while (g + 1 < bins && edge(g + 1) <= v[r]) ++g;
+        while (g > 0 && edge(g) > v[r]) --g;
         label[r] = g;
       }
     }

@@ -111,7 +111,7 @@ def check_factor_names(factor_names, k: int) -> Optional[tuple[str, ...]]:
 
 
 def check_bins(bins) -> int:
-    return check_int(bins, "bins", 2, what="a number of bins")
+    return check_int(bins, "bins", 2, 2**62, what="a number of bins")  # edges computed, never stored
 
 
 def check_train_fraction(train_fraction, n: int) -> int:

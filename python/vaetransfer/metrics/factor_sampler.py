@@ -3,6 +3,7 @@ procedural domain's factor grid rendered by index, your own renderer of factors,
 labelled examples — drawn from uniformly and exactly (no rejection sampling)."""
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -112,8 +113,11 @@ class FactorSampler:
                 raise value_error("factor_names", f"expected {len(self.factor_sizes)} names (str), got {names!r}")
             self.factor_names = tuple(names)
         self.render = render
-        self.count = len(self._pool["factors"]) if self._pool is not None else int(
-            np.prod(self.factor_sizes, dtype=np.int64))
+        if self._pool is None and math.prod(self.factor_sizes) >= 2**63:  # rows are drawn as int64 indices
+            raise value_error("factor_sizes" if factor_sizes is not None else "source",
+                              f"the grid {list(self.factor_sizes)} has {math.prod(self.factor_sizes):.3e} combinations, "
+                              "more than int64 indices reach (2^63)")
+        self.count = len(self._pool["factors"]) if self._pool is not None else math.prod(self.factor_sizes)
 
     def _init_domain(self, d) -> None:
         if d.files:
@@ -122,7 +126,7 @@ class FactorSampler:
         count = d.size()
         probe = d.build([0], images=False, seed=self._seed)
         sizes = tuple(probe.factor_sizes)
-        if probe.factors is None or not sizes or int(np.prod(sizes, dtype=np.int64)) != count:
+        if probe.factors is None or not sizes or math.prod(sizes) != count:
             raise value_error("source", f"the {d.name!r} domain has no factor grid: its {count:,} rows are not the "
                                         f"combinations of its factor classes {list(sizes)}")
         # The layout check: rows spread over the whole set must hold their own mixed-radix classes.
@@ -135,7 +139,7 @@ class FactorSampler:
 
     def _init_dataset(self, ds) -> None:
         sizes = tuple(ds.factor_sizes)
-        if ds.factors is None or not sizes or int(np.prod(sizes, dtype=np.int64)) != len(ds):
+        if ds.factors is None or not sizes or math.prod(sizes) != len(ds):
             raise value_error("source", f"the data set {ds.name!r} does not hold a full factor grid "
                                         f"({len(ds):,} rows, factor classes {list(sizes)})")
         got = np.ravel_multi_index(tuple(ds.factors.numpy().T), sizes)

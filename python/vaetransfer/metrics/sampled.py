@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from .. import _C
-from .._checks import check_flag, check_int, check_number, check_seed, check_str, sequence, type_error, value_error
+from .._checks import MAX_COUNT, check_fits, check_flag, check_int, check_number, check_seed, check_str, sequence, type_error, value_error
 from ..nn import Model
 from . import supervised, unsupervised
 from ._common import Result, frozen
@@ -194,10 +194,16 @@ class FactorVAEScore(Result):
     factor_names: tuple[str, ...] = ()
 
 
-def _check_sizes(batch_size, num_train, num_eval, minimum_batch: int) -> tuple[int, int, int]:
-    return (check_int(batch_size, "batch_size", minimum_batch, what="a batch size"),
-            check_int(num_train, "num_train", 1, what="a number of training points"),
-            check_int(num_eval, "num_eval", 1, what="a number of evaluation points"))
+def _check_sizes(batch_size, num_train, num_eval, minimum_batch: int, sampler: FactorSampler) -> tuple[int, int, int]:
+    """The sizes, in range, and each set's factor combinations (``num · batch_size`` rows of K int64,
+    held about three times while the pairs are built) within memory — before anything is drawn."""
+    sizes = (check_int(batch_size, "batch_size", minimum_batch, MAX_COUNT, what="a batch size"),
+             check_int(num_train, "num_train", 1, MAX_COUNT, what="a number of training points"),
+             check_int(num_eval, "num_eval", 1, MAX_COUNT, what="a number of evaluation points"))
+    for argument, num in (("num_train", sizes[1]), ("num_eval", sizes[2])):
+        check_fits(3 * 8 * num * sizes[0] * sampler.num_factors, argument,
+                   f"{num} points of {sizes[0]} examples ({sampler.num_factors} factors each)")
+    return sizes
 
 
 # ---------------------------------------------------------------- BetaVAE
@@ -228,7 +234,7 @@ def beta_vae_score(encode, sampler: FactorSampler, *, batch_size: int = 64, num_
     ``sampler``: a :class:`FactorSampler` with at least two varying factors.
     """
     sampler = as_sampler(sampler)
-    batch_size, num_train, num_eval = _check_sizes(batch_size, num_train, num_eval, 1)
+    batch_size, num_train, num_eval = _check_sizes(batch_size, num_train, num_eval, 1, sampler)
     seed = check_seed(seed)
     encoder = _Encoder(encode, check_str(representation, "representation", _REPRESENTATIONS), seed)
     options = _classifier_options(classifier_options)
@@ -316,9 +322,11 @@ def factor_vae_score(encode, sampler: FactorSampler, *, batch_size: int = 64, nu
     combinations, each batch's factor k set to its first row's class.
     """
     sampler = as_sampler(sampler)
-    batch_size, num_train, num_eval = _check_sizes(batch_size, num_train, num_eval, 2)
-    num_variance_estimate = check_int(num_variance_estimate, "num_variance_estimate", 2,
+    batch_size, num_train, num_eval = _check_sizes(batch_size, num_train, num_eval, 2, sampler)
+    num_variance_estimate = check_int(num_variance_estimate, "num_variance_estimate", 2, MAX_COUNT,
                                       what="a number of examples")
+    check_fits(8 * num_variance_estimate * sampler.num_factors, "num_variance_estimate",
+               f"{num_variance_estimate} examples' factors")
     threshold = check_number(prune_dims_threshold, "prune_dims_threshold", minimum=0.0)
     seed = check_seed(seed)
     encoder = _Encoder(encode, check_str(representation, "representation", _REPRESENTATIONS), seed)

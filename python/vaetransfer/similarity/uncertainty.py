@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 from .. import _C, intervals
 from .._C import ArgumentError
 from .._checks import argument_error as _error
-from .._checks import check_flag, check_int, check_number, check_seed
+from .._checks import MAX_COUNT, check_fits, check_flag, check_int, check_number, check_seed
 from .engine import LayerFit, run_engine
 from .measures import cka_form_code, constant_flag, measure_entry
 
@@ -43,10 +43,10 @@ def resampling_options(ci, resamples, resampling, null, permutations, seed, fast
         ci = check_number(ci, "ci", minimum=0.0, maximum=1.0, exclusive=True)
     if not isinstance(resampling, str) or resampling not in RESAMPLINGS:
         raise _error(ArgumentError, "resampling", f"expected one of {list(RESAMPLINGS)}, got {resampling!r}")
-    resamples = check_int(resamples, "resamples", 2, what="a number of resamples")
+    resamples = check_int(resamples, "resamples", 2, MAX_COUNT, what="a number of resamples")
     if null is not None and (not isinstance(null, str) or null not in NULLS):
         raise _error(ArgumentError, "null", f"expected None or one of {list(NULLS)}, got {null!r}")
-    permutations = check_int(permutations, "permutations", 2, what="a number of permutations")
+    permutations = check_int(permutations, "permutations", 2, MAX_COUNT, what="a number of permutations")
     return Resampling(ci, resampling, resamples, null, permutations, check_seed(seed), check_flag(fast, "fast"))
 
 
@@ -122,6 +122,13 @@ def uncertainty_fields(fa, fb, observed: torch.Tensor, reduce, opts: Resampling,
     the seed-pair average)."""
     n = fa[0][0].n
     out: dict = {}
+    # Each replicate holds its draw (n int64) and every pair's value (float64): bounded before drawing.
+    per_replicate = 8 * (n + len(fa) * len(fb) * len(fa[0]) * len(fb[0]))
+    if opts.ci is not None:
+        count = opts.resamples if opts.resampling == "bootstrap" else min(opts.resamples, n)
+        check_fits(count * per_replicate, "resamples", f"{count} {opts.resampling} replicates of n = {n} examples")
+    if opts.null is not None:
+        check_fits(opts.permutations * per_replicate, "permutations", f"{opts.permutations} permutations of n = {n} examples")
     if opts.ci is not None:
         def jackknife(groups: int, seed: int, argument: str) -> torch.Tensor:
             weights = intervals.jackknife_weights(n, groups, seed)

@@ -33,6 +33,7 @@ from .._checks import check_device, type_error, value_error
 from ..config import config_from_dict, config_to_dict, diff_keys
 from ..interrupts import stop_on_signals
 from ..io import DirectoryLock, output_dir, read_json, set_aside, write_json, write_text
+from ..train import preflight
 from .kit.decision import OUTCOMES
 from .kit.declarations import (INDEX_FILE, MEASURED_FILE, NAME_PATTERN, RESULTS_FILE, RESULTS_SCHEMA, STUDY_FILE,
                                SWEEPS_DIR, Job, RunResult, Stage, Study, as_json)
@@ -306,6 +307,10 @@ def run(study: Study, config, out_dir: str | os.PathLike, *, execution: Executio
     execution = Execution() if execution is None else execution
     if not isinstance(execution, Execution):
         raise type_error("execution", f"expected an Execution, got {type(execution).__name__}")
+    if study.training is not None:  # sizes and batches within memory: named before anything runs
+        shapes: dict = {}
+        for train_config in study.training(config):
+            preflight(train_config, shapes)
     out = output_dir(out_dir)
     ctx = Context(study, config, out, execution, progress)
     with DirectoryLock(out, what="running a study"), stop_on_signals():

@@ -32,7 +32,7 @@ import math
 import os
 import socket
 import time
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -40,11 +40,10 @@ from .._C import ArgumentError
 from .._checks import type_error, value_error
 from ..data import DataSpec
 from ..io import DirectoryLock, read_json, set_aside, write_json
-from ..nn import build_model
 from ..objectives import make_objective
 from ..regularizers import make_regularizer
 from ..schedules import make_schedule
-from ..train import TrainConfig, TrainingDivergedError, train
+from ..train import TrainConfig, TrainingDivergedError, preflight, train
 
 __all__ = ["JOBS", "get_job", "DataSpec", "execute", "RESULT_FILE", "PROGRESS_FILE", "read_progress", "read_result"]
 
@@ -89,7 +88,7 @@ class TrainJob:
     _EXTRA = ("data", "evaluate", "label")
 
     def __init__(self):
-        self._models: dict[str, None] = {}  # model configs already built once (validated)
+        self._models: dict[str, tuple] = {}  # model configs already built once (validated) → input shape
 
     def resolve(self, base: dict, params: Mapping[str, Any]) -> dict:
         names = {f.name for f in fields(TrainConfig)} | set(self._EXTRA)
@@ -112,10 +111,7 @@ class TrainJob:
             make_regularizer(r)
         for s in config.schedules.values():
             make_schedule(s)
-        model_key = json.dumps(config.model.to_dict(), sort_keys=True)
-        if model_key not in self._models:
-            build_model(config.model, seed=0)
-            self._models[model_key] = None
+        preflight(config, self._models)  # sizes and a batch within memory, before any worker starts
         if data.test_fraction and not config.eval_every:
             raise value_error("eval_every", "a held-out split (data.test_fraction) is evaluated every eval_every "
                                             "steps; set eval_every > 0")

@@ -84,7 +84,7 @@ from .figures import draw_figures
 from .findings import FINDINGS, PAPER
 from .report import render_report
 from .stages import (STAGES, RunSetup, domain_rows, finetune, layer_cka, load_init, part_size,
-                     train_from_scratch)
+                     train_from_scratch, trainings)
 
 # The package is the study: config (the config, presets, layers, tasks), stages (what each run
 # trains and measures), analysis (over the runs, and the trained checks), findings, diagnostics
@@ -96,4 +96,4 @@ __all__ = ["BLOCK_ORDERS", "Config", "EARLY", "FINDINGS", "INIT_FILE", "INPUT_SH
 
 STUDY = Study(name="finetune_similarity", title="Similarity of pre-trained and fine-tuned representations",
               config=Config, presets=PRESETS, stages=STAGES, analyse=analyse, findings=FINDINGS, figures=draw_figures,
-              report=render_report, description=__doc__.split("\n\n", 1)[1])
+              report=render_report, description=__doc__.split("\n\n", 1)[1], training=trainings)

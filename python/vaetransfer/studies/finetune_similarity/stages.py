@@ -301,6 +301,12 @@ def _finetune(c: Config, row: dict, job) -> dict:
     return finetune(finetune_setup(c, task_of(c, row["task"]), row["seed"]), job.run_dir, pretrained, job.device)
 
 
+def trainings(c: Config) -> list[TrainConfig]:
+    """The pretraining and each task's fine-tuning (the study's preflight, before any worker starts)."""
+    pretrain = RunSetup(c, c.domain, c.pretrain_n, c.test_n, c.pretrain_epochs, seed=c.seeds[0])
+    return [pretrain.train_config()] + [finetune_setup(c, t, c.seeds[0]).train_config() for t in c.tasks]
+
+
 #: ``scratch`` trains from scratch (every d on pretrain_n rows, fully random labels at each
 #: memorisation size); ``finetune`` fine-tunes each seed's pre-trained (d = 0) network on every task.
 STAGES = (Stage("scratch", _scratch_rows, _train_from_scratch), Stage("finetune", _finetune_rows, _finetune))

@@ -273,6 +273,9 @@ class Study:
     figures: Callable[[Any, Mapping, Any], list[str]] | None = None
     report: Callable[[Mapping], str] | None = None
     description: str = ""
+    #: ``training(config) -> [TrainConfig]``: the distinct trainings of the study's runs (each model
+    #: and batch size), checked by :func:`vaetransfer.train.preflight` before any worker starts.
+    training: Callable[[Any], Sequence] | None = None
 
     def __post_init__(self):
         if not (isinstance(self.config, type) and dataclasses.is_dataclass(self.config)):

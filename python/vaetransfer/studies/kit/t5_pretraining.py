@@ -144,6 +144,12 @@ def train_config(c: PretrainConfig, vocab_size: int, device: str) -> TrainConfig
                        dataset=f"built-in corpus ({c.variant}, {c.n_train} sentences)")
 
 
+def trainings(c: PretrainConfig) -> list[TrainConfig]:
+    """The pretraining, over the configured vocabulary (the tokenizer's is at most that): the
+    study's preflight, before any worker starts."""
+    return [train_config(c, c.vocab_size, "cpu")]
+
+
 def _corpus(c: PretrainConfig):
     return corpus.splits(variant=c.variant, n_train=c.n_train, n_valid=c.n_valid, n_test=1, seed=c.seed)
 

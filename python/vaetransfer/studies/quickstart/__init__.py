@@ -33,7 +33,7 @@ from .config import PRESETS, Config
 from .figures import draw_figures
 from .findings import FINDINGS
 from .report import report_sections, trained_report
-from .stages import Model, Pair, model_of, models, pairs, train_config, train_one, train_rows, train_runs
+from .stages import Model, Pair, model_of, models, pairs, train_config, train_one, trainings, train_rows, train_runs
 
 # The package is the study: config (Config, PRESETS), stages (the models and their training),
 # analysis (data sets, similarity, disentanglement, the trained-model check), findings (with
@@ -44,4 +44,5 @@ __all__ = ["Config", "PRESETS", "STUDY", "FINDINGS", "Model", "Pair", "pairs", "
 
 STUDY = Study(name="quickstart", title="vaetransfer quickstart", config=Config, presets=PRESETS,
               stages=(Stage("train", train_runs, train_one),), analyse=analyse, figures=draw_figures,
-              findings=FINDINGS, report=report_sections, description=__doc__.split("\n\n", 1)[1])
+              findings=FINDINGS, report=report_sections, description=__doc__.split("\n\n", 1)[1],
+              training=trainings)

@@ -74,6 +74,11 @@ def train_config(c: Config, m: Model, device: str) -> TrainConfig:
                        dataset="dsprites" + (f"[{c.n}]" if c.n else ""))
 
 
+def trainings(c: Config) -> list[TrainConfig]:
+    """Every model's training (the study's preflight, before any worker starts)."""
+    return [train_config(c, m, "cpu") for m in models(c)]
+
+
 def train_rows(c: Config) -> torch.Tensor | None:
     """The dSprites rows the models train on: ``n`` spread over the factor grid (None: all)."""
     if not c.n:

@@ -57,7 +57,7 @@ from .disentanglement import disentanglement_inputs, disentanglement_rows, disen
 from .figures import draw_figures
 from .findings import FINDINGS
 from .report import report_sections
-from .stages import paper_split_sizes, split_rows, train_and_measure, train_runs
+from .stages import paper_split_sizes, split_rows, train_and_measure, train_runs, trainings
 
 # The package is the study: config (Config, PRESETS), stages (the split rows, the runs and what one
 # measures), analysis (the table, the findings' sections, the trained-model checks), disentanglement,
@@ -70,4 +70,4 @@ __all__ = ["ABLATIONS", "ARCHITECTURES", "ARRAY_METRICS", "COLLAPSE_MARGIN", "Co
 STUDY = Study(name="rate_distortion", title="Rate–regularization and generalization in VAEs (Tetrominoes)",
               config=Config, presets=PRESETS, stages=(Stage("train", train_runs, train_and_measure),),
               analyse=analyse, figures=draw_figures, findings=FINDINGS, report=report_sections,
-              description=__doc__.split("\n\n", 1)[1])
+              description=__doc__.split("\n\n", 1)[1], training=trainings)

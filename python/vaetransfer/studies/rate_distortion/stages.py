@@ -72,6 +72,17 @@ def train_config(c: Config, row: dict, device: str) -> TrainConfig:
                        eval_every=c.eval_every, keep_best=True, dataset="tetrominoes")
 
 
+def trainings(c: Config) -> list[TrainConfig]:
+    """One training per architecture and objective (the study's preflight, before any worker starts)."""
+    seen, out = set(), []
+    for row in train_runs(c, {}):
+        key = (row["architecture"], row["objective"])
+        if key not in seen:
+            seen.add(key)
+            out.append(train_config(c, row, "cpu"))
+    return out
+
+
 def _dr_metrics(model, objective, sets: dict[str, torch.Tensor], seed: int, prefix: str = "") -> dict:
     """Mean distortion −log p(x|z) (z one draw of q(z|x)), rate KL(q(z|x) ‖ N(0, I)) and −ELBO of
     each set, from the objective's evaluation in the core."""

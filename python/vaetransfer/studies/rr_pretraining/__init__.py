@@ -70,7 +70,7 @@ from .figures import draw_figures
 from .findings import CLOSING, FINDINGS
 from .lambda_sweep import run_lambda_sensitivity
 from .report import render_report
-from .stages import LAMBDAS, RUNNERS, TRAIN, layer_mi
+from .stages import LAMBDAS, RUNNERS, TRAIN, layer_mi, trainings
 
 # The package is the study: config (the Config, presets and which methods, seeds and λ an
 # experiment runs), stages (data, methods, what one run trains and measures), analysis (the means,
@@ -83,7 +83,7 @@ __all__ = ["CHECKS", "CLOSING", "Config", "DigitsConfig", "EXPERIMENTS", "FINDIN
 
 STUDY = Study(name="rr_pretraining", title="RR: pretraining with a reverse pass", config=Config, presets=PRESETS,
               stages=(TRAIN, LAMBDAS), analyse=analyse, figures=draw_figures, findings=FINDINGS,
-              report=render_report, description=__doc__.split("\n\n", 1)[1])
+              report=render_report, description=__doc__.split("\n\n", 1)[1], training=trainings)
 
 
 def lambda_sensitivity(c: Config, out_dir: str | Path, experiment: str, lambdas, *, methods=("rr",),

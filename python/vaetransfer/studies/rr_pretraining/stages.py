@@ -267,6 +267,25 @@ def _run_transfer(c: Config, method: str, seed: int, run_dir: Path, device: str)
 
 # ---------------------------------------------------------------------------------- the stages
 #: What one run of each experiment trains and measures: ``(config, method, seed, run_dir, device) -> dict``.
+def trainings(c: Config) -> list[TrainConfig]:
+    """The trainings whose batches the config sizes (the study's preflight, before any worker starts):
+    the MI network (on at most the 4,096 12-bit patterns) and the shape-transfer CNN; the SVD
+    experiments' batches are cut to their few data rows."""
+    out = []
+    if "mi" in c.experiments:
+        m = c.mi
+        model = ModelConfig("mlp-classifier", input_shape=[12], hidden=list(m.hidden), batch_norm=False,
+                            activation="tanh", num_classes=2)
+        out.append(TrainConfig(model=model, objective=TaskConfig("classification"), batch_size=m.batch_size,
+                               steps=_epochs_steps(4096, m.batch_size, m.epochs)[1]))
+    if "transfer" in c.experiments:
+        t = c.transfer
+        model = ModelConfig("conv4", input_shape=[3, 32, 32], num_classes=10, channels=t.channels)
+        out.append(TrainConfig(model=model, objective=TaskConfig("classification"), batch_size=t.batch_size,
+                               steps=_epochs_steps(t.n_train, t.batch_size, t.epochs)[1]))
+    return out
+
+
 RUNNERS = {"peak": _run_peak, "digits": _run_digits, "mi": _run_mi, "transfer": _run_transfer}
 
 

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from ..kit.declarations import Stage, Study
 from ..kit.t5_pretraining import (MODEL_DIR, TRAIN_DIR, UNIGRAM_MARGIN, failures, pretrain, t5_config, train_config,
-                                  trained_check, training_summary)
+                                  trained_check, training_summary, trainings)
 from .analysis import analyse
 from .config import PRESETS, Config
 from .figures import draw_figures
@@ -63,4 +63,5 @@ __all__ = ["Config", "FINDINGS", "MODEL_DIR", "PRESETS", "STAGE", "STUDY", "TRAI
 
 STUDY = Study(name="t5_pretrain", title="T5 pretraining on the built-in corpus", config=Config, presets=PRESETS,
               stages=(Stage(STAGE, pretrain_runs, pretrain_one),), analyse=analyse, figures=draw_figures,
-              findings=FINDINGS, report=render_report, description=__doc__.split("\n\n", 1)[1])
+              findings=FINDINGS, report=render_report, description=__doc__.split("\n\n", 1)[1],
+              training=trainings)

@@ -97,7 +97,7 @@ from .report import (beta_peaks_table, conventions_results_table, conventions_ta
                      trained_lines)
 from .stages import (BETA_PEAKS, EVAL_BYTES, FINETUNE, PRETRAIN, beta_peak_runs, checked_t5_folder, eval_batch,
                      finetune_one, finetune_runs, pretrain_one, pretrain_runs, schedule_of, train_config,
-                     training_summary)
+                     training_summary, trainings)
 
 # The package is the study: config (the recipe, variants, config and presets), stages (what each run
 # does), conventions (the metrics in both conventions), analysis (with the trained checks), findings
@@ -114,7 +114,7 @@ STUDY = Study(name="t5_vae", title="T5 → VAE finetuning (Park & Lee 2021)", co
               stages=(Stage(PRETRAIN, pretrain_runs, pretrain_one), Stage(FINETUNE, finetune_runs, finetune_one),
                       Stage(BETA_PEAKS, beta_peak_runs, finetune_one)),
               analyse=analyse, figures=draw_figures, findings=FINDINGS, report=render_report,
-              description=__doc__.split("\n\n", 1)[1])
+              description=__doc__.split("\n\n", 1)[1], training=trainings)
 
 
 def run_diagnostic(out_dir, name: str, *, execution: Execution | None = None, progress: bool = True) -> dict:

@@ -20,6 +20,7 @@ from ...train import OptimizerConfig, PhaseConfig, TrainConfig, train
 from ..kit import trained
 from ..kit.declarations import Job
 from ..kit.t5_pretraining import MODEL_DIR, PRESETS as PRETRAIN_PRESETS, pretrain
+from ..kit.t5_pretraining import trainings as pretrain_trainings
 from ..kit.t5_vae_metrics import evaluate
 from .config import ATTRIBUTES, COLLAPSED_AU, COLLAPSED_KL, Config, settings
 
@@ -171,6 +172,12 @@ def pretrain_runs(c: Config, earlier) -> list[dict]:
         checked_t5_folder(c.t5_folder)
         return []
     return [{"preset": c.pretrain_preset}]
+
+
+def trainings(c: Config) -> list[TrainConfig]:
+    """The T5 pretraining when the study pretrains one (the preflight before any worker starts); the
+    finetuning's configs need the pretrained T5, so each run checks its own."""
+    return [] if c.t5_folder is not None else pretrain_trainings(PRETRAIN_PRESETS[c.pretrain_preset])
 
 
 def pretrain_one(c: Config, row: dict, job: Job) -> dict:

@@ -71,4 +71,4 @@ STUDY = Study(name="transfer", title="How good are VAEs at transfer learning?", 
                       Stage("crosscheck", crosscheck.crosscheck_runs, crosscheck.train_crosscheck_run),
                       Stage("annealed_settings", stages.annealed_runs, crosscheck.train_annealed_setting)),
               analyse=analyse, figures=draw_figures, findings=FINDINGS, report=render_report,
-              description=__doc__.split("\n\n", 1)[1])
+              description=__doc__.split("\n\n", 1)[1], training=stages.trainings)

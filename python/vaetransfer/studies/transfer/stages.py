@@ -124,6 +124,14 @@ def train_model(c: Config, row: dict, job) -> dict:
     return fit(config, data_spec(c, c.source if domain == "source" else c.target), job.run_dir)
 
 
+def trainings(c: Config) -> list[TrainConfig]:
+    """A VAE's training (every model shares its architecture and batch): the study's preflight,
+    before any worker starts."""
+    names = [label.split("/")[1] for label in model_labels(c)]
+    v = variant_named(c, next(n for n in names if n != "classifier"))
+    return [train_config(c, objective_config(c, v), c.steps, c.seeds[0], max(1, c.steps // c.snapshots), "cpu")]
+
+
 # ---------------------------------------------------------------------------------- stage "retraining"
 def decoder_layers() -> list[str]:
     """The decoder's layers, from the latent side to the output."""
