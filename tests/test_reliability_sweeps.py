@@ -405,3 +405,47 @@ def test_a_corrupt_declaration_of_a_sweep_directory_is_named(tmp_path, finished,
         assert cli.main(argv) == 2
         err = capsys.readouterr().err
         assert "argument 'out_dir'" in err and "sweep.json' is corrupt" in err and "declare the sweep again" in err
+
+
+def test_a_ray_address_that_refuses_connections_is_named_within_seconds(tmp_path, capsys):
+    """``--address 127.0.0.1:1`` (a closed port) looped on Ray's retries past 150 s; it is probed first."""
+    import socket
+    import time
+
+    pytest.importorskip("ray")
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        path = _declaration(tmp_path, {"job": "function", "base": FN})
+        start = time.monotonic()
+        for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}", "127.0.0.1:1"):
+            assert cli.main(["sweep", "run", str(path), "--out", str(tmp_path / "s"), "--executor", "ray", "--address",
+                             address, "--quiet"]) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and "argument 'address': nothing accepts connections" in err[0], err
+        assert time.monotonic() - start < 20
+    assert not (tmp_path / "s" / "runs").exists() or not any((tmp_path / "s" / "runs").iterdir())
+
+
+def test_a_full_disk_at_the_results_write_is_one_line_and_exit_2(study_smoke, tmp_path, monkeypatch, capsys):
+    """A disk full exactly at the results.json write printed a traceback (nothing was corrupted): now one
+    line naming the file, exit 2, the previous results.json byte for byte as it was."""
+    import errno
+
+    out, _ = study_smoke("quickstart")
+    copy = tmp_path / "quickstart"
+    shutil.copytree(out, copy)
+    before = (copy / "results.json").read_bytes()
+    write_text = Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name.startswith(".results.json."):
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    assert cli.main(["run", "quickstart", "--preset", "smoke", "--out", str(copy), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "No space left on device" in err[0] and str(copy / "results.json") in err[0], err
+    assert (copy / "results.json").read_bytes() == before
+    assert not list(copy.glob(".results.json.*"))  # no temporary left behind

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import signal
 import sys
@@ -127,6 +128,11 @@ def _info(args) -> int:
     return 0
 
 
+#: OSErrors that say the machine cannot take a write (one line and exit 2, as bad input): full disk,
+#: quota, read-only file system, a file too large, no permission.
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vaetransfer", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -205,6 +211,14 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (ArgumentError, ArgumentTypeError) as exc:  # bad input: the message, no traceback
         print(f"vaetransfer {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the machine, not the input: a full disk, a quota, a read-only folder
+        if exc.errno not in _ENVIRONMENT_ERRNOS:
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"vaetransfer {args.command}: error: cannot write{where}: {exc.strerror}; every file written before "
+              "is intact (writes are atomic): free space or fix the folder, then run the same command again",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: what was done is kept (snapshots, finished runs)
         print(f"vaetransfer {args.command}: interrupted; the same command resumes", file=sys.stderr)

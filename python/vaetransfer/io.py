@@ -68,6 +68,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield Path(tmp)
         os.replace(tmp, path)
+    except OSError as exc:  # disk full, quota, read-only: named by the file meant, which is left as it was
+        if exc.filename in (tmp, str(tmp)) or exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

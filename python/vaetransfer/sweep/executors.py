@@ -188,6 +188,33 @@ def _ray_execute(job, run_id, config, run_dir, threads, device):
     return jobs.execute(job, run_id, config, run_dir, threads, device)
 
 
+#: Seconds a Ray address's TCP port has to accept a connection before ``ray.init`` is tried (which
+#: retries a refused port for minutes).
+RAY_CONNECT_TIMEOUT = 5.0
+
+
+def _probe_address(address: str, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
+    """A named error within ``timeout`` seconds when nothing accepts connections at a ``host:port``
+    (or ``ray://host:port``) Ray address; ``"auto"`` and other forms are left to Ray."""
+    import socket
+
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return
+    if not 0 < int(port) < 65536:
+        raise value_error("address", f"expected a port in 1..65535 in the Ray address {address!r}")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) or isinstance(exc, socket.timeout) else \
+            (exc.strerror or type(exc).__name__)
+        raise value_error("address", f"nothing accepts connections at the Ray address {address!r} ({reason}; "
+                                     f"waited up to {timeout:g} s): start the cluster (`ray start --head`) or fix "
+                                     "the address") from None
+
+
 class RayExecutor:
     """Runs as Ray tasks, ``num_cpus`` each. ``address=None`` starts a local Ray instance
     (``cpus`` CPUs, default: this machine's) and shuts it down on close; an address (``"auto"``
@@ -216,6 +243,7 @@ class RayExecutor:
             if address is None:
                 kwargs["num_cpus"] = cpus or os.cpu_count()
             else:
+                _probe_address(address)
                 kwargs["address"] = address
             handlers = _python_handlers()
             try:
