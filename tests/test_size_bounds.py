@@ -8,7 +8,6 @@ The memory bounds are checked in a child process under an address-space limit se
 regression shows up as a MemoryError or a timeout in the child, never as a swapping test run."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
