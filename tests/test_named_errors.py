@@ -451,6 +451,18 @@ CASES = [
      "bool"),
     ("DensityOptions row_chunk 0 (was checked only when used)", lambda: est.DensityOptions(0, 4), E, "row_chunk",
      "positive"),
+    # meta tensors (a shape, no data) and unsigned indices: named, not torch's NotImplementedError/RuntimeError
+    ("similarity meta tensor (was Tensor.item() on meta)", lambda: sim.similarity(torch.randn(10, 3, device="meta"),
+                                                                                  torch.randn(10, 3)), T, "X", "meta"),
+    ("similarity_matrix meta tensor", lambda: sim.similarity_matrix({"a": torch.randn(10, 3, device="meta")},
+                                                                    {"b": torch.randn(10, 3)}), T, "acts_a['a']", "meta"),
+    ("metrics.mig meta codes (was Cannot copy out of meta)", lambda: __import__("vaetransfer.metrics").metrics.mig(
+        torch.randn(10, 3, device="meta"), np.zeros((10, 2), dtype=np.int64)), T, "codes", "meta"),
+    ("Model.encode meta x", lambda: _vae().encode(torch.rand(2, 1, 64, 64, device="meta")), T, "x", "meta"),
+    ("dsprites uint64 index beyond int64 (was min_all for UInt64)",
+     lambda: vt.data.dsprites(torch.tensor([2**64 - 1], dtype=torch.uint64)), E, "indices", "18446744073709551615"),
+    ("Dataset.subset uint64 index beyond its rows", lambda: vt.data.dsprites([0, 1, 2]).subset(
+        torch.tensor([7], dtype=torch.uint64)), E, "indices", "up to 7"),
 ]
 
 

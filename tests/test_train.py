@@ -539,3 +539,17 @@ def test_held_out_data_is_evaluated_at_its_own_scale_and_never_changed(tmp_path)
     # same images within a few nats — on images scaled by 1/255 it would be off by hundreds
     assert abs(evals[-1]["eval_reconstruction"] - float(expected["distortion"].mean())) < 5.0
     assert run.config.data_scale is None
+
+
+def test_a_snapshots_path_that_is_a_file_is_named_before_training(tmp_path):
+    """A file where the run keeps its snapshots failed after the training, at the first save, with a raw
+    filesystem error; it is refused before anything trains (and the core names it too)."""
+    (tmp_path / "snapshots").write_text("not a folder")
+    cfg = vt.TrainConfig(model=vt.ModelConfig("mlp-classifier", input_shape=[4], hidden=[5], num_classes=2),
+                         objective=vt.TaskConfig("classification"), steps=3, batch_size=4)
+    x, y = torch.randn(20, 4), torch.randint(0, 2, (20,))
+    with pytest.raises(vt.ArgumentError, match="snapshots.*is a file") as info:
+        vt.train(cfg, (x, y), tmp_path, progress=False)
+    assert info.value.argument == "out_dir"
+    assert not (tmp_path / "history.csv").exists()
+    assert (tmp_path / "snapshots").read_text() == "not a folder"

@@ -181,6 +181,8 @@ def check_tensor(value, argument: str, *, optional: bool = False) -> torch.Tenso
         return None
     if not isinstance(value, torch.Tensor):
         raise type_error(argument, f"expected a tensor, got {type(value).__name__}")
+    if value.is_meta:
+        raise type_error(argument, "expected a tensor holding values, got a meta tensor (a shape without data)")
     return value
 
 

@@ -465,6 +465,10 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise value_error("out_dir", f"{str(out)!r} is a file, not a directory")
+    for name in ("snapshots",):  # the folders a run writes: found as files, the run could not save
+        if (out / name).exists() and not (out / name).is_dir():
+            raise value_error("out_dir", f"{str(out / name)!r} is a file; a run keeps its snapshots in a folder of "
+                                         "that name: move the file away")
     if config.keep_best and not (eval_set is not None and config.eval_every > 0):
         raise value_error("keep_best", "keeps the weights of the best held-out evaluation: give eval_data and "
                                        "eval_every > 0")

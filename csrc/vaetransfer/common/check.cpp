@@ -4,6 +4,7 @@ namespace vaetransfer {
 
 void check_defined(const at::Tensor& t, const char* arg) {
   VT_CHECK_TYPE(t.defined(), arg, "expected a tensor, got an undefined tensor");
+  VT_CHECK_TYPE(!t.is_meta(), arg, "expected a tensor holding values, got a meta tensor (a shape without data)");
 }
 
 void check_dim(const at::Tensor& t, int64_t dim, const char* arg) {
@@ -29,6 +30,9 @@ void check_integral(const at::Tensor& t, const char* arg) {
   check_defined(t, arg);
   VT_CHECK_TYPE(at::isIntegralType(t.scalar_type(), /*includeBool=*/false), arg,
                 "expected an integer tensor, got dtype ", t.scalar_type());
+  const auto type = t.scalar_type();  // torch's reductions (min, max) do not take the wide unsigned types
+  VT_CHECK_TYPE(type != at::kUInt16 && type != at::kUInt32 && type != at::kUInt64, arg,
+                "expected a signed integer tensor (e.g. int64) or uint8, got dtype ", type);
 }
 
 void check_floating(const at::Tensor& t, const char* arg) {

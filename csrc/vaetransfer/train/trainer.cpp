@@ -420,7 +420,9 @@ void Trainer::flush_history() {
 
 std::string Trainer::save_snapshot() {
   VT_CHECK_ARG(!spec_.out_dir.empty(), "out_dir", "snapshots need an output directory");
-  fs::create_directories(snapshot_dir());
+  std::error_code error;
+  fs::create_directories(snapshot_dir(), error);
+  VT_CHECK_ARG(!error, "out_dir", "cannot create the snapshot folder ", snapshot_dir(), ": ", error.message());
   // History first: rows past the snapshot are dropped again on resume.
   flush_history();
   Snapshot s;

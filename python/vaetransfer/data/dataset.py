@@ -39,7 +39,24 @@ def index_tensor(indices: Indices, count: int) -> torch.Tensor | None:
         idx = torch.as_tensor(np.asarray(indices) if isinstance(indices, range) else indices)
     except (TypeError, ValueError, RuntimeError) as exc:
         raise type_error("indices", f"expected a sequence of integers, got {type(indices).__name__}") from exc
-    return idx.long() if idx.numel() == 0 else idx  # `[]` comes out as float
+    if idx.numel() == 0:
+        return idx.long()  # `[]` comes out as float
+    return _signed(idx, count, "indices")
+
+
+_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
+
+
+def _signed(idx: torch.Tensor, n: int, argument: str) -> torch.Tensor:
+    """Unsigned indices (uint16/32/64, which torch's reductions do not take) as int64, a value beyond
+    int64 named with its true value; other tensors unchanged."""
+    if idx.dtype not in _UNSIGNED:
+        return idx
+    values = idx.cpu().numpy()
+    top = int(values.max())
+    if top >= n:
+        raise value_error(argument, f"expected values in [0, {n}), got values up to {top}")
+    return torch.from_numpy(values.astype(np.int64))
 
 
 def checked_indices(indices, n: int, argument: str) -> torch.Tensor:
@@ -66,7 +83,7 @@ def checked_indices(indices, n: int, argument: str) -> torch.Tensor:
         return idx.long()  # `[]` comes out as float
     if idx.is_floating_point() or idx.is_complex():
         raise type_error(argument, f"expected integer indices, got {str(idx.dtype).replace('torch.', '')}")
-    idx = idx.long()
+    idx = _signed(idx, n, argument).long()
     lo, hi = int(idx.min()), int(idx.max())
     if lo < 0 or hi >= n:
         raise value_error(argument, f"expected values in [0, {n}), got values in [{lo}, {hi}]")

@@ -38,6 +38,10 @@ _M = _C.metrics
 
 def _as_array(values, argument: str) -> np.ndarray:
     if isinstance(values, torch.Tensor):
+        if values.is_meta:
+            raise type_error(argument, "expected a tensor holding values, got a meta tensor (a shape without data)")
+        if values.dtype == torch.bfloat16:  # NumPy has no bfloat16; float64 holds it exactly
+            values = values.double()
         return values.detach().cpu().numpy()
     if isinstance(values, np.ndarray):
         return values
