@@ -4,6 +4,7 @@ Oracles: the plain NumPy definitions of ``tests/reference_similarity_neighbours.
 Kornblith et al. 2019 §3, Huh et al. 2024 §2 and App. A, Kriegeskorte et al. 2008), scipy's
 Spearman correlation, the invariances each definition promises, chance levels, degenerate inputs.
 """
+import os
 from collections import OrderedDict
 
 import numpy as np
@@ -300,3 +301,68 @@ def test_float32_activations():
             assert same_count(got, expected, 80, params.get("k", 10))
         else:
             assert got == pytest.approx(expected, abs=2e-5), (measure, params)
+
+
+# ------------------------------------------------------------------ kernel measures within memory_bytes
+@pytest.mark.parametrize("measure", ["cka_rbf", "mutual_knn", "cknna", "rsa"])
+def test_values_do_not_depend_on_memory_bytes(measure):
+    """Row blocks of any size give the same scores (the blocks' rounding aside)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((300, 12)).astype(np.float32)
+    acts = OrderedDict(a=torch.from_numpy(x), b=torch.from_numpy(np.tanh(x @ rng.standard_normal((12, 20))).astype(np.float32)))
+    params = {"k": 5} if measure in ("mutual_knn", "cknna") else {}
+    small = sim.similarity_matrix(acts, OrderedDict((k, v.clone()) for k, v in acts.items()), measure, progress=False,
+                                  memory_bytes=(4 if measure == "rsa" else 1) << 20, **params).values
+    large = sim.similarity_matrix(acts, OrderedDict((k, v.clone()) for k, v in acts.items()), measure, progress=False,
+                                  memory_bytes=1 << 30, **params).values
+    assert torch.allclose(small, large, atol=1e-6, rtol=0)
+
+
+_PEAK = """
+import resource, torch
+from vaetransfer import similarity as s
+g = torch.Generator().manual_seed(0)
+x = torch.randn({n}, 48, generator=g)
+y = torch.tanh(x @ torch.randn(48, 32, generator=g))
+s.similarity_matrix({{'a': x}}, {{'b': y}}, {measure!r}, progress=False, memory_bytes={budget})
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
+def _peak_bytes(measure: str, n: int, budget: int) -> int:
+    """Peak resident bytes of a child computing one pair, less those of a child that only imports."""
+    import subprocess
+    import sys
+
+    def run(code):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, OMP_NUM_THREADS="1"))
+        assert out.returncode == 0, out.stderr[-2000:]
+        return int(out.stdout.split()[-1])
+
+    base = run("import resource, torch\nfrom vaetransfer import similarity as s\n"
+               "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)")
+    return run(_PEAK.format(n=n, measure=measure, budget=budget)) - base
+
+
+@pytest.mark.parametrize("measure", ["cka_rbf", "mutual_knn", "cknna"])
+def test_kernel_and_neighbour_measures_stream_within_memory_bytes(measure):
+    """At n = 4,000 one n × n float32 matrix is 61 MiB; the old fits held three to five of them (343–439 MB
+    at n = 5,000 against a documented 50 MB). Row blocks now keep a pair within memory_bytes (16 MiB here)
+    and a fixed allowance for the libraries' own buffers."""
+    peak = _peak_bytes(measure, 4000, 16 << 20)
+    assert peak < (16 << 20) + (48 << 20), peak / 2**20
+
+
+def test_rsa_is_bounded_by_memory_bytes_before_it_fits():
+    """RSA's ranks cannot be streamed (Spearman needs each layer's n(n−1)/2 ranks): a budget that cannot
+    hold them is a named error before any fit, and a budget that can is kept."""
+    rng = np.random.default_rng(0)
+    acts = OrderedDict(a=torch.from_numpy(rng.standard_normal((2000, 8)).astype(np.float32)))
+    other = OrderedDict(b=torch.from_numpy(rng.standard_normal((2000, 8)).astype(np.float32)))
+    with pytest.raises(vaetransfer.ArgumentError, match="RSA keeps each layer's ranks") as info:
+        sim.similarity_matrix(acts, other, "rsa", progress=False, memory_bytes=16 << 20)
+    assert info.value.argument == "memory_bytes"
+    assert np.isfinite(sim.similarity_matrix(acts, other, "rsa", progress=False, memory_bytes=64 << 20).values.item())
+    peak = _peak_bytes("rsa", 2000, 64 << 20)
+    assert peak < (64 << 20) + (48 << 20), peak / 2**20

@@ -7,16 +7,27 @@
 // included), per layer: the paper's heuristic ("σ as a fraction of the median distance between
 // examples"), with the median taken as the authors' released code takes it; bandwidth = 1 is that
 // code's default (the paper also reports 0.2, 0.4 and 0.8). The distances are those of ExampleGeometry
-// (Euclidean, from one Gram product in the layer's compute dtype).
+// (Euclidean, row blocks of one matrix product each, in the layer's compute dtype); each pair i < j
+// takes its upper-triangle value, so the kernel is exactly symmetric.
 //
-// Per-layer fit (done once, kept for every pair): K̃'s strictly upper triangle and its diagonal,
-// in the compute dtype (float32 unless the activations are float64): 4 · n(n−1)/2 bytes, 50 MB per
-// layer at n = 5,000 (float64: 100 MB). The fit itself holds two n × n matrices for a moment.
-// Per pair: one inner product of the two triangles, accumulated in float64 (dot_f64).
+// Streamed within memory_bytes, as linear CKA: no n × n matrix is ever held.
+// * Per layer (fit_all, kept for every pair): σ from the exact median, found by radix selection over
+//   the distances' bit patterns (16 bits a pass: two passes over the row blocks in float32, four in
+//   float64), then the kernel's row means r (float64) in one more pass: K̃_ij = K_ij − r_i − r_j + r̄.
+//   Memory: u (n × p, the layer in its compute dtype), O(n) numbers and one row block.
+// * All pairs at once (score_all): one pass over row blocks computing every involved layer's centred
+//   kernel rows (upper triangle) into one buffer of L × rows × n values sized by memory_bytes, and
+//   their inner products by one matrix product per block (float32 products summed in float64 every
+//   2^16 entries, as the linear CKA stream); the diagonal K̃_ii = 1 − 2 r_i + r̄ added in float64.
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <vector>
 
 #include "vaetransfer/common/check.h"
 #include "vaetransfer/similarity/knn.h"
@@ -26,49 +37,141 @@ namespace vaetransfer::similarity {
 namespace {
 
 struct KernelFit {
-  at::Tensor upper;  // (n(n−1)/2,) strictly upper triangle of K̃
-  at::Tensor diag;   // (n,) diagonal of K̃, float64
-  double norm2 = 0.0;
+  std::shared_ptr<ExampleGeometry> geometry;
+  double two_sigma2 = 0.0;
+  at::Tensor r;     // (n,) row means of K, float64
+  double grand = 0.0;
+  at::Tensor diag;  // (n,) K̃_ii = 1 − 2 r_i + r̄, float64
 };
 
-// The median of the n² entries of a squared-distance matrix given by its strictly upper triangle
-// (each entry there appears twice in the full matrix) and its n zeros on the diagonal.
-double full_matrix_median(const at::Tensor& upper, int64_t n) {
-  auto work = upper.to(at::kDouble).contiguous();
-  double* v = work.data_ptr<double>();
-  const int64_t m = work.numel();
-  const int64_t total = n * n;
-  // Order statistic q (0-based) of the full matrix: 0 for q < n, else upper's ⌊(q − n)/2⌋-th.
-  auto order = [&](int64_t q) -> double {
-    if (q < n) return 0.0;
-    const int64_t r = (q - n) / 2;
-    std::nth_element(v, v + r, v + m);
-    return v[r];
-  };
-  if (total % 2 == 1) return order(total / 2);
-  return 0.5 * (order(total / 2 - 1) + order(total / 2));
+// Non-negative floats order as their bit patterns (−0 counted as +0).
+template <typename T>
+struct Key;
+template <>
+struct Key<float> {
+  using type = uint32_t;
+  static uint32_t of(float v) {
+    if (v == 0.0f) return 0;
+    uint32_t k;
+    std::memcpy(&k, &v, sizeof k);
+    return k;
+  }
+  static float value(uint32_t k) {
+    float v;
+    std::memcpy(&v, &k, sizeof v);
+    return v;
+  }
+};
+template <>
+struct Key<double> {
+  using type = uint64_t;
+  static uint64_t of(double v) {
+    if (v == 0.0) return 0;
+    uint64_t k;
+    std::memcpy(&k, &v, sizeof k);
+    return k;
+  }
+  static double value(uint64_t k) {
+    double v;
+    std::memcpy(&v, &k, sizeof v);
+    return v;
+  }
+};
+
+// Calls visit(value) for every upper-triangle distance (i < j), block by block.
+template <typename T, typename Visit>
+void for_each_upper(const ExampleGeometry& g, int64_t block_rows, Visit&& visit) {
+  const int64_t n = g.n();
+  for (int64_t r0 = 0; r0 < n; r0 += block_rows) {
+    const int64_t r1 = std::min(n, r0 + block_rows);
+    const auto block = g.sq_distance_rows(r0, r1).contiguous();
+    const T* b = block.template const_data_ptr<T>();
+    for (int64_t i = r0; i < r1; ++i) {
+      const T* row = b + (i - r0) * n;
+      for (int64_t j = i + 1; j < n; ++j) visit(row[j]);
+    }
+  }
 }
 
-KernelFit fit_kernel(const LayerFit& layer, double bandwidth) {
+// The values of the upper-triangle distances of 0-based ranks `ranks` (ascending order), by radix
+// selection on their bit patterns, 16 bits a pass.
+template <typename T>
+std::vector<double> upper_order_statistics(const ExampleGeometry& g, int64_t block_rows, const std::vector<int64_t>& ranks) {
+  using K = typename Key<T>::type;
+  constexpr int kBits = static_cast<int>(8 * sizeof(K));
+  const size_t q = ranks.size();
+  std::vector<K> prefix(q, 0);
+  std::vector<int64_t> remaining(ranks.begin(), ranks.end());
+  for (int shift = kBits - 16; shift >= 0; shift -= 16) {
+    const int known = kBits - 16 - shift;  // bits fixed by the earlier passes
+    std::vector<std::array<int64_t, 65536>> hist(q);
+    for (auto& h : hist) h.fill(0);
+    for_each_upper<T>(g, block_rows, [&](T v) {
+      const K key = Key<T>::of(v);
+      for (size_t s = 0; s < q; ++s)
+        if (known == 0 || (key >> (shift + 16)) == prefix[s]) ++hist[s][(key >> shift) & 0xFFFF];
+    });
+    for (size_t s = 0; s < q; ++s) {
+      int64_t below = 0;
+      int bucket = 0;
+      while (below + hist[s][bucket] <= remaining[s]) below += hist[s][bucket++];
+      remaining[s] -= below;
+      prefix[s] = (prefix[s] << 16) | static_cast<K>(bucket);
+    }
+  }
+  std::vector<double> out(q);
+  for (size_t s = 0; s < q; ++s) out[s] = static_cast<double>(Key<T>::value(prefix[s]));
+  return out;
+}
+
+// The median of the n² entries of the squared-distance matrix: each upper entry twice and the n zeros
+// of the diagonal (the authors' np.median over the full matrix).
+double full_matrix_median(const ExampleGeometry& g, int64_t block_rows) {
+  const int64_t n = g.n(), total = n * n;
+  // Order statistic q (0-based) of the full matrix: 0 for q < n, else the upper triangle's ⌊(q − n)/2⌋-th.
+  const std::vector<int64_t> wanted = total % 2 == 1 ? std::vector<int64_t>{total / 2}
+                                                     : std::vector<int64_t>{total / 2 - 1, total / 2};
+  std::vector<int64_t> ranks;
+  for (int64_t q : wanted)
+    if (q >= n) ranks.push_back((q - n) / 2);
+  std::vector<double> values;
+  AT_DISPATCH_FLOATING_TYPES(g.dtype(), "rbf_median", [&] {
+    values = upper_order_statistics<scalar_t>(g, block_rows, ranks);
+  });
+  std::vector<double> order;
+  size_t next = 0;
+  for (int64_t q : wanted) order.push_back(q < n ? 0.0 : values[next++]);
+  return order.size() == 1 ? order[0] : 0.5 * (order[0] + order[1]);
+}
+
+// exp(−D/2σ²) of a distance block, its entries j ≤ i (lower triangle and diagonal) set to 0.
+at::Tensor upper_kernel_rows(const KernelFit& fit, int64_t r0, int64_t r1) {
+  auto k = fit.geometry->sq_distance_rows(r0, r1).div_(-fit.two_sigma2).exp_();
+  return k.triu_(r0 + 1);
+}
+
+KernelFit fit_kernel(const LayerFit& layer, double bandwidth, int64_t memory_bytes) {
   const int64_t n = layer.n();
-  at::Tensor k = ExampleGeometry(layer, RowGeometry::kEuclidean).sq_distances();
   KernelFit fit;
-  const double median = full_matrix_median(pack_upper(k), n);
+  fit.geometry = std::make_shared<ExampleGeometry>(layer, RowGeometry::kEuclidean);
+  const int64_t rows = fit.geometry->rows_per_block(memory_bytes);
+  const double median = full_matrix_median(*fit.geometry, rows);
   VT_CHECK_ARG(median > 0.0, layer.arg(),
                "RBF CKA is undefined: the median squared distance between examples is 0 (more than half of all "
                "pairs coincide), so the bandwidth σ = bandwidth · median distance is 0");
-  const double two_sigma2 = 2.0 * bandwidth * bandwidth * median;
-  k.div_(-two_sigma2).exp_();
-  // H K H: row means r (float64 sums), K_ij − r_i − r_j + mean(r).
-  auto r = k.sum(1, /*keepdim=*/false, at::kDouble).div_(static_cast<double>(n));
-  const double grand = r.mean().item<double>();
-  auto rc = r.to(k.scalar_type());
-  k.sub_(rc.unsqueeze(1)).sub_(rc.unsqueeze(0)).add_(grand);
-  fit.diag = k.diagonal().to(at::kDouble).contiguous();
-  fit.upper = pack_upper(k);
-  fit.norm2 = 2.0 * dot_f64(fit.upper, fit.upper) + fit.diag.square().sum().item<double>();
-  VT_CHECK_ARG(fit.norm2 > 0.0, "bandwidth", "RBF CKA is undefined for ", layer.arg(), " at bandwidth ", bandwidth,
-               ": every kernel value rounds to the same number (K̃ = 0); use a smaller bandwidth");
+  fit.two_sigma2 = 2.0 * bandwidth * bandwidth * median;
+  // Row sums of K from the upper triangle (each entry counts for its row and its column) and K_ii = 1.
+  auto sums = at::ones({n}, at::kDouble);
+  for (int64_t r0 = 0; r0 < n; r0 += rows) {
+    const int64_t r1 = std::min(n, r0 + rows);
+    const auto k = upper_kernel_rows(fit, r0, r1);
+    // Summed in the block's dtype (torch's cascade sums: no float64 copy of the block), added in float64.
+    sums.narrow(0, r0, r1 - r0).add_(k.sum(1).to(at::kDouble));
+    sums.add_(k.sum(0).to(at::kDouble));
+  }
+  fit.r = sums.div_(static_cast<double>(n));
+  fit.grand = fit.r.mean().item<double>();
+  fit.diag = (1.0 + fit.grand) - 2.0 * fit.r;
   return fit;
 }
 
@@ -78,19 +181,79 @@ class RBFCKA : public Measure {
     VT_CHECK_ARG(std::isfinite(bandwidth_) && bandwidth_ > 0.0, "bandwidth",
                  "expected a fraction of the median distance > 0, got ", bandwidth_);
   }
-  bool fit(const LayerFit& layer) const override {
-    get(layer);
-    return true;
+  bool fit_all(const std::vector<const LayerFit*>& layers, const BatchContext& context) const override {
+    for (const LayerFit* layer : layers) {
+      get(*layer, context.memory_bytes);
+      context.advance(1);
+    }
+    return !layers.empty();
   }
-  Score score(const PairData& pair) const override {
-    const KernelFit &a = get(pair.x), &b = get(pair.y);
-    const double inner = 2.0 * dot_f64(a.upper, b.upper) + a.diag.dot(b.diag).item<double>();
-    return {std::clamp(inner / std::sqrt(a.norm2 * b.norm2), 0.0, 1.0)};
+  std::vector<Score> score_all(const std::vector<PairData>& pairs, const BatchContext& context) const override {
+    if (pairs.empty()) return {};  // every pair identical or with a constant layer: nothing to stream
+    // Every involved layer once, then ⟨K̃_s, K̃_t⟩ for all of them in one streamed pass.
+    std::vector<const LayerFit*> layers;
+    std::map<const LayerFit*, int64_t> slot;
+    for (const PairData& p : pairs)
+      for (const LayerFit* l : {&p.x, &p.y})
+        if (slot.emplace(l, static_cast<int64_t>(layers.size())).second) layers.push_back(l);
+    const at::Tensor g = inner_products(layers, context.memory_bytes);
+    auto acc = g.accessor<double, 2>();
+    std::vector<Score> out;
+    for (const PairData& p : pairs) {
+      const int64_t s = slot[&p.x], t = slot[&p.y];
+      for (const LayerFit* l : {&p.x, &p.y})
+        VT_CHECK_ARG(acc[slot[l]][slot[l]] > 0.0, "bandwidth", "RBF CKA is undefined for ", l->arg(), " at bandwidth ",
+                     bandwidth_, ": every kernel value rounds to the same number (K̃ = 0); use a smaller bandwidth");
+      out.push_back({std::clamp(acc[s][t] / std::sqrt(acc[s][s] * acc[t][t]), 0.0, 1.0)});
+      context.advance(1);
+    }
+    return out;
   }
+  Score score(const PairData& pair) const override { return score_all({pair}, BatchContext{})[0]; }
 
  private:
-  const KernelFit& get(const LayerFit& layer) const {
-    return fits_.get(layer, [&](const LayerFit& l) { return fit_kernel(l, bandwidth_); });
+  // (L, L) float64 ⟨K̃_s, K̃_t⟩ of the layers, streamed over row blocks within memory_bytes.
+  at::Tensor inner_products(const std::vector<const LayerFit*>& layers, int64_t memory_bytes) const {
+    const int64_t L = static_cast<int64_t>(layers.size());
+    std::vector<const KernelFit*> fits;
+    at::ScalarType ct = at::kFloat;
+    for (const LayerFit* l : layers) {
+      fits.push_back(&get(*l, memory_bytes));
+      if (l->compute_dtype() == at::kDouble) ct = at::kDouble;
+    }
+    const int64_t n = layers.front()->n();
+    const int64_t elem = static_cast<int64_t>(c10::elementSize(ct));
+    // The buffer, and a distance block of one layer at a time beside it.
+    const int64_t rows = std::clamp<int64_t>(memory_bytes / std::max<int64_t>(1, (L + 3) * n * elem), 1, n);
+    auto g = at::zeros({L, L}, at::kDouble);
+    std::vector<at::Tensor> diags;
+    for (const KernelFit* f : fits) diags.push_back(f->diag);
+    const auto d = at::stack(diags);
+    g.add_(d.mm(d.t()));  // the diagonal entries, counted once
+    constexpr int64_t kSum = int64_t{1} << 16;
+    for (int64_t r0 = 0; r0 < n; r0 += rows) {
+      const int64_t r1 = std::min(n, r0 + rows), m = r1 - r0;
+      auto buf = at::empty({L, m, n}, at::TensorOptions().dtype(ct));
+      for (int64_t s = 0; s < L; ++s) {
+        const KernelFit& f = *fits[s];
+        auto k = upper_kernel_rows(f, r0, r1).to(ct);
+        // K̃_ij = K_ij − r_i − r_j + r̄ on the upper triangle (j > i), 0 elsewhere.
+        auto ri = f.r.narrow(0, r0, m).sub(f.grand).to(ct).unsqueeze(1);
+        auto centred = k.sub_(ri).sub_(f.r.to(ct).unsqueeze(0)).triu_(r0 + 1);
+        buf[s].copy_(centred);
+      }
+      auto acc = at::zeros({L, L}, at::kDouble);
+      const int64_t step = std::max<int64_t>(1, kSum / n);
+      for (int64_t a = 0; a < m; a += step) {
+        auto part = buf.narrow(1, a, std::min(step, m - a)).flatten(1);
+        acc.add_(part.mm(part.t()).to(at::kDouble));
+      }
+      g.add_(acc, 2.0);  // each upper entry stands for (i, j) and (j, i)
+    }
+    return g;
+  }
+  const KernelFit& get(const LayerFit& layer, int64_t memory_bytes) const {
+    return fits_.get(layer, [&](const LayerFit& l) { return fit_kernel(l, bandwidth_, memory_bytes); });
   }
   double bandwidth_;
   FitCache<KernelFit> fits_;

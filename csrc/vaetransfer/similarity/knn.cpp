@@ -96,28 +96,56 @@ ExampleGeometry::ExampleGeometry(const LayerFit& layer, RowGeometry geometry)
   max_sq_norm_ = sq_norm_.max().item<double>();
 }
 
-at::Tensor ExampleGeometry::sq_distances() const {
+const at::Tensor& ExampleGeometry::units() const {
+  std::lock_guard<std::mutex> lock(units_mutex_);
+  if (units_.defined()) return units_;
   const at::ScalarType ct = layer_.compute_dtype();
-  auto gram = at::zeros({n_, n_}, at::TensorOptions().dtype(ct));
+  auto u = at::empty({n_, p_}, at::TensorOptions().dtype(ct));
   const int64_t chunk = std::max<int64_t>(1, kBlockBytes / (8 * n_));
   for (int64_t c0 = 0; c0 < p_; c0 += chunk) {
     const int64_t len = std::min(chunk, p_ - c0);
-    auto u = rows_.narrow(1, c0, len).to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);  // never rows_ itself
+    auto v = rows_.narrow(1, c0, len).to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);  // never rows_ itself
     switch (geometry_) {
-      case RowGeometry::kEuclidean: u.mul_(unit_).sub_(shift_.narrow(0, c0, len).unsqueeze(0)); break;
-      case RowGeometry::kCosine: u.mul_(scale_.unsqueeze(1)); break;
-      case RowGeometry::kCorrelation: u.sub_(shift_.unsqueeze(1)).mul_(scale_.unsqueeze(1)); break;
+      case RowGeometry::kEuclidean: v.mul_(unit_).sub_(shift_.narrow(0, c0, len).unsqueeze(0)); break;
+      case RowGeometry::kCosine: v.mul_(scale_.unsqueeze(1)); break;
+      case RowGeometry::kCorrelation: v.sub_(shift_.unsqueeze(1)).mul_(scale_.unsqueeze(1)); break;
     }
-    add_upper_gram(gram, u.to(ct).contiguous(), n_);
+    u.narrow(1, c0, len).copy_(v);
   }
-  gram = mirror_upper(gram);
-  auto diag = gram.diagonal().clone();
-  // (‖u_i‖² + ‖u_j‖²) − 2⟨u_i, u_j⟩: each step commutes in i, j, so the matrix is exactly symmetric.
-  auto dist = diag.unsqueeze(1) + diag.unsqueeze(0);
-  dist.sub_(gram, 2.0).clamp_min_(0.0);
-  gram = at::Tensor();
-  dist.diagonal().zero_();
-  return dist;
+  unit_sq_ = u.square().sum(1);
+  units_ = u;
+  return units_;
+}
+
+int64_t ExampleGeometry::rows_per_block(int64_t bytes) const {
+  const int64_t row = n_ * static_cast<int64_t>(c10::elementSize(layer_.compute_dtype()));
+  return std::clamp<int64_t>(bytes / std::max<int64_t>(1, 3 * row), 1, n_);  // the block, its product, a temporary
+}
+
+at::Tensor ExampleGeometry::sq_distance_rows(int64_t r0, int64_t r1) const {
+  const at::Tensor& u = units();
+  const int64_t rows = r1 - r0;
+  auto d = unit_sq_.narrow(0, r0, rows).unsqueeze(1) + unit_sq_.unsqueeze(0);
+  d.sub_(at::mm(u.narrow(0, r0, rows), u.t()), 2.0).clamp_min_(0.0);
+  d.narrow(1, r0, rows).diagonal().zero_();
+  return d;
+}
+
+at::Tensor ExampleGeometry::packed_sq_distances(int64_t block_bytes) const {
+  const at::ScalarType ct = layer_.compute_dtype();
+  auto out = at::empty({n_ * (n_ - 1) / 2}, at::TensorOptions().dtype(ct));
+  const int64_t step = rows_per_block(block_bytes);
+  AT_DISPATCH_FLOATING_TYPES(ct, "packed_sq_distances", [&] {
+    scalar_t* o = out.data_ptr<scalar_t>();
+    for (int64_t r0 = 0; r0 < n_; r0 += step) {
+      const int64_t r1 = std::min(n_, r0 + step);
+      const auto block = sq_distance_rows(r0, r1).contiguous();
+      const scalar_t* b = block.const_data_ptr<scalar_t>();
+      for (int64_t i = r0; i < r1; ++i)
+        std::copy(b + (i - r0) * n_ + i + 1, b + (i - r0 + 1) * n_, o + packed_row_offset(i, n_));
+    }
+  });
+  return out;
 }
 
 double ExampleGeometry::margin(int64_t i) const {
@@ -241,49 +269,36 @@ at::Tensor ExampleGeometry::first_copies() const {
   return out;
 }
 
-at::Tensor nearest_neighbours(const ExampleGeometry& geometry, int64_t k) {
+at::Tensor nearest_neighbours(const ExampleGeometry& geometry, int64_t k, int64_t block_bytes) {
   const int64_t n = geometry.n();
   VT_CHECK_ARG(k >= 1 && k <= n - 1, "k", "expected 1 <= k <= n − 1 = ", n - 1, ", got ", k);
-  const at::Tensor dist = geometry.sq_distances();
   auto out = at::empty({n, k}, at::kLong);
   int64_t* idx = out.data_ptr<int64_t>();
-  AT_DISPATCH_FLOATING_TYPES(dist.scalar_type(), "nearest_neighbours", [&] {
-    const scalar_t* d = dist.const_data_ptr<scalar_t>();
-    at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
-      std::vector<scalar_t> buf(n);
-      std::vector<std::pair<double, int64_t>> cand;
-      for (int64_t i = begin; i < end; ++i) {
-        const scalar_t* row = d + i * n;
-        std::copy(row, row + n, buf.begin());
-        buf[i] = std::numeric_limits<scalar_t>::infinity();
-        std::nth_element(buf.begin(), buf.begin() + (k - 1), buf.end());
-        // Every example among the true k nearest lies within 2·margin of the k-th approximate distance.
-        const double threshold = static_cast<double>(buf[k - 1]) + 2.0 * geometry.margin(i);
-        cand.clear();
-        for (int64_t j = 0; j < n; ++j)
-          if (j != i && static_cast<double>(row[j]) <= threshold) cand.emplace_back(geometry.exact(i, j), j);
-        std::partial_sort(cand.begin(), cand.begin() + k, cand.end());
-        for (int64_t t = 0; t < k; ++t) idx[i * k + t] = cand[t].second;
-      }
+  const int64_t step = geometry.rows_per_block(block_bytes);
+  for (int64_t r0 = 0; r0 < n; r0 += step) {
+    const int64_t r1 = std::min(n, r0 + step);
+    const at::Tensor dist = geometry.sq_distance_rows(r0, r1).contiguous();
+    AT_DISPATCH_FLOATING_TYPES(dist.scalar_type(), "nearest_neighbours", [&] {
+      const scalar_t* d = dist.const_data_ptr<scalar_t>();
+      at::parallel_for(r0, r1, 16, [&](int64_t begin, int64_t end) {
+        std::vector<scalar_t> buf(n);
+        std::vector<std::pair<double, int64_t>> cand;
+        for (int64_t i = begin; i < end; ++i) {
+          const scalar_t* row = d + (i - r0) * n;
+          std::copy(row, row + n, buf.begin());
+          buf[i] = std::numeric_limits<scalar_t>::infinity();
+          std::nth_element(buf.begin(), buf.begin() + (k - 1), buf.end());
+          // Every example among the true k nearest lies within 2·margin of the k-th approximate distance.
+          const double threshold = static_cast<double>(buf[k - 1]) + 2.0 * geometry.margin(i);
+          cand.clear();
+          for (int64_t j = 0; j < n; ++j)
+            if (j != i && static_cast<double>(row[j]) <= threshold) cand.emplace_back(geometry.exact(i, j), j);
+          std::partial_sort(cand.begin(), cand.begin() + k, cand.end());
+          for (int64_t t = 0; t < k; ++t) idx[i * k + t] = cand[t].second;
+        }
+      });
     });
-  });
-  return out;
-}
-
-at::Tensor pack_upper(const at::Tensor& square) {
-  const int64_t n = square.size(0);
-  auto src = square.contiguous();
-  auto out = at::empty({n * (n - 1) / 2}, src.options());
-  AT_DISPATCH_FLOATING_TYPES(src.scalar_type(), "pack_upper", [&] {
-    const scalar_t* s = src.const_data_ptr<scalar_t>();
-    scalar_t* o = out.data_ptr<scalar_t>();
-    at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const int64_t offset = i * n - i * (i + 1) / 2;  // entries of the rows above i
-        std::copy(s + i * n + i + 1, s + (i + 1) * n, o + offset);
-      }
-    });
-  });
+  }
   return out;
 }
 

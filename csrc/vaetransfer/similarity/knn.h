@@ -11,9 +11,9 @@
 //                                                      other row and 0 from another all-zero row)
 //   correlation  u_i = (x_i − m_i) / ‖x_i − m_i‖      (m_i the row's mean over features;
 //                                                      ‖u_i − u_j‖² = 2 (1 − Pearson(x_i, x_j)))
-// The all-pairs matrix comes from one Gram product (half of it, streamed over feature chunks) in the
-// layer's compute dtype; exact(i, j) recomputes one entry from the stored rows in float64 in a fixed
-// order, so identical rows are at distance exactly 0 and equal distances are exactly equal.
+// Distances come in row blocks from one matrix product each, in the layer's compute dtype (memory:
+// u, n × p, and one block); exact(i, j) recomputes one entry from the stored rows in float64 in a
+// fixed order, so identical rows are at distance exactly 0 and equal distances are exactly equal.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -41,11 +41,19 @@ class ExampleGeometry {
 
   int64_t n() const { return n_; }
   RowGeometry geometry() const { return geometry_; }
+  at::ScalarType dtype() const { return layer_.compute_dtype(); }  // of the distances
 
-  // (n, n) symmetric ‖u_i − u_j‖² in the layer's compute dtype (float64 for float64 activations,
-  // float32 otherwise), zero diagonal, clamped at 0. Memory: one n × n matrix.
-  at::Tensor sq_distances() const;
-  // A bound on |sq_distances()[i][j] − exact(i, j)| valid for every j (rounding of the Gram
+  // ‖u_i − u_j‖² for the rows i in [r0, r1) against every j: (r1 − r0, n) in the layer's compute dtype
+  // (float64 for float64 activations, float32 otherwise), ‖u_i‖² + ‖u_j‖² − 2⟨u_i, u_j⟩ from one
+  // matrix product, zero at j = i, clamped at 0. Measures read row blocks, never an n × n matrix:
+  // rows_per_block(bytes) rows fill `bytes`. (Entry (i, j) and (j, i) may differ in rounding: a
+  // measure that needs one value per pair reads the upper triangle, j > i.)
+  at::Tensor sq_distance_rows(int64_t r0, int64_t r1) const;
+  int64_t rows_per_block(int64_t bytes) const;
+  // The strictly upper triangle (i < j, row by row: scipy's pdist order) of the distances, (n(n−1)/2,)
+  // in the compute dtype, built from row blocks of about `block_bytes`.
+  at::Tensor packed_sq_distances(int64_t block_bytes) const;
+  // A bound on |sq_distance_rows(i, i + 1)[0][j] − exact(i, j)| valid for every j (rounding of the Gram
   // product: 2 (p + 10) ε (‖u_i‖² + max_j ‖u_j‖²)).
   double margin(int64_t i) const;
   // ‖u_i − u_j‖² in float64 from the stored rows, summed in feature order.
@@ -67,20 +75,23 @@ class ExampleGeometry {
   at::Tensor sq_norm_;  // (n,) ‖u_i‖², float64
   at::Tensor mean_row_; // cosine: (p,) ū, float64
   double unit_ = 1.0;  // euclidean: the layer's power-of-two scale (distances in the frame s·x)
+  // u (n × p) in the compute dtype and its squared row norms, built on the first distance block.
+  const at::Tensor& units() const;
+  mutable at::Tensor units_, unit_sq_;
+  mutable std::mutex units_mutex_;
   double max_sq_norm_ = 0.0;
   double eps_ = 0.0;
 };
 
 // The k nearest other examples of each example: (n, k) int64, row i in increasing order of
 // (distance, index) — among equal distances the lower index comes first, so duplicated examples
-// give a deterministic answer. Candidates come from sq_distances(); every candidate that could be
-// among the k nearest (within 2·margin of the k-th approximate distance) is compared with exact().
-// Needs 1 <= k <= n − 1.
-at::Tensor nearest_neighbours(const ExampleGeometry& geometry, int64_t k);
+// give a deterministic answer. Candidates come from sq_distance_rows() (blocks of about
+// `block_bytes`); every candidate that could be among the k nearest (within 2·margin of the k-th
+// approximate distance) is compared with exact(). Needs 1 <= k <= n − 1.
+at::Tensor nearest_neighbours(const ExampleGeometry& geometry, int64_t k, int64_t block_bytes = int64_t{64} << 20);
 
-// The strictly upper triangle of a square (n, n) matrix, row by row ((0,1), (0,2), …, (n−2,n−1):
-// the order of scipy's pdist), as a contiguous (n(n−1)/2,) tensor of the same dtype.
-at::Tensor pack_upper(const at::Tensor& square);
+// Offset of row i's first entry (i, i+1) in a packed strictly upper triangle of n × n.
+inline int64_t packed_row_offset(int64_t i, int64_t n) { return i * n - i * (i + 1) / 2; }
 
 // Σ a_i b_i of two contiguous float32 or float64 vectors of the same dtype and length, with
 // float64 accumulation across short blocks; the same value whatever the thread count.

@@ -10,8 +10,11 @@
 // correlation of their ranks, tied entries taking the average of their ranks; in [−1, 1].
 // Per-layer fit (done once): the standardised ranks z = (r − r̄)/‖r − r̄‖ of the triangle, stored in
 // the layer's compute dtype (float32 unless the activations are float64): 4 · n(n−1)/2 bytes, 50 MB
-// per layer at n = 5,000. Per pair: ρ = ⟨z_X, z_Y⟩, one inner product accumulated in float64.
-// Dissimilarities come from one Gram product (ExampleGeometry); entries within its rounding margin of
+// per layer at n = 5,000; at its peak the fit also holds the triangle's sorted copy and the sort's
+// int64 order (another 150 MB there). Ranks cannot be streamed, so the layers' ranks and one peak are
+// checked against memory_bytes before any fit (a named error). Per pair: ρ = ⟨z_X, z_Y⟩, one inner
+// product accumulated in float64.
+// Dissimilarities come in row blocks (ExampleGeometry), never an n × n matrix; entries within its rounding margin of
 // 0 are recomputed exactly, and an example whose row duplicates an earlier one takes that one's
 // dissimilarities, so duplicated examples (e.g. a bootstrap resample) tie exactly: at 0 with each
 // other and at the same value with every third example. An RDM whose entries are all equal has no
@@ -33,57 +36,75 @@ struct RankFit {
   at::Tensor z;  // (n(n−1)/2,) standardised average ranks of the RDM's upper triangle
 };
 
+// Bytes one layer's fit keeps (z) and needs at its peak beside it (the triangle, its sorted copy and
+// the sort's int64 order), for the bound against memory_bytes.
+int64_t stored_bytes(const LayerFit& layer) {
+  const int64_t m = layer.n() * (layer.n() - 1) / 2;
+  return m * static_cast<int64_t>(c10::elementSize(layer.compute_dtype()));
+}
+int64_t peak_bytes(const LayerFit& layer) {
+  const int64_t m = layer.n() * (layer.n() - 1) / 2;
+  return 2 * stored_bytes(layer) + 8 * m;
+}
+
 RankFit fit_ranks(const LayerFit& layer, RowGeometry rdm) {
   const int64_t n = layer.n();
   ExampleGeometry g(layer, rdm);
-  at::Tensor d = g.sq_distances();
+  at::Tensor upper = g.packed_sq_distances(int64_t{64} << 20);  // row blocks: no n × n matrix
   const at::Tensor first = g.first_copies();
   const int64_t* rep = first.const_data_ptr<int64_t>();
   const bool duplicates = !first.eq(at::arange(n, at::kLong)).all().item<bool>();
-  AT_DISPATCH_FLOATING_TYPES(d.scalar_type(), "rsa_exact_ties", [&] {
-    scalar_t* dp = d.data_ptr<scalar_t>();
-    // Entries within rounding of 0 recomputed exactly (both triangles: the copies below read either).
+  AT_DISPATCH_FLOATING_TYPES(upper.scalar_type(), "rsa_exact_ties", [&] {
+    scalar_t* dp = upper.data_ptr<scalar_t>();
+    // Entries within rounding of 0 recomputed exactly.
     at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const double m = g.margin(i);
+        scalar_t* row = dp + packed_row_offset(i, n) - (i + 1);  // row[j] = entry (i, j), j > i
         for (int64_t j = i + 1; j < n; ++j)
-          if (static_cast<double>(dp[i * n + j]) <= m) dp[i * n + j] = dp[j * n + i] = static_cast<scalar_t>(g.exact(i, j));
+          if (static_cast<double>(row[j]) <= m) row[j] = static_cast<scalar_t>(g.exact(i, j));
       }
     });
-    // A duplicated example takes its first copy's distances, so their ties are exact. Only upper
-    // entries of non-first copies are written; (rep_i, rep_j) is a pair of first copies, never written.
+    // A duplicated example takes its first copy's distances, so their ties are exact. Only entries
+    // with a non-first copy are written; (rep_i, rep_j) is a pair of first copies, never written.
     if (duplicates) {
+      auto at_ = [&](int64_t i, int64_t j) -> scalar_t& {
+        if (i > j) std::swap(i, j);
+        return dp[packed_row_offset(i, n) + (j - i - 1)];
+      };
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = i + 1; j < n; ++j) {
           if (rep[i] == i && rep[j] == j) continue;
-          dp[i * n + j] = rep[i] == rep[j] ? scalar_t(0) : dp[rep[i] * n + rep[j]];
+          at_(i, j) = rep[i] == rep[j] ? scalar_t(0) : at_(rep[i], rep[j]);
         }
     }
   });
-  at::Tensor upper = pack_upper(d);
-  d = at::Tensor();
   const int64_t m = upper.numel();
   auto [sorted, order] = upper.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
-  sorted = sorted.to(at::kDouble).contiguous();
-  const double* sv = sorted.const_data_ptr<double>();
-  const int64_t* ov = order.const_data_ptr<int64_t>();
-  auto rank = at::empty({m}, at::kDouble);
-  double* rv = rank.data_ptr<double>();
-  const double centre = 0.5 * static_cast<double>(m - 1);  // mean of the 0-based ranks, ties or not
+  upper = at::Tensor();
+  // The standardised average ranks, written straight into the stored dtype (float32 holds the
+  // half-integer ranks exactly up to 2^23; beyond, to its own rounding, as z is stored anyway).
+  auto z = at::empty({m}, sorted.options());
   double ss = 0.0;
-  for (int64_t s = 0; s < m;) {
-    int64_t e = s + 1;
-    while (e < m && sv[e] == sv[s]) ++e;
-    const double r = 0.5 * static_cast<double>(s + e - 1) - centre;  // average rank of the tied run
-    for (int64_t t = s; t < e; ++t) rv[ov[t]] = r;
-    ss += static_cast<double>(e - s) * r * r;
-    s = e;
-  }
+  const double centre = 0.5 * static_cast<double>(m - 1);  // mean of the 0-based ranks, ties or not
+  AT_DISPATCH_FLOATING_TYPES(sorted.scalar_type(), "rsa_ranks", [&] {
+    const scalar_t* sv = sorted.const_data_ptr<scalar_t>();
+    const int64_t* ov = order.const_data_ptr<int64_t>();
+    scalar_t* zv = z.data_ptr<scalar_t>();
+    for (int64_t s = 0; s < m;) {
+      int64_t e = s + 1;
+      while (e < m && sv[e] == sv[s]) ++e;
+      const double r = 0.5 * static_cast<double>(s + e - 1) - centre;  // average rank of the tied run
+      for (int64_t t = s; t < e; ++t) zv[ov[t]] = static_cast<scalar_t>(r);
+      ss += static_cast<double>(e - s) * r * r;
+      s = e;
+    }
+  });
   VT_CHECK_ARG(ss > 0.0, layer.arg(),
                "RSA is undefined: every dissimilarity between its examples is the same, so its RDM has no ranks to "
                "correlate");
   RankFit fit;
-  fit.z = rank.div_(std::sqrt(ss)).to(layer.compute_dtype()).contiguous();
+  fit.z = z.div_(std::sqrt(ss)).contiguous();
   return fit;
 }
 
@@ -97,6 +118,22 @@ class RSA : public Measure {
   bool fit(const LayerFit& layer) const override {
     get(layer);
     return true;
+  }
+  // Ranks cannot be streamed: Spearman's ρ needs each layer's ranks of all n(n−1)/2 dissimilarities,
+  // kept for every pair. Bounded by memory_bytes before anything is computed.
+  bool fit_all(const std::vector<const LayerFit*>& layers, const BatchContext& context) const override {
+    int64_t stored = 0, peak = 0;
+    for (const LayerFit* l : layers) stored += stored_bytes(*l), peak = std::max(peak, peak_bytes(*l));
+    VT_CHECK_ARG(layers.empty() || stored + peak <= context.memory_bytes, "memory_bytes",
+                 "RSA keeps each layer's ranks of its n(n−1)/2 dissimilarities: ", layers.size(), " layers of n = ",
+                 layers.empty() ? 0 : layers.front()->n(), " need ", (stored + peak) >> 20,
+                 " MiB, more than memory_bytes = ", context.memory_bytes >> 20,
+                 " MiB; raise memory_bytes or compare fewer examples or layers");
+    for (const LayerFit* l : layers) {
+      get(*l);
+      context.advance(1);
+    }
+    return !layers.empty();
   }
   Score score(const PairData& pair) const override {
     return {std::clamp(dot_f64(get(pair.x).z, get(pair.y).z), -1.0, 1.0)};

@@ -73,7 +73,8 @@ def similarity_matrix(acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, t
     declare (``.parts``) become the matrix's ``row_parts`` / ``col_parts`` (:mod:`.layout`). When
     B has exactly A's layers in another order, its columns take A's order (matched by name).
     ``measure``: ``"cka"`` (Eq. 2), ``"cka_debiased"``, ``"procrustes"`` (Eq. 5, reported in
-    ``form``) or ``"min"``. ``memory_bytes`` bounds the streamed CKA Gram blocks.
+    ``form``) or ``"min"``. ``memory_bytes`` bounds the streamed CKA Gram blocks and the distance row
+    blocks of the kernel and neighbour measures (RSA: the ranks it keeps, checked first).
     ``progress``: tqdm bar over the Procrustes work (default: on for "procrustes" and "min").
     ``procrustes_rank``: approximate Procrustes with per-entry error bounds (``.bound``;
     :mod:`vaetransfer.similarity`); None: exact. ``measure_params``: the measure's own declared
