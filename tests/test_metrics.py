@@ -244,6 +244,31 @@ def test_sap_at_extreme_code_scales_is_finite_or_refused_within_seconds():
     assert np.isfinite(metrics.sap(hostile, f).score) and time.monotonic() - t < 30
 
 
+@pytest.mark.parametrize("scale", [1e-200, 1e-30, 1e30, 1e200])
+def test_every_code_metric_is_the_same_at_any_scale_of_the_codes(scale):
+    """The code metrics are invariant to scaling the codes; their libraries were not: DCI's trees work in
+    float32 (0 at ×1e-30, a ValueError at ×1e200), IRS's variances underflowed (0 at ×1e-200), the
+    standardisations overflowed (warnings). Codes are now brought to a power-of-two scale first (exact)."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    f = factor_grid((5, 5), repeats=8)
+    codes = np.hstack([f + 0.3 * rng.standard_normal(f.shape), rng.standard_normal((len(f), 1))])
+    calls = {"mig": lambda c: metrics.mig(c, f).score,
+             "dci gbt": lambda c: metrics.dci(c, f).disentanglement,
+             "dci lasso": lambda c: metrics.dci(c, f, regressor="lasso").informativeness_test,
+             "irs": lambda c: metrics.irs(c, f).score,
+             "modularity": lambda c: metrics.modularity_explicitness(c, f).modularity,
+             "explicitness": lambda c: metrics.modularity_explicitness(c, f).explicitness_test,
+             "sap continuous": lambda c: metrics.sap(c, f, variant="continuous").score}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for name, call in calls.items():
+            assert call(codes * scale) == pytest.approx(call(codes), abs=1e-12), name
+    irs = metrics.irs(codes * scale, f)
+    np.testing.assert_allclose(irs.max_deviation, metrics.irs(codes, f).max_deviation * scale, rtol=1e-12)
+
+
 def test_dci_of_codes_permuted_per_example_is_low_and_of_identity_codes_high():
     f = factor_grid((4, 4, 4), repeats=3)
     codes = identity_codes(f)

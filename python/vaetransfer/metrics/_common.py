@@ -73,6 +73,21 @@ def as_codes(codes, argument: str = "codes", *, min_dims: int = 1) -> np.ndarray
     return array
 
 
+def pow2_columns(x: np.ndarray) -> np.ndarray:
+    """Each column times the power of two that brings its largest |value| into [0.5, 1): exact, so an
+    estimator invariant to each code's scale gives the same result, while its library never sees values
+    it cannot hold (scikit-learn's trees work in float32; variances square the values)."""
+    peak = np.abs(x).max(axis=0)
+    _, e = np.frexp(np.where(peak > 0, peak, 1.0))
+    return np.ldexp(x, -e[None, :])
+
+
+def pow2_scale(x: np.ndarray) -> float:
+    """The one power of two bringing the largest |value| of ``x`` into [0.5, 1) (1 for all zeros)."""
+    peak = float(np.abs(x).max()) if x.size else 0.0
+    return float(np.ldexp(1.0, -np.frexp(peak)[1])) if peak > 0 else 1.0
+
+
 def as_factors(factors, argument: str = "factors") -> np.ndarray:
     """``factors`` (integer classes, ``[N, K]``, or ``[N]`` for one factor) as an int64 C-contiguous
     ``[N, K]`` array, checked: integer dtype, N >= 2, K >= 1."""

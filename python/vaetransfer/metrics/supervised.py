@@ -20,7 +20,7 @@ import torch
 from .. import _C
 from .._checks import check_number, check_seed, check_str, value_error
 from ._common import (Result, check_bins, check_factor_names, check_pair, check_train_fraction, constant_columns,
-                      factor_field, frozen)
+                      factor_field, frozen, pow2_columns, pow2_scale)
 
 __all__ = ["DCI", "IRS", "MIG", "SAP", "ModularityExplicitness", "dci", "dci_from_importance", "irs", "mig",
            "modularity_explicitness", "modularity_from_mi", "sap"]
@@ -315,11 +315,12 @@ def dci(codes, factors, *, regressor: str = "gbt", train_fraction: float = 0.8, 
     names = check_factor_names(factor_names, f.shape[1])
     constant = constant_columns(f)
     fit = _gbt_importance if regressor == "gbt" else _lasso_importance
+    scaled = pow2_columns(c)  # both probes are invariant to each code's scale; float32 trees hold any
     d, k = c.shape[1], f.shape[1]
     importance = np.full((d, k), np.nan)
     acc_train, acc_test = np.full(k, np.nan), np.full(k, np.nan)
     for j in np.flatnonzero(~constant):
-        importance[:, j], (p_train, p_test) = fit(c[:n_train], f[:n_train, j], c[n_train:], seed)
+        importance[:, j], (p_train, p_test) = fit(scaled[:n_train], f[:n_train, j], scaled[n_train:], seed)
         acc_train[j] = np.mean(p_train == f[:n_train, j])
         acc_test[j] = np.mean(p_test == f[n_train:, j])
     dis, com, per_code, per_factor_c = dci_from_importance(importance[:, ~constant])
@@ -414,6 +415,8 @@ def modularity_explicitness(codes, factors, *, bins: int = 20, train_fraction: f
     modularity, per_code = modularity_from_mi(mi[:, ~constant])
 
     from sklearn.linear_model import LogisticRegression
+    scaled = pow2_columns(c)  # standardised next: exact, and no square overflows at any code scale
+    x_train, x_test = scaled[:n_train], scaled[n_train:]
     mean, std = x_train.mean(axis=0), x_train.std(axis=0)
     std = np.where(std > 0, std, 1.0)
     z_train, z_test = (x_train - mean) / std, (x_test - mean) / std
@@ -473,13 +476,17 @@ def irs(codes, factors, *, diff_quantile: float = 0.99, bins: Optional[int] = 20
     names = check_factor_names(factor_names, f.shape[1])
     constant = constant_columns(f)
     groups = f if bins is None else _M.discretize(torch.from_numpy(f.astype(np.float64)), bins).numpy()
+    # IRS is invariant to one scale of all codes (not to each code's: max_deviation weighs them), so
+    # all are scaled by one power of two (exact): no variance under- or overflows at any scale.
+    unit = pow2_scale(c)
+    c = c * unit
     active = c.var(axis=0) > 0
     d, k = c.shape[1], f.shape[1]
     matrix = np.full((d, k), np.nan)
     per_code = np.full(d, np.nan)
     max_dev = np.abs(c - c.mean(axis=0)).max(axis=0)
     if not active.any():
-        return IRS(score=0.0, per_code=frozen(per_code), matrix=frozen(matrix), max_deviation=frozen(max_dev),
+        return IRS(score=0.0, per_code=frozen(per_code), matrix=frozen(matrix), max_deviation=frozen(max_dev / unit),
                    num_active_dims=0, constant_factors=_constant_tuple(constant), factor_names=names)
     z = c[:, active]
     for j in np.flatnonzero(~constant):
@@ -492,5 +499,6 @@ def irs(codes, factors, *, diff_quantile: float = 0.99, bins: Optional[int] = 20
         matrix[active, j] = 1.0 - total / classes.size / max_dev[active]
     per_code[active] = matrix[active][:, ~constant].max(axis=1)
     score = float(np.average(per_code[active], weights=max_dev[active]))
+    max_dev = max_dev / unit  # in the codes' own units
     return IRS(score=score, per_code=frozen(per_code), matrix=frozen(matrix), max_deviation=frozen(max_dev),
                num_active_dims=int(active.sum()), constant_factors=_constant_tuple(constant), factor_names=names)
