@@ -805,3 +805,21 @@ def test_bad_input_raises_named_errors():
         est.binned_mutual_information(torch.randn(5, 2), torch.zeros(5, dtype=torch.long), num_bins=0)
     assert _arg(e) == "num_bins"
     assert issubclass(vt.ArgumentError, ValueError)
+
+
+def test_estimators_say_what_their_dtype_cannot_hold():
+    """Rates and variances grow with the squared means: past the evaluation dtype's range they were
+    returned as inf; now a named error says so (and suggests float64 for float32 means). Within range
+    they are finite at any scale (float64 means of 1e150: a rate of about 1e300)."""
+    g = torch.Generator().manual_seed(1)
+    mean = torch.randn(100, 3, generator=g, dtype=torch.float64)
+    logvar = torch.full((100, 3), -1.0, dtype=torch.float64)
+    assert math.isfinite(vt.estimators.rate_decomposition(mean * 1e150, logvar, seed=0).rate)
+    assert vt.estimators.active_units(mean * 1e150).count == 3
+    for call, words in ((lambda: vt.estimators.rate_decomposition(mean * 1e200, logvar, seed=0), "Double"),
+                        (lambda: vt.estimators.rate_decomposition((mean * 1e20).float(), logvar.float(), seed=0),
+                         "pass float64 means"),
+                        (lambda: vt.estimators.active_units(mean * 1e200), "beyond float64")):
+        with pytest.raises(vt.ArgumentError, match=words) as info:
+            call()
+        assert info.value.argument == "mean"

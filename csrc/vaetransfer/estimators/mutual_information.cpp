@@ -100,6 +100,13 @@ RateDecomposition rate_decomposition(const at::Tensor& mean, const at::Tensor& l
   out.mutual_information = sum_mi;
   out.marginal_kl = sum_kl;
   out.rate = sum_mi + sum_kl;
+  // KL terms grow with the squared means: beyond the evaluation dtype's range they cannot be
+  // represented, which is said rather than returned as inf.
+  VT_CHECK_ARG(std::isfinite(out.rate) && std::isfinite(out.marginal_kl) && std::isfinite(out.rate_analytic) &&
+                   std::isfinite(out.mutual_information),
+               "mean", "the rate (KL of the posteriors to N(0, I)) of these encodings is beyond what ",
+               c10::toString(type), " holds (largest |mean| ", m.abs().max().item<double>(),
+               "); it cannot be represented", type == at::kDouble ? "" : ": pass float64 means");
   return out;
 }
 
@@ -141,6 +148,9 @@ MutualInformation mutual_information(const at::Tensor& mean, const at::Tensor& l
     out.estimator = "minibatch(B=" + std::to_string(b) + ")";
   }
   out.value = out.negative_entropy - out.mean_log_qz;
+  VT_CHECK_ARG(std::isfinite(out.value), "mean", "the mutual information of these encodings is beyond what ",
+               c10::toString(type), " holds (largest |mean| ", m.abs().max().item<double>(),
+               "); it cannot be represented", type == at::kDouble ? "" : ": pass float64 means");
   return out;
 }
 
@@ -153,6 +163,9 @@ ActiveUnits active_units(const at::Tensor& mean, double threshold, bool unbiased
   at::NoGradGuard no_grad;
   ActiveUnits out;
   out.variance = mean.to(at::kDouble).var(0, unbiased);
+  VT_CHECK_ARG(at::isfinite(out.variance).all().item<bool>(), "mean",
+               "the variance of these means is beyond float64 (largest |mean| ", mean.abs().max().item<double>(),
+               "): it cannot be represented");
   out.active = out.variance > threshold;
   out.count = out.active.sum().item<int64_t>();
   out.threshold = threshold;
