@@ -62,8 +62,10 @@ class MinibatchCKA:
             raise _error(ArgumentTypeError, arg, f"expected a mapping of layer name to activations, got "
                                                  f"{type(acts).__name__}")
         missing = [n for n in names if n not in acts]
-        if missing:
-            raise _error(ArgumentError, arg, f"missing layers {missing} (expected {names})")
+        unexpected = [k for k in acts if k not in set(names)]
+        if missing or unexpected:  # matched by name: another set of layers is not silently cut
+            raise _error(ArgumentError, arg, f"expected the layers {list(names)} (matched by name), missing {missing}, "
+                                             f"unexpected {unexpected}")
         return [check_tensor(acts[n], f"{arg}[{n!r}]") for n in names]
 
     def update(self, acts_a: Mapping[str, torch.Tensor], acts_b: Mapping[str, torch.Tensor]) -> "MinibatchCKA":
