@@ -27,6 +27,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "vaetransfer/common/check.h"
@@ -46,33 +47,16 @@ struct KernelFit {
 
 // Non-negative floats order as their bit patterns (−0 counted as +0).
 template <typename T>
-struct Key;
-template <>
-struct Key<float> {
-  using type = uint32_t;
-  static uint32_t of(float v) {
-    if (v == 0.0f) return 0;
-    uint32_t k;
+struct Key {
+  using type = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  static type of(T v) {
+    if (v == T(0)) return 0;
+    type k;
     std::memcpy(&k, &v, sizeof k);
     return k;
   }
-  static float value(uint32_t k) {
-    float v;
-    std::memcpy(&v, &k, sizeof v);
-    return v;
-  }
-};
-template <>
-struct Key<double> {
-  using type = uint64_t;
-  static uint64_t of(double v) {
-    if (v == 0.0) return 0;
-    uint64_t k;
-    std::memcpy(&k, &v, sizeof k);
-    return k;
-  }
-  static double value(uint64_t k) {
-    double v;
+  static T value(type k) {
+    T v;
     std::memcpy(&v, &k, sizeof v);
     return v;
   }
