@@ -733,3 +733,23 @@ def test_reordered_activations_keep_their_parts():
     b = Activations(((k, acts[k].clone()) for k in ("c", "b", "a")), parts={"a": "encoder", "b": "latent", "c": "decoder"})
     m = sim.similarity_matrix(a, b)
     assert m.cols == ["a", "b", "c"] and m.col_parts == ["encoder", "latent", "decoder"]
+
+
+def test_layers_of_subnormal_float32_values_are_scored_not_overflowed():
+    """A float32 layer whose values are all below 2^-127 needs a scale float32 cannot hold: the
+    centring then works in float64 (it gave inf/NaN). Subnormals keep ~6 digits here."""
+    acts = _scale_layers()
+    ref = sim.similarity_matrix(acts, OrderedDict((k, v.clone()) for k, v in acts.items()), progress=False).values
+    tiny = OrderedDict((k, (v * 2e-40).float()) for k, v in acts.items())
+    assert (tiny["a"].abs().max() < 2.0**-127).item()
+    for measure, tol in (("cka", 1e-4), ("procrustes", 1e-4), ("cka_rbf", 1e-3)):
+        want = sim.similarity_matrix(acts, OrderedDict((k, v.clone()) for k, v in acts.items()), measure,
+                                     progress=False).values
+        got = sim.similarity_matrix(tiny, OrderedDict((k, v.float()) for k, v in acts.items()), measure,
+                                    progress=False).values
+        assert torch.isfinite(got).all() and torch.allclose(got, want, atol=tol, rtol=0), (measure, got - want)
+    assert torch.isfinite(ref).all()
+    mb = sim.MinibatchCKA(list(tiny), list(tiny))
+    for i in range(0, 96, 32):
+        mb.update({k: v[i:i + 32] for k, v in tiny.items()}, {k: v[i:i + 32] for k, v in tiny.items()})
+    assert torch.isfinite(mb.result().values).all()

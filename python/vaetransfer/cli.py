@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         if exc.errno not in _ENVIRONMENT_ERRNOS:
             raise
         where = f" {exc.filename}" if exc.filename else ""
-        print(f"vaetransfer {args.command}: error: cannot write{where}: {exc.strerror}; every file written before "
+        print(f"vaetransfer {args.command}: error: cannot access{where}: {exc.strerror}; every file written before "
               "is intact (writes are atomic): free space or fix the folder, then run the same command again",
               file=sys.stderr)
         return 2

@@ -69,7 +69,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield Path(tmp)
         os.replace(tmp, path)
     except OSError as exc:  # disk full, quota, read-only: named by the file meant, which is left as it was
-        if exc.filename in (tmp, str(tmp)) or exc.filename is None:
+        if exc.errno is not None and (exc.filename in (tmp, str(tmp)) or exc.filename is None):
             raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     finally:

@@ -64,11 +64,11 @@ struct Key {
 
 // Calls visit(value) for every upper-triangle distance (i < j), block by block.
 template <typename T, typename Visit>
-void for_each_upper(const ExampleGeometry& g, int64_t block_rows, Visit&& visit) {
-  const int64_t n = g.n();
+void for_each_upper(const ExampleGeometry& g, int64_t bytes, Visit&& visit) {
+  const int64_t n = g.n(), block_rows = g.rows_per_block(bytes);
   for (int64_t r0 = 0; r0 < n; r0 += block_rows) {
     const int64_t r1 = std::min(n, r0 + block_rows);
-    const auto block = g.sq_distance_rows(r0, r1).contiguous();
+    const auto block = g.sq_distance_rows(r0, r1, bytes).contiguous();
     const T* b = block.template const_data_ptr<T>();
     for (int64_t i = r0; i < r1; ++i) {
       const T* row = b + (i - r0) * n;
@@ -80,7 +80,7 @@ void for_each_upper(const ExampleGeometry& g, int64_t block_rows, Visit&& visit)
 // The values of the upper-triangle distances of 0-based ranks `ranks` (ascending order), by radix
 // selection on their bit patterns, 16 bits a pass.
 template <typename T>
-std::vector<double> upper_order_statistics(const ExampleGeometry& g, int64_t block_rows, const std::vector<int64_t>& ranks) {
+std::vector<double> upper_order_statistics(const ExampleGeometry& g, int64_t bytes, const std::vector<int64_t>& ranks) {
   using K = typename Key<T>::type;
   constexpr int kBits = static_cast<int>(8 * sizeof(K));
   const size_t q = ranks.size();
@@ -90,7 +90,7 @@ std::vector<double> upper_order_statistics(const ExampleGeometry& g, int64_t blo
     const int known = kBits - 16 - shift;  // bits fixed by the earlier passes
     std::vector<std::array<int64_t, 65536>> hist(q);
     for (auto& h : hist) h.fill(0);
-    for_each_upper<T>(g, block_rows, [&](T v) {
+    for_each_upper<T>(g, bytes, [&](T v) {
       const K key = Key<T>::of(v);
       for (size_t s = 0; s < q; ++s)
         if (known == 0 || (key >> (shift + 16)) == prefix[s]) ++hist[s][(key >> shift) & 0xFFFF];
@@ -110,7 +110,7 @@ std::vector<double> upper_order_statistics(const ExampleGeometry& g, int64_t blo
 
 // The median of the n² entries of the squared-distance matrix: each upper entry twice and the n zeros
 // of the diagonal (the authors' np.median over the full matrix).
-double full_matrix_median(const ExampleGeometry& g, int64_t block_rows) {
+double full_matrix_median(const ExampleGeometry& g, int64_t bytes) {
   const int64_t n = g.n(), total = n * n;
   // Order statistic q (0-based) of the full matrix: 0 for q < n, else the upper triangle's ⌊(q − n)/2⌋-th.
   const std::vector<int64_t> wanted = total % 2 == 1 ? std::vector<int64_t>{total / 2}
@@ -120,7 +120,7 @@ double full_matrix_median(const ExampleGeometry& g, int64_t block_rows) {
     if (q >= n) ranks.push_back((q - n) / 2);
   std::vector<double> values;
   AT_DISPATCH_FLOATING_TYPES(g.dtype(), "rbf_median", [&] {
-    values = upper_order_statistics<scalar_t>(g, block_rows, ranks);
+    values = upper_order_statistics<scalar_t>(g, bytes, ranks);
   });
   std::vector<double> order;
   size_t next = 0;
@@ -129,8 +129,8 @@ double full_matrix_median(const ExampleGeometry& g, int64_t block_rows) {
 }
 
 // exp(−D/2σ²) of a distance block, its entries j ≤ i (lower triangle and diagonal) set to 0.
-at::Tensor upper_kernel_rows(const KernelFit& fit, int64_t r0, int64_t r1) {
-  auto k = fit.geometry->sq_distance_rows(r0, r1).div_(-fit.two_sigma2).exp_();
+at::Tensor upper_kernel_rows(const KernelFit& fit, int64_t r0, int64_t r1, int64_t bytes) {
+  auto k = fit.geometry->sq_distance_rows(r0, r1, bytes).div_(-fit.two_sigma2).exp_();
   return k.triu_(r0 + 1);
 }
 
@@ -139,7 +139,7 @@ KernelFit fit_kernel(const LayerFit& layer, double bandwidth, int64_t memory_byt
   KernelFit fit;
   fit.geometry = std::make_shared<ExampleGeometry>(layer, RowGeometry::kEuclidean);
   const int64_t rows = fit.geometry->rows_per_block(memory_bytes);
-  const double median = full_matrix_median(*fit.geometry, rows);
+  const double median = full_matrix_median(*fit.geometry, memory_bytes);
   VT_CHECK_ARG(median > 0.0, layer.arg(),
                "RBF CKA is undefined: the median squared distance between examples is 0 (more than half of all "
                "pairs coincide), so the bandwidth σ = bandwidth · median distance is 0");
@@ -148,7 +148,7 @@ KernelFit fit_kernel(const LayerFit& layer, double bandwidth, int64_t memory_byt
   auto sums = at::ones({n}, at::kDouble);
   for (int64_t r0 = 0; r0 < n; r0 += rows) {
     const int64_t r1 = std::min(n, r0 + rows);
-    const auto k = upper_kernel_rows(fit, r0, r1);
+    const auto k = upper_kernel_rows(fit, r0, r1, memory_bytes);
     // Summed in the block's dtype (torch's cascade sums: no float64 copy of the block), added in float64.
     sums.narrow(0, r0, r1 - r0).add_(k.sum(1).to(at::kDouble));
     sums.add_(k.sum(0).to(at::kDouble));
@@ -220,7 +220,7 @@ class RBFCKA : public Measure {
       auto buf = at::empty({L, m, n}, at::TensorOptions().dtype(ct));
       for (int64_t s = 0; s < L; ++s) {
         const KernelFit& f = *fits[s];
-        auto k = upper_kernel_rows(f, r0, r1).to(ct);
+        auto k = upper_kernel_rows(f, r0, r1, memory_bytes).to(ct);
         // K̃_ij = K_ij − r_i − r_j + r̄ on the upper triangle (j > i), 0 elsewhere.
         auto ri = f.r.narrow(0, r0, m).sub(f.grand).to(ct).unsqueeze(1);
         auto centred = k.sub_(ri).sub_(f.r.to(ct).unsqueeze(0)).triu_(r0 + 1);

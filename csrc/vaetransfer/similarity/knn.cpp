@@ -96,37 +96,34 @@ ExampleGeometry::ExampleGeometry(const LayerFit& layer, RowGeometry geometry)
   max_sq_norm_ = sq_norm_.max().item<double>();
 }
 
-const at::Tensor& ExampleGeometry::units() const {
-  std::lock_guard<std::mutex> lock(units_mutex_);
-  if (units_.defined()) return units_;
-  const at::ScalarType ct = layer_.compute_dtype();
-  auto u = at::empty({n_, p_}, at::TensorOptions().dtype(ct));
-  const int64_t chunk = std::max<int64_t>(1, kBlockBytes / (8 * n_));
-  for (int64_t c0 = 0; c0 < p_; c0 += chunk) {
-    const int64_t len = std::min(chunk, p_ - c0);
-    auto v = rows_.narrow(1, c0, len).to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);  // never rows_ itself
-    switch (geometry_) {
-      case RowGeometry::kEuclidean: v.mul_(unit_).sub_(shift_.narrow(0, c0, len).unsqueeze(0)); break;
-      case RowGeometry::kCosine: v.mul_(scale_.unsqueeze(1)); break;
-      case RowGeometry::kCorrelation: v.sub_(shift_.unsqueeze(1)).mul_(scale_.unsqueeze(1)); break;
-    }
-    u.narrow(1, c0, len).copy_(v);
-  }
-  unit_sq_ = u.square().sum(1);
-  units_ = u;
-  return units_;
+at::Tensor ExampleGeometry::unit_columns(int64_t c0, int64_t c1) const {
+  if (geometry_ == RowGeometry::kEuclidean) return layer_.centred(0, n_, c0, c1, at::kDouble);  // s·x − s·x̄
+  auto v = rows_.narrow(1, c0, c1 - c0).to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);  // never rows_ itself
+  if (geometry_ == RowGeometry::kCorrelation) v.sub_(shift_.unsqueeze(1));
+  return v.mul_(scale_.unsqueeze(1));
 }
 
 int64_t ExampleGeometry::rows_per_block(int64_t bytes) const {
   const int64_t row = n_ * static_cast<int64_t>(c10::elementSize(layer_.compute_dtype()));
-  return std::clamp<int64_t>(bytes / std::max<int64_t>(1, 3 * row), 1, n_);  // the block, its product, a temporary
+  return std::clamp<int64_t>(bytes / std::max<int64_t>(1, 2 * row), 1, n_);  // the block and a caller's copy
 }
 
-at::Tensor ExampleGeometry::sq_distance_rows(int64_t r0, int64_t r1) const {
-  const at::Tensor& u = units();
+int64_t ExampleGeometry::chunk_features(int64_t bytes) const {
+  return std::max<int64_t>(1, bytes / (4 * 8 * n_));  // a float64 chunk and its copy in a quarter of `bytes`
+}
+
+at::Tensor ExampleGeometry::sq_distance_rows(int64_t r0, int64_t r1, int64_t bytes) const {
+  const at::ScalarType ct = layer_.compute_dtype();
   const int64_t rows = r1 - r0;
-  auto d = unit_sq_.narrow(0, r0, rows).unsqueeze(1) + unit_sq_.unsqueeze(0);
-  d.sub_(at::mm(u.narrow(0, r0, rows), u.t()), 2.0).clamp_min_(0.0);
+  // ⟨u_i, u_j⟩ over feature chunks of u (never all of u at once), then ‖u_i‖² + ‖u_j‖² − 2⟨u_i, u_j⟩.
+  auto d = at::zeros({rows, n_}, at::TensorOptions().dtype(ct));
+  const int64_t chunk = chunk_features(bytes);
+  for (int64_t c0 = 0; c0 < p_; c0 += chunk) {
+    const auto u = unit_columns(c0, std::min(p_, c0 + chunk)).to(ct);
+    d.addmm_(u.narrow(0, r0, rows), u.t(), /*beta=*/1.0, /*alpha=*/-2.0);
+  }
+  const auto sq = sq_norm_.to(ct);
+  d.add_(sq.narrow(0, r0, rows).unsqueeze(1)).add_(sq.unsqueeze(0)).clamp_min_(0.0);
   d.narrow(1, r0, rows).diagonal().zero_();
   return d;
 }
@@ -139,7 +136,7 @@ at::Tensor ExampleGeometry::packed_sq_distances(int64_t block_bytes) const {
     scalar_t* o = out.data_ptr<scalar_t>();
     for (int64_t r0 = 0; r0 < n_; r0 += step) {
       const int64_t r1 = std::min(n_, r0 + step);
-      const auto block = sq_distance_rows(r0, r1).contiguous();
+      const auto block = sq_distance_rows(r0, r1, block_bytes).contiguous();
       const scalar_t* b = block.const_data_ptr<scalar_t>();
       for (int64_t i = r0; i < r1; ++i)
         std::copy(b + (i - r0) * n_ + i + 1, b + (i - r0 + 1) * n_, o + packed_row_offset(i, n_));
@@ -277,7 +274,7 @@ at::Tensor nearest_neighbours(const ExampleGeometry& geometry, int64_t k, int64_
   const int64_t step = geometry.rows_per_block(block_bytes);
   for (int64_t r0 = 0; r0 < n; r0 += step) {
     const int64_t r1 = std::min(n, r0 + step);
-    const at::Tensor dist = geometry.sq_distance_rows(r0, r1).contiguous();
+    const at::Tensor dist = geometry.sq_distance_rows(r0, r1, block_bytes).contiguous();
     AT_DISPATCH_FLOATING_TYPES(dist.scalar_type(), "nearest_neighbours", [&] {
       const scalar_t* d = dist.const_data_ptr<scalar_t>();
       at::parallel_for(r0, r1, 16, [&](int64_t begin, int64_t end) {
@@ -341,10 +338,10 @@ struct NeighbourFit {
   double self = 0.0;
 };
 
-NeighbourFit fit_neighbours(const LayerFit& layer, RowGeometry metric, int64_t k, bool kernel) {
+NeighbourFit fit_neighbours(const LayerFit& layer, RowGeometry metric, int64_t k, bool kernel, int64_t block_bytes) {
   ExampleGeometry g(layer, metric);
   NeighbourFit fit;
-  fit.index = std::get<0>(nearest_neighbours(g, k).sort(1));
+  fit.index = std::get<0>(nearest_neighbours(g, k, block_bytes).sort(1));
   if (!kernel) return fit;
   const int64_t n = layer.n();
   fit.value = at::empty({n, k}, at::kDouble);
@@ -402,6 +399,13 @@ class Neighbourhood : public Measure {
     get(layer);
     return true;
   }
+  bool fit_all(const std::vector<const LayerFit*>& layers, const BatchContext& context) const override {
+    for (const LayerFit* layer : layers) {  // distance blocks within memory_bytes
+      get(*layer, context.memory_bytes);
+      context.advance(1);
+    }
+    return !layers.empty();
+  }
   Score score(const PairData& pair) const override {
     const NeighbourFit &a = get(pair.x), &b = get(pair.y);
     const double shared = shared_neighbours(a, b, kernel_);
@@ -410,8 +414,8 @@ class Neighbourhood : public Measure {
   }
 
  private:
-  const NeighbourFit& get(const LayerFit& layer) const {
-    return fits_.get(layer, [&](const LayerFit& l) { return fit_neighbours(l, metric_, k_, kernel_); });
+  const NeighbourFit& get(const LayerFit& layer, int64_t block_bytes = int64_t{64} << 20) const {
+    return fits_.get(layer, [&](const LayerFit& l) { return fit_neighbours(l, metric_, k_, kernel_, block_bytes); });
   }
   bool kernel_;
   int64_t k_;

@@ -11,8 +11,8 @@
 //                                                      other row and 0 from another all-zero row)
 //   correlation  u_i = (x_i − m_i) / ‖x_i − m_i‖      (m_i the row's mean over features;
 //                                                      ‖u_i − u_j‖² = 2 (1 − Pearson(x_i, x_j)))
-// Distances come in row blocks from one matrix product each, in the layer's compute dtype (memory:
-// u, n × p, and one block); exact(i, j) recomputes one entry from the stored rows in float64 in a
+// Distances come in row blocks from one matrix product each (over feature chunks of u), in the
+// layer's compute dtype (memory: one block and one chunk); exact(i, j) recomputes one entry from the stored rows in float64 in a
 // fixed order, so identical rows are at distance exactly 0 and equal distances are exactly equal.
 #pragma once
 #include <ATen/ATen.h>
@@ -44,16 +44,18 @@ class ExampleGeometry {
   at::ScalarType dtype() const { return layer_.compute_dtype(); }  // of the distances
 
   // ‖u_i − u_j‖² for the rows i in [r0, r1) against every j: (r1 − r0, n) in the layer's compute dtype
-  // (float64 for float64 activations, float32 otherwise), ‖u_i‖² + ‖u_j‖² − 2⟨u_i, u_j⟩ from one
-  // matrix product, zero at j = i, clamped at 0. Measures read row blocks, never an n × n matrix:
+  // (float64 for float64 activations, float32 otherwise), ‖u_i‖² + ‖u_j‖² − 2⟨u_i, u_j⟩ (the norms in
+  // float64, the products in the compute dtype), zero at j = i, clamped at 0. Measures read row blocks, never an n × n matrix:
   // rows_per_block(bytes) rows fill `bytes`. (Entry (i, j) and (j, i) may differ in rounding: a
   // measure that needs one value per pair reads the upper triangle, j > i.)
-  at::Tensor sq_distance_rows(int64_t r0, int64_t r1) const;
+  at::Tensor sq_distance_rows(int64_t r0, int64_t r1, int64_t bytes = int64_t{64} << 20) const;
+  // Rows per block, and features per chunk of u, for a working budget of `bytes`.
   int64_t rows_per_block(int64_t bytes) const;
+  int64_t chunk_features(int64_t bytes) const;
   // The strictly upper triangle (i < j, row by row: scipy's pdist order) of the distances, (n(n−1)/2,)
   // in the compute dtype, built from row blocks of about `block_bytes`.
   at::Tensor packed_sq_distances(int64_t block_bytes) const;
-  // A bound on |sq_distance_rows(i, i + 1)[0][j] − exact(i, j)| valid for every j (rounding of the Gram
+  // A bound on |sq_distance_rows(i, i + 1)[0][j] − exact(i, j)| valid for every j (rounding of the
   // product: 2 (p + 10) ε (‖u_i‖² + max_j ‖u_j‖²)).
   double margin(int64_t i) const;
   // ‖u_i − u_j‖² in float64 from the stored rows, summed in feature order.
@@ -75,10 +77,8 @@ class ExampleGeometry {
   at::Tensor sq_norm_;  // (n,) ‖u_i‖², float64
   at::Tensor mean_row_; // cosine: (p,) ū, float64
   double unit_ = 1.0;  // euclidean: the layer's power-of-two scale (distances in the frame s·x)
-  // u (n × p) in the compute dtype and its squared row norms, built on the first distance block.
-  const at::Tensor& units() const;
-  mutable at::Tensor units_, unit_sq_;
-  mutable std::mutex units_mutex_;
+  // u's feature columns [c0, c1) for every row, float64 (euclidean: the layer's own centred values).
+  at::Tensor unit_columns(int64_t c0, int64_t c1) const;
   double max_sq_norm_ = 0.0;
   double eps_ = 0.0;
 };

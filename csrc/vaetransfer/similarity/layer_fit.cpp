@@ -124,8 +124,9 @@ LayerFit::LayerFit(const at::Tensor& x, const FitOptions& options, std::string a
     // Scaled by s0 before centring (exact), so the compute dtype holds the squares (≤ 4).
     for (int64_t c0 = 0; c0 < p_; c0 += chunk_) {
       const int64_t c1 = std::min(p_, c0 + chunk_);
-      auto xc = x_.slice(1, c0, c1).to(compute_dtype_).mul(s0);
-      xc.sub_(mean_.slice(0, c0, c1).mul(s0).to(compute_dtype_));
+      const auto work = s0 >= 0x1p-126 && s0 <= 0x1p127 ? compute_dtype_ : at::kDouble;  // float32 holds s0?
+      auto xc = x_.slice(1, c0, c1).to(work).mul(s0);
+      xc.sub_(mean_.slice(0, c0, c1).mul(s0).to(work));
       xc.mul_(xc);
       row_sq_.add_(xc.sum(1, /*keepdim=*/false, at::kDouble));
     }
@@ -164,8 +165,10 @@ at::Tensor LayerFit::centred(int64_t r0, int64_t r1, int64_t c0, int64_t c1, at:
     return centre_columns_cuda(block, m, static_cast<float>(scale_));
 #endif
   // s·x − s·m: scaling by a power of two first is exact, so this is s·(x − m) rounded once, and no
-  // intermediate leaves the working dtype's range. float64 inputs are worked in float64.
-  const auto work = x_.scalar_type() == at::kDouble ? at::kDouble : dtype;
+  // intermediate leaves the working dtype's range. float64 inputs are worked in float64, and so is a
+  // scale float32 cannot hold (layers of subnormal values).
+  const bool f32_scale = scale_ >= 0x1p-126 && scale_ <= 0x1p127;
+  const auto work = x_.scalar_type() == at::kDouble || (dtype != at::kDouble && !f32_scale) ? at::kDouble : dtype;
   auto out = block.to(work, /*non_blocking=*/false, /*copy=*/true);
   if (scale_ != 1.0) out.mul_(scale_);
   out.sub_(m.to(work));

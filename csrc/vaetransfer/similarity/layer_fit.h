@@ -3,7 +3,7 @@
 // A LayerFit is built once per layer of activations X (n examples × p features) and
 // reused by every pair that layer takes part in. It describes the layer scaled by a power of two,
 // X̃ = s·X with s = scale() chosen so that the centred entries of X̃ have a root mean square in
-// [1/√2, √2): every measure here is invariant to scaling a layer, a power of two scales floats
+// [0.5, 1): every measure here is invariant to scaling a layer, a power of two scales floats
 // exactly, and so float32 Grams neither overflow (large activations) nor underflow (small ones) —
 // scores are the same at any scale. Held for X̃: column means (centring), the diagonal
 // and trace of the centred Gram K = Xc Xcᵀ (debiased CKA, constant-layer detection),

@@ -117,7 +117,15 @@ void MinibatchCKA::update(const std::vector<at::Tensor>& acts_a, const std::vect
         std::frexp(batch_max, &e);  // batch_max · 2^−e in [0.5, 1)
         scales[k] = std::ldexp(1.0, -e);
       }
-      if (scales[k] != 0.0 && scales[k] != 1.0) held.mul_(scales[k]);  // exact: a power of two
+      if (scales[k] != 0.0 && scales[k] != 1.0) {  // exact: a power of two (in float64 where float32 cannot hold it)
+        if (ct == at::kFloat && !(scales[k] >= 0x1p-126 && scales[k] <= 0x1p127))
+          held = held.to(at::kDouble).mul_(scales[k]).to(at::kFloat);
+        else
+          held.mul_(scales[k]);
+        VT_CHECK_ARG(held.numel() == 0 || at::isfinite(held).all().item<bool>(), arg,
+                     "this batch's values (up to ", batch_max, ") are beyond float32 at the scale the first batch set; "
+                     "pass float64 activations");
+      }
       out.push_back(held);
     }
     return out;

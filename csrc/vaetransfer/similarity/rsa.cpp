@@ -36,21 +36,21 @@ struct RankFit {
   at::Tensor z;  // (n(n−1)/2,) standardised average ranks of the RDM's upper triangle
 };
 
-// Bytes one layer's fit keeps (z) and needs at its peak beside it (the triangle, its sorted copy and
-// the sort's int64 order), for the bound against memory_bytes.
+// Bytes one layer's fit keeps (z), and what fitting it needs beyond that at its peak (the sorted
+// triangle, or the triangle before the sort, and the sort's int64 order), for the bound.
 int64_t stored_bytes(const LayerFit& layer) {
   const int64_t m = layer.n() * (layer.n() - 1) / 2;
   return m * static_cast<int64_t>(c10::elementSize(layer.compute_dtype()));
 }
 int64_t peak_bytes(const LayerFit& layer) {
   const int64_t m = layer.n() * (layer.n() - 1) / 2;
-  return 2 * stored_bytes(layer) + 8 * m;
+  return stored_bytes(layer) + 8 * m;
 }
 
-RankFit fit_ranks(const LayerFit& layer, RowGeometry rdm) {
+RankFit fit_ranks(const LayerFit& layer, RowGeometry rdm, int64_t block_bytes) {
   const int64_t n = layer.n();
   ExampleGeometry g(layer, rdm);
-  at::Tensor upper = g.packed_sq_distances(int64_t{64} << 20);  // row blocks: no n × n matrix
+  at::Tensor upper = g.packed_sq_distances(block_bytes);  // row blocks: no n × n matrix
   const at::Tensor first = g.first_copies();
   const int64_t* rep = first.const_data_ptr<int64_t>();
   const bool duplicates = !first.eq(at::arange(n, at::kLong)).all().item<bool>();
@@ -60,9 +60,9 @@ RankFit fit_ranks(const LayerFit& layer, RowGeometry rdm) {
     at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const double m = g.margin(i);
-        scalar_t* row = dp + packed_row_offset(i, n) - (i + 1);  // row[j] = entry (i, j), j > i
+        scalar_t* row = dp + packed_row_offset(i, n);  // row[j − i − 1] = entry (i, j), j > i
         for (int64_t j = i + 1; j < n; ++j)
-          if (static_cast<double>(row[j]) <= m) row[j] = static_cast<scalar_t>(g.exact(i, j));
+          if (static_cast<double>(row[j - i - 1]) <= m) row[j - i - 1] = static_cast<scalar_t>(g.exact(i, j));
       }
     });
     // A duplicated example takes its first copy's distances, so their ties are exact. Only entries
@@ -128,9 +128,9 @@ class RSA : public Measure {
                  "RSA keeps each layer's ranks of its n(n−1)/2 dissimilarities: ", layers.size(), " layers of n = ",
                  layers.empty() ? 0 : layers.front()->n(), " need ", (stored + peak) >> 20,
                  " MiB, more than memory_bytes = ", context.memory_bytes >> 20,
-                 " MiB; raise memory_bytes or compare fewer examples or layers");
+                 " MiB (the ranks cannot be streamed); raise memory_bytes or compare fewer examples or layers");
     for (const LayerFit* l : layers) {
-      get(*l);
+      get(*l, std::max<int64_t>(1, (context.memory_bytes - stored - peak) / 2));  // blocks in what is left
       context.advance(1);
     }
     return !layers.empty();
@@ -140,8 +140,8 @@ class RSA : public Measure {
   }
 
  private:
-  const RankFit& get(const LayerFit& layer) const {
-    return fits_.get(layer, [&](const LayerFit& l) { return fit_ranks(l, rdm_); });
+  const RankFit& get(const LayerFit& layer, int64_t block_bytes = int64_t{64} << 20) const {
+    return fits_.get(layer, [&](const LayerFit& l) { return fit_ranks(l, rdm_, block_bytes); });
   }
   RowGeometry rdm_;
   FitCache<RankFit> fits_;

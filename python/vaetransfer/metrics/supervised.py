@@ -134,7 +134,8 @@ def _code_varies(column: np.ndarray) -> bool:
 def _unit_centred(x: np.ndarray) -> np.ndarray:
     """Centred columns scaled to unit norm without squaring raw values (no overflow at any scale); a
     constant column stays 0."""
-    xc = x - x.mean(axis=0)
+    xc = pow2_columns(x)  # first: the mean of values near the float64 limit would overflow
+    xc = xc - xc.mean(axis=0)
     peak = np.abs(xc).max(axis=0)
     xc = xc / np.where(peak > 0, peak, 1.0)
     norm = np.sqrt((xc * xc).sum(axis=0))
@@ -410,13 +411,14 @@ def modularity_explicitness(codes, factors, *, bins: int = 20, train_fraction: f
     n_train = check_train_fraction(train_fraction, c.shape[0])
     names = check_factor_names(factor_names, f.shape[1])
     constant = constant_columns(f)
-    x_train, x_test, f_train, f_test = c[:n_train], c[n_train:], f[:n_train], f[n_train:]
+    # Standardised below, and histograms are per-code scale-free: a power-of-two scale first is exact,
+    # and no square overflows at any code scale.
+    scaled = pow2_columns(c)
+    x_train, x_test, f_train, f_test = scaled[:n_train], scaled[n_train:], f[:n_train], f[n_train:]
     mi = _mi(_discretize(x_train, bins), f_train)
     modularity, per_code = modularity_from_mi(mi[:, ~constant])
 
     from sklearn.linear_model import LogisticRegression
-    scaled = pow2_columns(c)  # standardised next: exact, and no square overflows at any code scale
-    x_train, x_test = scaled[:n_train], scaled[n_train:]
     mean, std = x_train.mean(axis=0), x_train.std(axis=0)
     std = np.where(std > 0, std, 1.0)
     z_train, z_test = (x_train - mean) / std, (x_test - mean) / std

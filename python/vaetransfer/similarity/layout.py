@@ -122,14 +122,15 @@ class _Reordered(OrderedDict):
 def _in_order(models: Sequence[Mapping], argument: str, order: list) -> list:
     out = []
     for i, m in enumerate(models):
+        name = f"{argument}[{i}]" if len(models) > 1 or not argument.startswith("acts") else argument
         if not isinstance(m, Mapping):
-            raise _error(ArgumentTypeError, f"{argument}[{i}]",
-                         f"expected a mapping of layer name to activations, got {type(m).__name__}")
+            raise _error(ArgumentTypeError, name, f"expected a mapping of layer name to activations, got "
+                                                  f"{type(m).__name__}")
         keys = list(m.keys())
         if set(keys) != set(order):
             missing = [k for k in order if k not in m]
             extra = [k for k in keys if k not in set(order)]
-            raise _error(ArgumentError, f"{argument}[{i}]",
+            raise _error(ArgumentError, name,
                          f"expected the layers {order} (matched by name), missing {missing}, unexpected {extra}")
         out.append(m if keys == order else _Reordered(m, order))
     return out

@@ -266,7 +266,6 @@ def _run_transfer(c: Config, method: str, seed: int, run_dir: Path, device: str)
 
 
 # ---------------------------------------------------------------------------------- the stages
-#: What one run of each experiment trains and measures: ``(config, method, seed, run_dir, device) -> dict``.
 def trainings(c: Config) -> list[TrainConfig]:
     """The trainings whose batches the config sizes (the study's preflight, before any worker starts):
     the MI network (on at most the 4,096 12-bit patterns) and the shape-transfer CNN; the SVD
@@ -286,6 +285,7 @@ def trainings(c: Config) -> list[TrainConfig]:
     return out
 
 
+#: What one run of each experiment trains and measures: ``(config, method, seed, run_dir, device) -> dict``.
 RUNNERS = {"peak": _run_peak, "digits": _run_digits, "mi": _run_mi, "transfer": _run_transfer}
 
 
