@@ -306,16 +306,30 @@ def test_float32_activations():
 # ------------------------------------------------------------------ kernel measures within memory_bytes
 @pytest.mark.parametrize("measure", ["cka_rbf", "mutual_knn", "cknna", "rsa"])
 def test_values_do_not_depend_on_memory_bytes(measure):
-    """Row blocks of any size give the same scores (the blocks' rounding aside)."""
+    """Row blocks of any size give the same scores (the blocks' rounding aside). RBF CKA holds every
+    layer's packed kernel when they fit in three quarters of memory_bytes (here 4 layers × 44,850
+    float32 = 0.7 MB: held at 1 MiB and above) and streams them below: both forms, and a budget that
+    leaves one-row blocks, give the same heatmap."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((300, 12)).astype(np.float32)
     acts = OrderedDict(a=torch.from_numpy(x), b=torch.from_numpy(np.tanh(x @ rng.standard_normal((12, 20))).astype(np.float32)))
     params = {"k": 5} if measure in ("mutual_knn", "cknna") else {}
-    small = sim.similarity_matrix(acts, OrderedDict((k, v.clone()) for k, v in acts.items()), measure, progress=False,
-                                  memory_bytes=(4 if measure == "rsa" else 1) << 20, **params).values
-    large = sim.similarity_matrix(acts, OrderedDict((k, v.clone()) for k, v in acts.items()), measure, progress=False,
-                                  memory_bytes=1 << 30, **params).values
-    assert torch.allclose(small, large, atol=1e-6, rtol=0)
+    budgets = {"rsa": [4 << 20], "cka_rbf": [16 << 10, 256 << 10, 1 << 20]}.get(measure, [16 << 10, 1 << 20])
+    values = [sim.similarity_matrix(acts, OrderedDict((k, v.clone()) for k, v in acts.items()), measure, progress=False,
+                                    memory_bytes=budget, **params).values for budget in budgets + [1 << 30]]
+    for small in values[:-1]:
+        assert torch.allclose(small, values[-1], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("measure", ["cka_rbf", "rsa"])
+@pytest.mark.parametrize("budget", ["small", "default"])
+def test_triangle_blocks_agree_with_the_reference(measure, budget):
+    """At n = 700 the packed distances come in three triangular row blocks (each block against the rows
+    from its own on) and the streamed RBF kernel (64 KiB) in many: both against the NumPy definition."""
+    budget = {"small": (8 << 20) if measure == "rsa" else (64 << 10), "default": 1 << 30}[budget]
+    x, y = related(700, 30, 24, seed=11)
+    got = sim.similarity_matrix({"x": t64(x)}, {"y": t64(y)}, measure, progress=False, memory_bytes=budget).values.item()
+    assert got == pytest.approx(reference(x, y, measure), abs=1e-9)
 
 
 _PEAK = """

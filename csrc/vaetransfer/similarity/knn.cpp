@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -45,11 +46,12 @@ namespace {
 constexpr int64_t kBlockBytes = int64_t{64} << 20;  // float64 scratch per row or feature block
 }  // namespace
 
-ExampleGeometry::ExampleGeometry(const LayerFit& layer, RowGeometry geometry)
-    : layer_(layer), geometry_(geometry), n_(layer.n()), p_(layer.p()) {
+ExampleGeometry::ExampleGeometry(const LayerFit& layer, RowGeometry geometry, bool float64_distances)
+    : layer_(layer), geometry_(geometry), n_(layer.n()), p_(layer.p()),
+      dtype_(float64_distances ? at::kDouble : layer.compute_dtype()) {
   const auto stored = layer.x().scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   rows_ = layer.x().to(at::kCPU, stored).contiguous();
-  eps_ = layer.compute_dtype() == at::kDouble ? std::numeric_limits<double>::epsilon()
+  eps_ = dtype_ == at::kDouble ? std::numeric_limits<double>::epsilon()
                                               : static_cast<double>(std::numeric_limits<float>::epsilon());
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
   if (geometry_ == RowGeometry::kEuclidean) {
@@ -96,15 +98,16 @@ ExampleGeometry::ExampleGeometry(const LayerFit& layer, RowGeometry geometry)
   max_sq_norm_ = sq_norm_.max().item<double>();
 }
 
-at::Tensor ExampleGeometry::unit_columns(int64_t c0, int64_t c1) const {
-  if (geometry_ == RowGeometry::kEuclidean) return layer_.centred(0, n_, c0, c1, at::kDouble);  // s·x − s·x̄
-  auto v = rows_.narrow(1, c0, c1 - c0).to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);  // never rows_ itself
-  if (geometry_ == RowGeometry::kCorrelation) v.sub_(shift_.unsqueeze(1));
-  return v.mul_(scale_.unsqueeze(1));
+at::Tensor ExampleGeometry::unit_columns(int64_t c0, int64_t c1, int64_t row0) const {
+  const int64_t rows = n_ - row0;
+  if (geometry_ == RowGeometry::kEuclidean) return layer_.centred(row0, n_, c0, c1, at::kDouble);  // s·x − s·x̄
+  auto v = rows_.narrow(0, row0, rows).narrow(1, c0, c1 - c0).to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);  // never rows_ itself
+  if (geometry_ == RowGeometry::kCorrelation) v.sub_(shift_.narrow(0, row0, rows).unsqueeze(1));
+  return v.mul_(scale_.narrow(0, row0, rows).unsqueeze(1));
 }
 
 int64_t ExampleGeometry::rows_per_block(int64_t bytes) const {
-  const int64_t row = n_ * static_cast<int64_t>(c10::elementSize(layer_.compute_dtype()));
+  const int64_t row = n_ * static_cast<int64_t>(c10::elementSize(dtype_));
   return std::clamp<int64_t>(bytes / std::max<int64_t>(1, 2 * row), 1, n_);  // the block and a caller's copy
 }
 
@@ -112,35 +115,59 @@ int64_t ExampleGeometry::chunk_features(int64_t bytes) const {
   return std::max<int64_t>(1, bytes / (4 * 8 * n_));  // a float64 chunk and its copy in a quarter of `bytes`
 }
 
-at::Tensor ExampleGeometry::sq_distance_rows(int64_t r0, int64_t r1, int64_t bytes) const {
-  const at::ScalarType ct = layer_.compute_dtype();
-  const int64_t rows = r1 - r0;
+at::Tensor ExampleGeometry::sq_distance_rows(int64_t r0, int64_t r1, int64_t bytes, int64_t from) const {
+  const at::ScalarType ct = dtype_;
+  const int64_t rows = r1 - r0, cols = n_ - from;
   // ⟨u_i, u_j⟩ over feature chunks of u (never all of u at once), then ‖u_i‖² + ‖u_j‖² − 2⟨u_i, u_j⟩.
-  auto d = at::zeros({rows, n_}, at::TensorOptions().dtype(ct));
+  auto d = at::zeros({rows, cols}, at::TensorOptions().dtype(ct));
   const int64_t chunk = chunk_features(bytes);
+  const int64_t row0 = std::min(r0, from);  // the first row the block reads
   for (int64_t c0 = 0; c0 < p_; c0 += chunk) {
-    const auto u = unit_columns(c0, std::min(p_, c0 + chunk)).to(ct);
-    d.addmm_(u.narrow(0, r0, rows), u.t(), /*beta=*/1.0, /*alpha=*/-2.0);
+    const auto u = unit_columns(c0, std::min(p_, c0 + chunk), row0).to(ct);
+    d.addmm_(u.narrow(0, r0 - row0, rows), u.narrow(0, from - row0, cols).t(), /*beta=*/1.0, /*alpha=*/-2.0);
   }
   const auto sq = sq_norm_.to(ct);
-  d.add_(sq.narrow(0, r0, rows).unsqueeze(1)).add_(sq.unsqueeze(0)).clamp_min_(0.0);
-  d.narrow(1, r0, rows).diagonal().zero_();
+  d.add_(sq.narrow(0, r0, rows).unsqueeze(1)).add_(sq.narrow(0, from, cols).unsqueeze(0)).clamp_min_(0.0);
+  // Zero at j = i: the entries (i, i) of the block that lie in its columns.
+  const int64_t d0 = std::max(r0, from), len = r1 - d0;
+  if (len > 0) d.narrow(0, d0 - r0, len).narrow(1, d0 - from, len).diagonal().zero_();
   return d;
 }
 
 at::Tensor ExampleGeometry::packed_sq_distances(int64_t block_bytes) const {
-  const at::ScalarType ct = layer_.compute_dtype();
-  auto out = at::empty({n_ * (n_ - 1) / 2}, at::TensorOptions().dtype(ct));
-  const int64_t step = rows_per_block(block_bytes);
+  const at::ScalarType ct = dtype_;
+  auto out = at::zeros({n_ * (n_ - 1) / 2}, at::TensorOptions().dtype(ct));
+  // Feature chunks outside, row blocks inside: each chunk of u is made once, and each block multiplies
+  // its rows by the rows from its first one on (the triangle, about half the full product). Blocks of at
+  // most n/16 rows (≥ 256) keep the part below the diagonal small.
+  const int64_t chunk = chunk_features(block_bytes);
+  const int64_t step = std::min(rows_per_block(block_bytes), std::max<int64_t>(256, (n_ + 15) / 16));
   AT_DISPATCH_FLOATING_TYPES(ct, "packed_sq_distances", [&] {
     scalar_t* o = out.data_ptr<scalar_t>();
-    for (int64_t r0 = 0; r0 < n_; r0 += step) {
-      const int64_t r1 = std::min(n_, r0 + step);
-      const auto block = sq_distance_rows(r0, r1, block_bytes).contiguous();
-      const scalar_t* b = block.const_data_ptr<scalar_t>();
-      for (int64_t i = r0; i < r1; ++i)
-        std::copy(b + (i - r0) * n_ + i + 1, b + (i - r0 + 1) * n_, o + packed_row_offset(i, n_));
+    for (int64_t c0 = 0; c0 < p_; c0 += chunk) {
+      const auto u = unit_columns(c0, std::min(p_, c0 + chunk)).to(ct);
+      for (int64_t r0 = 0; r0 < n_; r0 += step) {
+        const int64_t r1 = std::min(n_, r0 + step), cols = n_ - r0;
+        const auto t = at::mm(u.narrow(0, r0, r1 - r0), u.narrow(0, r0, cols).t()).contiguous();
+        const scalar_t* b = t.const_data_ptr<scalar_t>();
+        at::parallel_for(r0, r1, 16, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            const scalar_t* src = b + (i - r0) * cols + (i - r0) + 1;  // entries (i, j > i)
+            scalar_t* dst = o + packed_row_offset(i, n_);
+            for (int64_t j = 0; j < n_ - i - 1; ++j) dst[j] += scalar_t(-2) * src[j];
+          }
+        });
+      }
     }
+    // ‖u_i‖² + ‖u_j‖² − 2⟨u_i, u_j⟩ (added in this order, as sq_distance_rows), clamped at 0.
+    const auto sq_t = sq_norm_.to(ct).contiguous();
+    const scalar_t* sq = sq_t.const_data_ptr<scalar_t>();
+    at::parallel_for(0, n_, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        scalar_t* row = o + packed_row_offset(i, n_);
+        for (int64_t j = i + 1; j < n_; ++j) row[j - i - 1] = std::max(scalar_t(0), (row[j - i - 1] + sq[i]) + sq[j]);
+      }
+    });
   });
   return out;
 }
@@ -152,33 +179,54 @@ double ExampleGeometry::margin(int64_t i) const {
 
 namespace {
 
+// Σ_d term(d) in float64 over four interleaved partial sums (a fixed order, whatever the thread count:
+// equal inputs give equal sums), which keeps four additions in flight instead of one long chain.
+template <typename Term>
+double sum_terms(int64_t p, Term&& term) {
+  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  int64_t d = 0;
+  for (; d + 4 <= p; d += 4) {
+    acc[0] += term(d);
+    acc[1] += term(d + 1);
+    acc[2] += term(d + 2);
+    acc[3] += term(d + 3);
+  }
+  for (; d < p; ++d) acc[d % 4] += term(d);
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
 template <typename T>
 double exact_sq_distance(const T* a, const T* b, int64_t p, RowGeometry g, double sa, double sb, double ma,
                          double mb) {
-  double acc = 0.0;
   switch (g) {
-    case RowGeometry::kEuclidean:  // sa = sb = the layer's scale
-      for (int64_t d = 0; d < p; ++d) {
-        const double diff = (static_cast<double>(a[d]) - static_cast<double>(b[d])) * sa;
-        acc += diff * diff;
+    case RowGeometry::kEuclidean:  // sa = sb = the layer's scale, a power of two
+      if constexpr (std::is_same_v<T, float>) {
+        // A float32 difference squared stays well inside float64's range, so the scale can multiply
+        // the sum once: s² Σ (a − b)² = Σ ((a − b) s)² exactly.
+        return sum_terms(p, [&](int64_t d) {
+                 const double diff = static_cast<double>(a[d]) - static_cast<double>(b[d]);
+                 return diff * diff;
+               }) * (sa * sa);
+      } else {
+        return sum_terms(p, [&](int64_t d) {
+          const double diff = (static_cast<double>(a[d]) - static_cast<double>(b[d])) * sa;
+          return diff * diff;
+        });
       }
-      break;
     case RowGeometry::kCosine:
       // An all-zero row (scale 0) is at distance exactly 1 from every unit row: 2 − 2 cos with cos = 0.
       if (sa == 0.0 || sb == 0.0) return sa == 0.0 && sb == 0.0 ? 0.0 : 1.0;
-      for (int64_t d = 0; d < p; ++d) {
+      return sum_terms(p, [&](int64_t d) {
         const double diff = static_cast<double>(a[d]) * sa - static_cast<double>(b[d]) * sb;
-        acc += diff * diff;
-      }
-      break;
+        return diff * diff;
+      });
     case RowGeometry::kCorrelation:
-      for (int64_t d = 0; d < p; ++d) {
+      return sum_terms(p, [&](int64_t d) {
         const double diff = (static_cast<double>(a[d]) - ma) * sa - (static_cast<double>(b[d]) - mb) * sb;
-        acc += diff * diff;
-      }
-      break;
+        return diff * diff;
+      });
   }
-  return acc;
+  return 0.0;
 }
 
 template <typename T>
@@ -339,7 +387,9 @@ struct NeighbourFit {
 };
 
 NeighbourFit fit_neighbours(const LayerFit& layer, RowGeometry metric, int64_t k, bool kernel, int64_t block_bytes) {
-  ExampleGeometry g(layer, metric);
+  // float64 distances: the candidates' margin shrinks from p·ε32 to p·ε64, so almost no exact
+  // recomputation (about p operations per candidate) is needed; the neighbours are the same either way.
+  ExampleGeometry g(layer, metric, /*float64_distances=*/true);
   NeighbourFit fit;
   fit.index = std::get<0>(nearest_neighbours(g, k, block_bytes).sort(1));
   if (!kernel) return fit;
