@@ -553,3 +553,27 @@ def test_a_snapshots_path_that_is_a_file_is_named_before_training(tmp_path):
     assert info.value.argument == "out_dir"
     assert not (tmp_path / "history.csv").exists()
     assert (tmp_path / "snapshots").read_text() == "not a folder"
+
+
+def test_a_finished_run_is_lengthened_to_the_weights_of_one_trained_that_long_at_once(tmp_path):
+    """More steps into a finished run (the same science) resumes it; it was refused as "a different
+    config" although the snapshots leave ``steps`` out for that purpose. A refused config names the
+    fields that differ."""
+    x, y = torch.randn(40, 4, generator=torch.Generator().manual_seed(0)), torch.arange(40) % 2
+    cfg = vt.TrainConfig(model=vt.ModelConfig("mlp-classifier", input_shape=[4], hidden=[6], num_classes=2),
+                         objective=vt.TaskConfig("classification"), steps=30, batch_size=8, snapshot_every=10)
+    vt.train(cfg, (x, y), tmp_path / "short", progress=False)
+    longer = vt.TrainConfig.from_dict({**cfg.to_dict(), "steps": 45})
+    run = vt.train(longer, (x, y), tmp_path / "short", progress=False)
+    once = vt.train(longer, (x, y), tmp_path / "once", progress=False)
+    assert run.step == 45 and run.config.steps == 45
+    for (k, a), (_, b) in zip(run.model().state_dict().items(), once.model().state_dict().items()):
+        assert torch.equal(a, b), k
+    assert torch.equal(run.history["loss"], once.history["loss"])
+    with pytest.raises(vt.ArgumentError, match="not shortened") as info:
+        vt.train(cfg, (x, y), tmp_path / "short", progress=False)
+    assert info.value.argument == "steps"
+    other = vt.TrainConfig.from_dict({**longer.to_dict(), "seed": 3, "batch_size": 4})
+    with pytest.raises(vt.ArgumentError, match=r"batch_size \(8 there, 4 here\), seed \(0 there, 3 here\)") as info:
+        vt.train(other, (x, y), tmp_path / "short", progress=False)
+    assert info.value.argument == "config"

@@ -34,7 +34,7 @@ from . import _C
 from . import data as vdata
 from ._checks import MAX_COUNT, ArgumentError, check_fits, check_int, check_seed, type_error, value_error
 from .data import Dataset, as_dataset
-from .config import config_from_dict, config_to_dict
+from .config import config_from_dict, config_to_dict, diff_keys
 from .interrupts import stop_on_signals
 from .io import (CorruptFileWarning, DirectoryLock, atomic_path, load_torch, read_csv, read_json, read_jsonl,
                  write_json, write_text)
@@ -337,6 +337,13 @@ _BOOKKEEPING_FIELDS = ("steps", "snapshot_every", "keep_snapshots", "metrics_eve
                        "dataset", "keep_best")
 
 
+def _at(d: dict, dotted: str):
+    """The value at a dotted key of a nested dict (None where absent)."""
+    for part in dotted.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return d
+
+
 def config_hash(config: TrainConfig) -> str:
     """16 hex digits of SHA-256 over the fields that decide a run's trajectory: each snapshot records
     it, so a run never resumes another run's snapshot."""
@@ -492,13 +499,29 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
     with DirectoryLock(out, what="training a run"), stop_on_signals():
         if (out / "config.json").exists():
             saved = read_json(out / "config.json", "out_dir", expect=dict)
-            if _science(saved) != _science(config.to_dict()):
-                raise value_error("config", f"{out} holds a run with a different config; use another out_dir")
+            changed = sorted(diff_keys(_science(saved), _science(config.to_dict())))
+            different = [k for k in changed if k.split(".")[0] not in _BOOKKEEPING_FIELDS]
+            if different:
+                shown = ", ".join(f"{k} ({_at(saved, k)!r} there, {_at(config.to_dict(), k)!r} here)"
+                                  for k in different[:6])
+                raise value_error("config", f"{out} holds a run with a different config: {shown}"
+                                            f"{' …' if len(different) > 6 else ''}; use another out_dir")
+            # Only bookkeeping differs (a longer run, other evaluation or snapshot periods): the same
+            # trajectory, so the run resumes under the new config (a lengthened run equals one trained
+            # to the new length at once). It is never shortened.
+            last = _C.train.list_snapshots(str(out))
+            if changed and last and last[-1][0] > config.steps:
+                raise value_error("steps", f"{out} has trained {last[-1][0]} steps, more than steps = "
+                                           f"{config.steps}; a run is not shortened (read an earlier snapshot "
+                                           "with Run(out_dir).model(step))")
             saved_fp = read_json(out / "data.json", "out_dir", expect=dict) if (out / "data.json").exists() else fp
             if saved_fp != fp:
                 raise value_error("data", f"differs from the data {out} was started with ({saved_fp} vs {fp})")
             run = Run(out)
-            if run.finished and _readable(run.snapshots()[-1][1]):  # else resume sets it aside
+            if run.step >= config.steps and _readable(run.snapshots()[-1][1]):  # else resume sets it aside
+                if changed:
+                    config.save(out / "config.json")
+                    run = Run(out)
                 return run
         elif _C.train.list_snapshots(str(out)):
             raise value_error("out_dir", f"{out} holds snapshots but no config.json: they are not known to belong "
