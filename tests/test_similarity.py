@@ -753,3 +753,63 @@ def test_layers_of_subnormal_float32_values_are_scored_not_overflowed():
     for i in range(0, 96, 32):
         mb.update({k: v[i:i + 32] for k, v in tiny.items()}, {k: v[i:i + 32] for k, v in tiny.items()})
     assert torch.isfinite(mb.result().values).all()
+
+
+# ------------------------------------------------------------------------------ heatmap and quadrants
+def test_heatmap_colour_range_title_and_intervals():
+    """Values 0.88–1.0 rendered as one colour on the fixed [0, 1] scale: 'auto' and (low, high) ranges;
+    the title names the measure, n and the seed pairs; intervals can be shown per cell."""
+    acts = _scale_layers()
+    m = sim.similarity_matrix(acts, OrderedDict((k, v + 0.01 * torch.randn_like(v)) for k, v in acts.items()),
+                              ci=0.9, resamples=10)
+    ax = plots.similarity_heatmap(m, vrange="auto")
+    lo, hi = ax.images[0].get_clim()
+    assert lo == pytest.approx(m.values.min().item()) and hi == pytest.approx(m.values.max().item())
+    assert ax.get_title() == f"CKA, n = {m.n}"
+    assert plots.similarity_heatmap(m).images[0].get_clim() == (0.0, 1.0)
+    assert plots.similarity_heatmap(m, vrange=(0.5, 0.9)).images[0].get_clim() == (0.5, 0.9)
+    ax = plots.similarity_heatmap(m, intervals=True)
+    half = (m.ci_high - m.ci_low)[0, 0].item() / 2
+    assert f"±{half:.2f}" in ax.texts[0].get_text() and "90% intervals" in ax.get_title()
+    for bad in ("wide", (1.0, 0.5), (0.1,)):
+        with pytest.raises(vaetransfer.ArgumentError) as info:
+            plots.similarity_heatmap(m, vrange=bad)
+        assert info.value.argument == "vrange"
+    with pytest.raises(vaetransfer.ArgumentError, match="ci=0.95") as info:
+        plots.similarity_heatmap(sim.similarity_matrix(acts, acts), intervals=True)
+    assert info.value.argument == "intervals"
+    matplotlib.pyplot.close("all")
+
+
+def test_quadrants_say_why_they_cannot_split_a_model():
+    """quadrants() returned None silently for a model without a decoder; it says why on request."""
+    acts = OrderedDict((k, v) for k, v in _scale_layers().items())
+    m = sim.SimilarityMatrix(torch.rand(3, 3), ["fc1", "fc2", "logits"], ["fc1", "fc2", "logits"], "cka",
+                             row_parts=["encoder", "encoder", "head"], col_parts=["encoder", "encoder", "head"])
+    q = m.quadrants()
+    assert q["decoder_mean"] is None and q["encoder_mean"] is not None
+    why = m.quadrant_reasons()
+    assert why["encoder_mean"] is None and "model A's layers have no decoder part" in why["decoder_mean"]
+    with pytest.raises(vaetransfer.ArgumentError, match="decoder_mean: model A's layers have no decoder") as info:
+        m.quadrants(strict=True)
+    assert info.value.argument == "matrix"
+    assert sim.similarity_matrix(acts, acts).quadrant_reasons()["encoder_mean"] is not None  # names 'a', 'b', 'c'
+
+
+def test_loss_curves_take_runs_and_datasets_take_arrays(tmp_path):
+    """loss_curves wanted {label: history}, not a Run; Dataset refused NumPy arrays that train accepts."""
+    x = np.random.default_rng(0).standard_normal((24, 4)).astype(np.float32)
+    y = np.arange(24) % 2
+    ds = vaetransfer.data.Dataset(x, labels=y, num_classes=2)
+    assert isinstance(ds.images, torch.Tensor) and ds.labels.dtype == torch.int64
+    cfg = vaetransfer.TrainConfig(model=vaetransfer.ModelConfig("mlp-classifier", input_shape=[4], hidden=[5],
+                                                                num_classes=2),
+                                  objective=vaetransfer.TaskConfig("classification"), steps=6, batch_size=4)
+    run = vaetransfer.train(cfg, ds, tmp_path / "r", progress=False)
+    for arg in (run, {"r": run}, {"r": run.history}):
+        fig = plots.loss_curves(arg, columns=["loss"], smooth=2)
+        assert fig.axes[0].get_legend_handles_labels()[1] == ["r"]
+    with pytest.raises(vaetransfer.ArgumentTypeError) as info:
+        vaetransfer.data.Dataset(np.array([object()] * 2))
+    assert info.value.argument == "images"
+    matplotlib.pyplot.close("all")

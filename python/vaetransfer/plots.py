@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Sequence
 
 import matplotlib
@@ -10,6 +11,7 @@ import matplotlib
 if "inline" not in matplotlib.get_backend().lower():
     matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from ._checks import check_int, check_number, check_tensor, type_error, value_error  # noqa: E402
@@ -69,14 +71,19 @@ def image_grid(images: torch.Tensor, ncols: int = 8, *, titles: Sequence[str] | 
 
 # ---------------------------------------------------------------- training runs (VAE training core)
 
-def loss_curves(histories: dict, *, columns: Sequence[str] = ("loss", "reconstruction", "kl"),
+def loss_curves(histories, *, columns: Sequence[str] = ("loss", "reconstruction", "kl"),
                 smooth: int = 25, title: str | None = None):
-    """Per-step curves of several runs: ``histories`` maps a label to ``Run.history`` (column → tensor).
+    """Per-step curves of one or several runs: ``histories`` is a :class:`vaetransfer.train.Run`, or
+    maps a label to a ``Run`` or to its ``Run.history`` (column → tensor).
 
     One panel per column; a running mean over ``smooth`` steps is drawn over the raw values.
     """
+    if hasattr(histories, "history") and hasattr(histories, "out_dir"):  # one Run
+        histories = {Path(histories.out_dir).name: histories}
+    if isinstance(histories, Mapping):
+        histories = {k: h.history if hasattr(h, "history") and hasattr(h, "out_dir") else h for k, h in histories.items()}
     if not isinstance(histories, Mapping) or not all(isinstance(h, Mapping) for h in histories.values()):
-        raise type_error("histories", "expected a mapping of label to history (column → tensor)")
+        raise type_error("histories", "expected a Run, or a mapping of label to a Run or its history (column → tensor)")
     if isinstance(columns, str):
         columns = [columns]
     if not isinstance(columns, Sequence) or not columns or not all(isinstance(c, str) for c in columns):
@@ -139,28 +146,33 @@ def latent_traversal(model, x: torch.Tensor, *, steps: int = 9, limit: float = 2
 def similarity_heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence[str] | None = None, *,
                        ax=None, title: str | None = None, xlabel: str | None = None, ylabel: str | None = None,
                        split_rows: int | None | str = "auto", split_cols: int | None | str = "auto",
-                       cmap: str = "magma", annotate: bool = False, colorbar: bool = True):
+                       cmap: str = "magma", annotate: bool = False, colorbar: bool = True,
+                       vrange: str | tuple[float, float] = "unit", intervals: bool = False):
     """Layer × layer similarity heatmap as in the paper's figures.
 
-    ``matrix``: a :class:`vaetransfer.similarity.SimilarityMatrix` (names, measure and number of
+    ``matrix``: a :class:`vaetransfer.similarity.SimilarityMatrix` (names, measure, n and number of
     averaged seed pairs are taken from it) or an ``(L_a, L_b)`` tensor/array with ``rows``/``cols``.
-    Rows (y-axis) are model A's layers, columns (x-axis) model B's. The colour scale is fixed to
-    [0, 1]. ``split_rows``/``split_cols``: index of the first decoder layer where the encoder/decoder
+    Rows (y-axis) are model A's layers, columns (x-axis) model B's. ``vrange``: the colour scale —
+    ``"unit"`` (default: [0, 1], the paper's, comparable across panels), ``"auto"`` (the finite
+    values' own range, so that 0.88–1.0 does not render as one colour) or ``(low, high)``.
+    ``intervals=True`` (a matrix with ``ci``): each cell shows its value and the half-width of its
+    interval. ``split_rows``/``split_cols``: index of the first decoder layer where the encoder/decoder
     quadrant separators are drawn (``"auto"``: before the first layer of the ``decoder`` part, from
     the matrix's ``row_parts``/``col_parts``; for a tensor, or a matrix without parts, after
     ``sampled``, else before the first ``dec*`` layer: :func:`vaetransfer.similarity.layout.decoder_start`;
     ``None``: no separator). The default title names the measure
-    (:func:`vaetransfer.similarity.measures.display_name`) and, for Eq. 6 averages, the number of
-    seed pairs. Returns the axes.
+    (:func:`vaetransfer.similarity.measures.display_name`), the number of examples and, for Eq. 6
+    averages, the number of seed pairs. Returns the axes.
     """
 
-    measure, n_pairs = None, 1
+    measure, n_pairs, n, low, high = None, 1, None, None, None
     row_parts = col_parts = None
     if hasattr(matrix, "values") and hasattr(matrix, "rows"):
         row_parts, col_parts = getattr(matrix, "row_parts", None), getattr(matrix, "col_parts", None)
         rows = rows or matrix.rows
         cols = cols or matrix.cols
-        measure, n_pairs = matrix.measure, matrix.n_pairs
+        measure, n_pairs, n = matrix.measure, matrix.n_pairs, getattr(matrix, "n", None)
+        low, high = getattr(matrix, "ci_low", None), getattr(matrix, "ci_high", None)
         if getattr(matrix, "form", "nu") not in ("nu", "similarity") and measure == "procrustes":
             measure = f"procrustes ({matrix.form})"
         values = matrix.values
@@ -183,11 +195,25 @@ def similarity_heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence
             raise type_error(name, f"expected 'auto', None or a layer index, got {split!r}")
     if isinstance(cmap, str) and cmap not in matplotlib.colormaps:
         raise value_error("cmap", f"expected a matplotlib colormap name, got {cmap!r}")
+    finite = values[np.isfinite(values)]
+    if isinstance(vrange, str) and vrange in ("unit", "auto"):
+        vmin, vmax = (0.0, 1.0) if vrange == "unit" or finite.size == 0 else (float(finite.min()), float(finite.max()))
+        if vmax == vmin:
+            vmin, vmax = vmin - 0.5, vmax + 0.5
+    elif isinstance(vrange, (tuple, list)) and len(vrange) == 2:
+        vmin = check_number(vrange[0], "vrange")
+        vmax = check_number(vrange[1], "vrange")
+        if not vmin < vmax:
+            raise value_error("vrange", f"expected (low, high) with low < high, got {tuple(vrange)!r}")
+    else:
+        raise value_error("vrange", f"expected 'unit', 'auto' or (low, high), got {vrange!r}")
+    if intervals and (low is None or high is None):
+        raise value_error("intervals", "the matrix has no intervals: compute it with ci=0.95 (or another level)")
     rows = list(rows) if rows is not None else [str(i) for i in range(values.shape[0])]
     cols = list(cols) if cols is not None else [str(j) for j in range(values.shape[1])]
     if ax is None:
         _, ax = plt.subplots(figsize=(0.42 * len(cols) + 2.5, 0.38 * len(rows) + 1.5))
-    im = ax.imshow(values, vmin=0.0, vmax=1.0, cmap=cmap, interpolation="nearest", aspect="auto")
+    im = ax.imshow(values, vmin=vmin, vmax=vmax, cmap=cmap, interpolation="nearest", aspect="auto")
     ax.set_xticks(range(len(cols)))
     ax.set_xticklabels(cols, rotation=90)
     ax.set_yticks(range(len(rows)))
@@ -198,15 +224,19 @@ def similarity_heatmap(matrix, rows: Sequence[str] | None = None, cols: Sequence
         ax.axhline(sr - 0.5, color="white", linewidth=1.5)
     if sc is not None and 0 < sc < len(cols):
         ax.axvline(sc - 0.5, color="white", linewidth=1.5)
-    if annotate:
+    if annotate or intervals:
+        half = (torch.as_tensor(high) - torch.as_tensor(low)).double().numpy() / 2 if intervals else None
+        bright = vmin + 0.6 * (vmax - vmin)
         for i in range(values.shape[0]):
             for j in range(values.shape[1]):
                 v = values[i, j]
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6,
-                        color="black" if v > 0.6 else "white")
+                text = f"{v:.2f}" if half is None else f"{v:.2f}\n±{half[i, j]:.2f}"
+                ax.text(j, i, text, ha="center", va="center", fontsize=6 if half is None else 5,
+                        color="black" if v > bright else "white")
     if title is None:
         label = display_name(measure) if measure else "similarity"
-        title = f"{label}, averaged over {n_pairs} seed pairs" if n_pairs > 1 else label
+        parts = [label] + ([f"n = {n}"] if n else []) + ([f"averaged over {n_pairs} seed pairs"] if n_pairs > 1 else [])
+        title = ", ".join(parts) + (f" ({getattr(matrix, 'ci', 0.95):.0%} intervals)" if intervals else "")
     ax.set_title(title)
     if xlabel:
         ax.set_xlabel(xlabel)

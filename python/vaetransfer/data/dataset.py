@@ -185,6 +185,13 @@ class Dataset:
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: normalised fields are set once, here
+        for name in ("images", "labels", "factors", "factor_values"):  # NumPy arrays, as train() takes them
+            value = getattr(self, name)
+            if isinstance(value, np.ndarray):
+                try:
+                    put(self, name, torch.from_numpy(np.ascontiguousarray(value)))
+                except TypeError:
+                    raise type_error(name, f"expected a numeric array, got dtype {value.dtype}") from None
         n = self._check_images()
         if isinstance(self.scale, (bool, np.bool_)) or not isinstance(self.scale, (int, float, np.integer, np.floating)):
             raise type_error("scale", f"expected a number, got {type(self.scale).__name__}")

@@ -115,15 +115,36 @@ class SimilarityMatrix:
                                      decoder_layers(self.cols, self.col_parts)),
                 "encoder_diagonal_mean": (lambda t: t[..., r, c].mean(dim=-1)) if common else None}
 
-    def quadrants(self) -> dict:
+    def quadrants(self, *, strict: bool = False) -> dict:
         """Means over the paper's quadrants (§4): ``encoder_mean`` over encoder rows × encoder
         columns (:func:`~vaetransfer.similarity.layout.encoder_layers` of each side's parts: the
         input, the same for every model, and the noisy ``sampled`` layer left out),
         ``decoder_mean`` over decoder × decoder (None when a side has no decoder, e.g. a
         classifier), ``encoder_diagonal_mean`` over the encoder layers both sides have (same name;
         None if none). Without ``row_parts``/``col_parts`` the layers are told apart by name
-        (:mod:`vaetransfer.similarity.layout`)."""
-        return {k: None if f is None else float(f(self.values)) for k, f in self._quadrant_summaries().items()}
+        (:mod:`vaetransfer.similarity.layout`). :meth:`quadrant_reasons` says why a quadrant is None;
+        ``strict=True`` raises an ArgumentError saying it instead of returning None."""
+        out = {k: None if f is None else float(f(self.values)) for k, f in self._quadrant_summaries().items()}
+        missing = {k: why for k, why in self.quadrant_reasons().items() if why is not None}
+        if strict and missing:
+            raise _error(ArgumentError, "matrix", "cannot split it into the paper's quadrants: "
+                                                  + "; ".join(f"{k}: {why}" for k, why in missing.items()))
+        return out
+
+    def quadrant_reasons(self) -> dict:
+        """Why each quadrant of :meth:`quadrants` is None (None where it is defined)."""
+        def side(names, parts, which, kind):
+            found = (encoder_layers if kind == "encoder" else decoder_layers)(names, parts)
+            if found:
+                return None
+            how = f"its parts {sorted(set(parts))}" if parts else "their names (no parts declared)"
+            return f"model {which}'s layers have no {kind} part by {how}"
+        enc = [side(self.rows, self.row_parts, "A", "encoder"), side(self.cols, self.col_parts, "B", "encoder")]
+        dec = [side(self.rows, self.row_parts, "A", "decoder"), side(self.cols, self.col_parts, "B", "decoder")]
+        enc_why = "; ".join(w for w in enc if w) or None
+        common = set(encoder_layers(self.rows, self.row_parts)) & set(encoder_layers(self.cols, self.col_parts))
+        return {"encoder_mean": enc_why, "decoder_mean": "; ".join(w for w in dec if w) or None,
+                "encoder_diagonal_mean": enc_why or (None if common else "the two models share no encoder layer name")}
 
     def quadrant_intervals(self) -> dict:
         """The ``ci`` interval ``(low, high)`` of each of :meth:`quadrants` (None where it is None)."""
