@@ -566,3 +566,29 @@ def test_results_that_are_not_plain_bounded_json_are_named_within_a_second(tmp_p
             studies.findings_table([folder])
         assert time.perf_counter() - start < 1.0 and e.value.argument == "dirs", folder
         assert "results.json" in str(e.value)
+
+
+def test_index_pages_and_help_carry_no_sphinx_markup(study_smoke):
+    """index.md showed a study's docstring raw (``:func:`…` ``, double backticks) and so did ``--help``."""
+    import re
+    import subprocess
+    import sys
+
+    from vaetransfer import studies
+    from vaetransfer.studies.kit.markdown import rst_to_markdown
+    from vaetransfer.studies.report import render_index
+
+    role = re.compile(r":(func|class|mod|meth|data|attr|obj|exc):`|``")
+    for name in studies.available():
+        description = studies.get_study(name).description
+        assert role.search(description), name  # the docstrings do use roles …
+        assert not role.search(rst_to_markdown(description)), name  # … their Markdown does not
+    assert rst_to_markdown(":func:`~vaetransfer.train.preflight` and ``x``") == "`preflight` and `x`"
+    out, results = study_smoke("quickstart")
+    page = render_index(results, studies.get_study("quickstart"))
+    assert rst_to_markdown(studies.get_study("quickstart").description.strip()) in page
+    assert not role.search(page), role.search(page).group(0)
+    assert not role.search((out / "index.md").read_text())
+    help_text = subprocess.run([sys.executable, "-m", "vaetransfer", "--help"], capture_output=True, text=True,
+                               timeout=60)
+    assert help_text.returncode == 0 and not role.search(help_text.stdout), help_text.stdout

@@ -1,4 +1,4 @@
-"""Command line: ``vaetransfer <command> ...`` (one entry point for every job)."""
+"""Command line: vaetransfer <command> ... (one entry point for every job)."""
 from __future__ import annotations
 
 import argparse

@@ -10,8 +10,8 @@ from typing import Iterable, Mapping
 
 from .._checks import value_error
 from ..io import read_json
-from .kit.markdown import (VERDICTS, effect_text, fmt, markdown_table, power_text, printable, verdict_of,
-                           verdict_text)
+from .kit.markdown import (VERDICTS, effect_text, fmt, markdown_table, power_text, printable, rst_to_markdown,
+                           verdict_of, verdict_text)
 
 __all__ = ["fmt", "verdict_text", "markdown_table", "render_index", "findings_rows", "findings_table", "load_output",
            "record_problem"]
@@ -28,7 +28,7 @@ def render_index(results: Mapping, study=None) -> str:
     bi = r.get("build_info") or {}
     lines = [f"# {r['title']}", ""]
     if study is not None and study.description:
-        lines += [study.description.strip(), ""]
+        lines += [rst_to_markdown(study.description.strip()), ""]
     preset = f", preset `{r['preset']}`" if r.get("preset") else ""
     runs = "; ".join(f"{name}: {v['done']}/{v['runs']} runs ({v['seconds']:,} s)" for name, v in r["runs"].items())
     lines += [f"Study `{r['study']}`{preset}. This invocation took {r['seconds']:,} s (torch {bi.get('torch', '?')}, "

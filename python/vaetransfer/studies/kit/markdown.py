@@ -88,6 +88,20 @@ def power_text(effect: Mapping | None) -> str:
                                         f"would decide)" if need else "")
 
 
+# ---------------------------------------------------------------- docstrings as reader's text
+#: A Sphinx role: ``:func:`~pkg.mod.name` `` (the tilde shows the last component) or ``:class:`x` ``.
+_ROLE = re.compile(r":(?:py:)?(?:func|class|mod|meth|data|attr|obj|exc|ref|doc|const):`(~?)([^`<]*?)(?:\s*<[^>]*>)?`")
+
+
+def rst_to_markdown(text: str) -> str:
+    """A docstring's reStructuredText as Markdown a reader sees as text: Sphinx roles become code spans
+    of their target (``~`` keeps the last component), double backticks single ones."""
+    def role(m: re.Match) -> str:
+        target = m.group(2).strip()
+        return f"`{target.rsplit('.', 1)[-1] if m.group(1) else target}`"
+    return _ROLE.sub(role, text).replace("``", "`")
+
+
 # ---------------------------------------------------------------- text read from files
 #: Control characters (C0 but tab and newline, DEL, C1): a terminal acts on them (ANSI escapes).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
