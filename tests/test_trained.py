@@ -190,6 +190,10 @@ def test_one_json_shape_for_every_check():
     assert trained.halfway_record("distortion", 300.0, 100.0, what="held-out distortion") == record
     bad = trained.halfway_record("distortion", 100.0, 300.0)
     assert set(bad) == {"error"} and "did not train" in bad["error"] and trained.rule_of(bad) is None
+    # in the reader's words, not an argument error's (it was repeated in every finding's reason)
+    assert bad["error"] == ("the reference did not train (its loss 300 is not below the input-ignoring baseline's "
+                            "100), so no model can be judged against it")
+    assert "argument" not in trained.halfway_record("d", 100.0, 300.0, reference_name="the β = 1 models")["error"]
     accuracy = trained.rule_record(trained.TrainedRule("accuracy", minimum=0.123456, what="accuracy"), digits=4)
     assert accuracy["minimum"] == 0.1235 and "maximum" not in accuracy
     assert trained.rule_record(None) is None and trained.rule_record(trained.TrainedRule()) is None

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..._C import ArgumentError
-from ..._checks import type_error, value_error
+from ..._checks import bare_message, type_error, value_error
 from ...train import load_run
 
 __all__ = ["TrainedRule", "failures", "history_loss_summary", "input_ignoring_distortion", "loss_summary", "loss_window",
@@ -198,7 +198,12 @@ def halfway_record(key: str, baseline: float, reference: float, *, digits: int =
     try:
         return rule_record(TrainedRule.halfway(key, baseline, reference, **names), digits)
     except ArgumentError as exc:
-        return {"error": str(exc)}
+        if getattr(exc, "argument", None) != "reference" or not reference >= baseline:
+            return {"error": bare_message(exc)}
+        # In the reader's words: the reference did not train, so no model can be measured against it.
+        ref, base = names.get("reference_name", "the reference"), names.get("baseline_name", "the input-ignoring baseline")
+        return {"error": f"{ref} did not train (its loss {reference:.4g} is not below {base}'s {baseline:.4g}), "
+                         "so no model can be judged against it"}
 
 
 def rule_of(record: Mapping | None) -> TrainedRule | None:
