@@ -51,3 +51,33 @@ def test_notebook_executes(path, tmp_path, monkeypatch, study_smoke):
         assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [f"{name}-smoke"]
         after = finished_work(tmp_path / "runs" / f"{name}-smoke")
         assert {k: after.get(k) for k in finished} == finished  # a notebook's own extra runs (a λ sweep) may add
+
+
+#: A verdict stated in a notebook's own text ("**reproduced**", "| not reproduced |", "✓", …).
+_VERDICT = re.compile(r"(\*\*|\|\s*)(✓|✗|~)?\s*(not reproduced|reproduced|contradicted|undecided|absent)\b", re.I)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_text_states_no_verdict_of_its_own(path):
+    """Notebook 01's hand-written summary went stale (it said, at `small`, what the generated page no
+    longer said). Verdicts now come only from results.json (``shown.summary()``); a markdown cell that
+    states one — in bold or a table cell — fails here."""
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            found = _VERDICT.search(cell.source)
+            assert not found, f"{path.name} cell {i} states a verdict by hand: {found.group(0)!r}"
+    if path.name[:2] in ("01", "02", "03", "04", "05"):
+        assert any(c.cell_type == "code" and "shown.summary()" in c.source for c in nb.cells), path.name
+
+
+def test_the_rendered_summary_says_what_the_results_say(study_smoke):
+    from vaetransfer.studies import shown_outputs
+
+    out, results = study_smoke("quickstart")
+    shown = shown_outputs("quickstart", out, "smoke", show="run")
+    text = shown.summary()
+    for f in results["findings"]:
+        if f.get("kind", "finding") == "finding":
+            row = next(line for line in text.splitlines() if line.startswith(f"| `{f['name']}`"))
+            assert (f.get("verdict") or "") in row

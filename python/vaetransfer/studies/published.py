@@ -3,6 +3,7 @@ which outputs a study's notebook shows (:func:`shown_outputs`: the committed one
 preset, else its own run)."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from .._checks import value_error
 from ..io import inside
+from .kit.markdown import effect_text, inert, markdown_table, verdict_text
 from .report import load_output
 from .reproduction import PRESET_ORDER, run_time
 
@@ -145,6 +147,21 @@ class Shown:
     @property
     def figures(self) -> list[str]:
         return self.results.get("figures", [])
+
+    def summary(self) -> str:
+        """What reproduced in these outputs, as Markdown rendered from their results.json (never
+        written by hand, so a notebook cannot state a verdict its results do not): the preset and
+        config, then per finding its claim, verdict, effect and, when not reproduced, why."""
+        r = inert(self.results)
+        config = ", ".join(f"`{k}={json.dumps(v)}`" for k, v in sorted(r.get("config", {}).items())
+                           if k in ("seeds", "steps", "n", "pairs", "batch_size", "similarity_n", "betas"))
+        lines = [f"**What reproduced at the `{r.get('preset')}` preset** ({run_time(self.results)}"
+                 + (f"; {config}" if config else "") + "):", ""]
+        findings = [f for f in r.get("findings", []) if f.get("kind", "finding") == "finding"]
+        lines += markdown_table(["finding", "claim", "verdict", "effect", "why"],
+                                [[f"`{f['name']}`", f["claim"], f"**{verdict_text(f)}**", effect_text(f.get("effect")),
+                                  f.get("reason") or "—"] for f in findings])
+        return "\n".join(lines)
 
     def note(self) -> str:
         """One Markdown sentence: which outputs the figures and numbers below come from."""
