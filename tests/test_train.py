@@ -3,6 +3,7 @@ with copied weights, torch.optim, hand computations in float64, and real short r
 from __future__ import annotations
 
 import json
+import shutil
 import math
 import threading
 import time
@@ -212,7 +213,7 @@ def test_dip_vae_ii_matches_hand_computation():
     d = sum((cov[a][a] - 1) ** 2 for a in range(L))
     t = vt.objectives.make_objective(vt.ObjectiveConfig(name="dip-vae-ii", lambda_od=10, lambda_d=5))(
         x, logits, mean, logvar, z)
-    assert float(t["regularizer"]) == pytest.approx(sum(kl_dims) + 10 * od + 5 * d, rel=1e-12)
+    assert float(t["latent_penalty"]) == pytest.approx(sum(kl_dims) + 10 * od + 5 * d, rel=1e-12)
     assert float(t["loss"]) == pytest.approx(rec + sum(kl_dims) + 10 * od + 5 * d, rel=1e-12)
 
 
@@ -226,7 +227,7 @@ def test_beta_tc_vae_uses_estimator_tc(sampling):
     mode = {"mws": "MinibatchWeighted", "mss": "MinibatchStratified"}[sampling]
     tc_est = _C.estimators.minibatch_total_correlation(z, mean, logvar, n, getattr(_C.estimators.TCSampling, mode))[0]
     assert float(t["tc"]) == pytest.approx(float(tc_est), rel=1e-12)
-    assert float(t["regularizer"]) == pytest.approx(sum(kl_dims) + 5.0 * float(t["tc"]), rel=1e-12)
+    assert float(t["latent_penalty"]) == pytest.approx(sum(kl_dims) + 5.0 * float(t["tc"]), rel=1e-12)
     if sampling == "mws":  # Eq. 12 by hand, constants log(n·m) included
         m, L = mean.shape
 
@@ -269,7 +270,7 @@ def test_rate_ablation_objectives_keep_one_term_of_the_rate(name, kept):
     ref = vt.estimators.minibatch_rate_terms(mean, logvar, z=z, dataset_size=n)
     assert float(t["mutual_information"]) == pytest.approx(float(ref.mutual_information), rel=1e-9)
     assert float(t["marginal_kl"]) == pytest.approx(float(ref.marginal_kl), rel=1e-9)
-    assert float(t["regularizer"]) == pytest.approx(3.0 * float(t[kept]), rel=1e-12)
+    assert float(t["latent_penalty"]) == pytest.approx(3.0 * float(t[kept]), rel=1e-12)
     assert float(t["loss"]) == pytest.approx(rec + 3.0 * float(t[kept]), rel=1e-12)
     # The two terms add up to the Monte Carlo rate of the batch, so β-VAE ≈ both kept at once.
     mc_rate = (normal_logpdf(z, mean, logvar) - normal_logpdf(z, 0 * z, 0 * z)).sum(1).mean()
@@ -289,9 +290,9 @@ def test_rate_ablation_objective_trains_and_logs_both_terms(tmp_path):
                          optimizer=vt.OptimizerConfig(lr=1e-3), steps=20, batch_size=64)
     run = vt.train(cfg, data, tmp_path / "run", progress=False)
     h = run.history
-    for col in ("mutual_information", "marginal_kl", "regularizer"):
+    for col in ("mutual_information", "marginal_kl", "latent_penalty"):
         assert torch.isfinite(h[col]).all(), col
-    assert torch.allclose(h["regularizer"], h["marginal_kl"], rtol=1e-5, atol=1e-5)
+    assert torch.allclose(h["latent_penalty"], h["marginal_kl"], rtol=1e-5, atol=1e-5)
     assert (h["mutual_information"] <= math.log(1024) + 1e-3).all()
 
 
@@ -303,9 +304,10 @@ def test_keep_best_keeps_the_weights_of_the_lowest_held_out_loss(tmp_path):
                          snapshot_every=5, keep_best=True)
     assert "keep_best" in cfg.to_dict() and "keep_best" not in vt.TrainConfig().to_dict()  # old ids unchanged
     run = vt.train(cfg, train_set, tmp_path / "run", eval_data=held_out, progress=False)
-    evals = [(m["step"], m["eval_loss"]) for m in run.metrics if "eval_loss" in m]
-    step, value = min(evals, key=lambda e: e[1])
-    assert run.best == {"step": step, "eval_loss": pytest.approx(value, rel=1e-12)}
+    evals = [(m["step"], m["eval_loss"], m["eval_neg_elbo"]) for m in run.metrics if "eval_loss" in m]
+    step, value, neg_elbo = min(evals, key=lambda e: e[1])
+    assert run.best == {"step": step, "eval_loss": pytest.approx(value, rel=1e-12),
+                        "eval_neg_elbo": pytest.approx(neg_elbo, rel=1e-12)}
     best, at_step = run.model("best").state_dict(), run.model(step).state_dict()
     assert all(torch.equal(best[k], at_step[k]) for k in at_step)
     # A run killed after its first snapshot resumes and finds the same best weights again.
@@ -577,3 +579,56 @@ def test_a_finished_run_is_lengthened_to_the_weights_of_one_trained_that_long_at
     with pytest.raises(vt.ArgumentError, match=r"batch_size \(8 there, 4 here\), seed \(0 there, 3 here\)") as info:
         vt.train(other, (x, y), tmp_path / "short", progress=False)
     assert info.value.argument == "config"
+
+
+def test_losses_are_named_for_what_they_are_and_older_runs_load_and_resume_under_those_names(tmp_path):
+    """``loss`` is the β-weighted objective, ``latent_penalty`` its term beside the reconstruction (was
+    ``regularizer``, a clash with RR/SRIP), ``neg_elbo`` the −ELBO at β = 1 in history and evaluation.
+    A run written under the old names loads under the new ones, and resumes without losing a row."""
+    data = vt.data.tetrominoes(range(0, 163_840, 320))  # 512 images
+    train_set, held_out = vt.data.split(data, 0.25, seed=0)
+    cfg = vt.TrainConfig(model=vt.ModelConfig("mlp", input_shape=(3, 32, 32), depth=1, width=16, latent_dim=3),
+                         objective=vt.ObjectiveConfig(name="beta-vae", beta=4.0), steps=12, batch_size=32,
+                         eval_every=4, snapshot_every=4)
+    run = vt.train(cfg, train_set, tmp_path / "run", eval_data=held_out, progress=False)
+    h = run.history
+    assert "regularizer" not in h
+    assert torch.allclose(h["latent_penalty"], 4.0 * h["kl"], rtol=1e-5)
+    assert torch.allclose(h["neg_elbo"], h["reconstruction"] + h["kl"], rtol=1e-6)
+    assert torch.allclose(h["loss"], h["reconstruction"] + h["latent_penalty"], rtol=1e-6)
+    assert (h["loss"] > h["neg_elbo"]).all()  # β = 4 counts the KL four times
+    ev = [m for m in run.metrics if "eval_loss" in m]
+    assert len(ev) == 3 and all(m["eval_neg_elbo"] == pytest.approx(m["eval_reconstruction"] + m["eval_kl"], rel=1e-6)
+                                and m["eval_latent_penalty"] == pytest.approx(4.0 * m["eval_kl"], rel=1e-5) for m in ev)
+    held = vt.objectives.evaluate(run.model(), cfg.objective, held_out, seed=0)
+    assert set(held) >= {"neg_elbo", "distortion", "rate"}
+
+    # The same run as an older release wrote it: `regularizer`, no neg_elbo, in both files.
+    old = tmp_path / "old"
+    shutil.copytree(tmp_path / "run", old)
+    lines = (old / "history.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    drop, rename = header.index("neg_elbo"), header.index("latent_penalty")
+    rows = [line.split(",") for line in lines]
+    rows = [[v for i, v in enumerate(r) if i != drop] for r in rows]
+    rows[0][rename] = "regularizer"
+    (old / "history.csv").write_text("".join(",".join(r) + "\n" for r in rows))
+    records = [json.loads(line) for line in (old / "metrics.jsonl").read_text().splitlines()]
+    for r in records:
+        r.pop("eval_neg_elbo", None)
+        r["eval_regularizer"] = r.pop("eval_latent_penalty")
+    (old / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    loaded = vt.Run(old)
+    assert list(loaded.history) == list(h)  # today's columns, in today's order
+    for k in h:
+        assert torch.allclose(loaded.history[k], h[k], rtol=1e-12, atol=1e-12), k
+    assert [sorted(m) for m in loaded.metrics] == [sorted(m) for m in run.metrics]
+    # Lengthened, it resumes on the same trajectory, keeping its 12 rows, and writes today's names.
+    longer = vt.TrainConfig.from_dict({**cfg.to_dict(), "steps": 16})
+    resumed = vt.train(longer, train_set, old, eval_data=held_out, progress=False)
+    once = vt.train(longer, train_set, tmp_path / "once", eval_data=held_out, progress=False)
+    assert (old / "history.csv").read_text().splitlines()[0] == (tmp_path / "once" / "history.csv").read_text().splitlines()[0]
+    assert resumed.history["step"].tolist() == list(range(1, 17))
+    assert torch.allclose(resumed.history["neg_elbo"], once.history["neg_elbo"], rtol=1e-12)
+    assert torch.equal(resumed.history["loss"], once.history["loss"])
+    assert [sorted(m) for m in resumed.metrics] == [sorted(m) for m in once.metrics]

@@ -152,7 +152,7 @@ def test_scheduled_kl_weight_reaches_the_loss(tmp_path):
     h = vt.train(cfg, data, tmp_path / "warm", progress=False).history
     betas = [4.0 * min(1.0, s / 8) for s in range(12)]
     assert h["beta"].tolist() == pytest.approx(betas)
-    assert h["regularizer"].tolist() == pytest.approx((h["beta"] * h["kl"]).tolist(), rel=1e-6)
+    assert h["latent_penalty"].tolist() == pytest.approx((h["beta"] * h["kl"]).tolist(), rel=1e-6)
     ann = vt.train(vt.TrainConfig(model=model, objective=vt.TaskConfig("annealed-vae", c_max=6.0, iteration_threshold=4),
                                   steps=6, batch_size=16), data, tmp_path / "ann", progress=False).history
     assert ann["capacity"].tolist() == pytest.approx([0.0, 1.5, 3.0, 4.5, 6.0, 6.0])

@@ -170,7 +170,7 @@ def test_the_tc_variant_trains_a_tc_penalty_not_a_plain_beta_vae(smoke):
     h_tc, h_plain = tc.history, plain.history
     assert h_tc["reconstruction"][0] == pytest.approx(float(h_plain["reconstruction"][0]), rel=1e-6)
     assert h_tc["kl"][0] == pytest.approx(float(h_plain["kl"][0]), rel=1e-6)
-    assert abs(float(h_tc["regularizer"][0] - h_tc["kl"][0])) > 1e-4  # (β − 1)·TC is there
+    assert abs(float(h_tc["latent_penalty"][0] - h_tc["kl"][0])) > 1e-4  # (β − 1)·TC is there
 
 
 def test_every_model_runs_exactly_its_steps(smoke):

@@ -97,7 +97,8 @@ void init_objectives(py::module_& m) {
             d["reconstruction"] = t.reconstruction;
             d["kl"] = t.kl;
             d["kl_per_dim"] = t.kl_per_dim;
-            d["regularizer"] = t.regularizer;
+            d["latent_penalty"] = t.latent_penalty;
+            d["neg_elbo"] = t.neg_elbo;
             d["tc"] = t.tc.defined() ? py::cast(t.tc) : py::none();
             for (const auto& [k, v] : t.extra) d[py::str(k)] = v;
             for (const auto& [k, v] : weights) d[py::str(k)] = v;

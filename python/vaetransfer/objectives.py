@@ -79,7 +79,7 @@ OBJECTIVES = objective_names("vae")
 
 def make_objective(config: TaskConfig, dataset_size: int | None = None) -> "_C.objectives.Task":
     """The core task. A VAE objective can be called as ``obj(x, logits, mean, logvar, z, step)`` → dict
-    of terms (``loss, reconstruction, kl, kl_per_dim, regularizer, tc``) and weights at ``step``."""
+    of terms (``loss, reconstruction, kl, kl_per_dim, latent_penalty, neg_elbo, tc``) and weights at ``step``."""
     if not isinstance(config, TaskConfig):
         raise type_error("config", f"expected a TaskConfig, got {type(config).__name__}")
     if not isinstance(config.name, str):

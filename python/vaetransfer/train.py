@@ -5,8 +5,11 @@ A run is a directory::
 
     config.json            the TrainConfig (model, objective, optimiser, regularisers, schedules, phases)
     data.json              size, shape, dtype and checksums of the training (and held-out) data
-    history.csv            one row per step: step, loss (the total), the objective's scalars, each
-                           regulariser's term, and every weight that follows a non-constant schedule
+    history.csv            one row per step: step, loss (the total objective being minimised), the
+                           objective's scalars (a VAE's: reconstruction, kl, latent_penalty — β·KL
+                           for the β-VAE — and neg_elbo = reconstruction + kl, the −ELBO at β = 1;
+                           see :mod:`vaetransfer.run_format`), each regulariser's term, and every
+                           weight that follows a non-constant schedule
     metrics.jsonl          held-out evaluation (``eval_*``) every ``eval_every`` steps and what the
                            metrics hook returned every ``metrics_every`` steps
     snapshots/step_XXXXXXXX.pt   parameters and buffers, optimiser, objective, schedules, data order, RNG
@@ -41,6 +44,7 @@ from .io import (CorruptFileWarning, DirectoryLock, atomic_path, load_torch, rea
 from .nn import Model, ModelConfig, build_model
 from .objectives import TaskConfig, make_objective
 from .regularizers import RegularizerConfig, make_regularizer
+from .run_format import upgrade_history, upgrade_metrics
 from .schedules import ScheduleConfig, make_schedule
 
 __all__ = ["OptimizerConfig", "PhaseConfig", "TrainConfig", "Run", "train", "load_run", "load_snapshot",
@@ -48,7 +52,7 @@ __all__ = ["OptimizerConfig", "PhaseConfig", "TrainConfig", "Run", "train", "loa
 
 TrainingDivergedError = _C.train.TrainingDivergedError
 BEST_WEIGHTS = "best.pt"    #: keep_best: the weights of the lowest eval_loss so far
-BEST_FILE = "best.json"     #: keep_best: {"best": {"step", "eval_loss"}}
+BEST_FILE = "best.json"     #: keep_best: {"best": {"step", "eval_loss"[, "eval_neg_elbo"]}}
 PRECISIONS = ("fp32", "bf16", "fp16")  #: TrainConfig.precision: the forward's autocast dtype (fp16: loss scaling)
 
 
@@ -254,7 +258,7 @@ class Run:
         path = self.out_dir / "history.csv"
         if not path.exists():
             return {}
-        header, body = read_csv(path, "out_dir")
+        header, body = upgrade_history(*read_csv(path, "out_dir"))
         try:
             cols = [[float(v) for v in c] for c in zip(*body)] if body else [[] for _ in header]
         except ValueError as exc:
@@ -264,14 +268,15 @@ class Run:
     @property
     def best(self) -> dict | None:
         """``{"step", "eval_loss"}`` of the weights kept by ``keep_best`` (early stopping: the
-        held-out evaluation with the lowest ``eval_loss``), or None."""
+        held-out evaluation with the lowest ``eval_loss``, the objective with its own weights such as
+        β), with ``eval_neg_elbo`` (the −ELBO at β = 1 of that evaluation) for a VAE, or None."""
         path = self.out_dir / BEST_FILE
         return _read_best(path) if path.exists() else None
 
     @property
     def metrics(self) -> list[dict]:
         """The records of metrics.jsonl (a torn last record is dropped, with a warning)."""
-        return read_jsonl(self.out_dir / "metrics.jsonl", "out_dir")
+        return upgrade_metrics(read_jsonl(self.out_dir / "metrics.jsonl", "out_dir"))
 
     def model(self, step: int | str | None = None, device: str = "cpu") -> Model:
         """The model at snapshot ``step`` (the latest by default; ``"best"``: the weights
@@ -529,16 +534,34 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
         return _start(config, model, trainer, out, fp, progress, metrics_hook)
 
 
+def _upgrade_files(out: Path) -> None:
+    """Rewrites an older run's history.csv under today's column names (:mod:`vaetransfer.run_format`)
+    before it resumes, so the trainer appends rows of the same columns; today's files are untouched."""
+    path = out / "history.csv"
+    if not path.exists():
+        return
+    with open(path, newline="") as f:
+        header = f.readline().rstrip("\n").split(",")
+        if upgrade_history(header, [])[0] == header:
+            return
+        # Rows a kill tore (another field count) are left out, as the trainer's resume drops them.
+        body = [r for r in (line.rstrip("\n").split(",") for line in f if line.endswith("\n"))
+                if len(r) == len(header)]
+    new_header, new_body = upgrade_history(header, body)
+    write_text(path, "".join(",".join(row) + "\n" for row in [new_header, *new_body]))
+
+
 def _start(config: TrainConfig, model: Model, trainer, out: Path, fp: dict, progress, metrics_hook) -> Run:
     """Resumes the run in ``out`` (held under its lock) and trains it."""
     config.save(out / "config.json")
     write_json(out / "data.json", fp)
+    _upgrade_files(out)
     start = trainer.resume()
     for message in trainer.skipped:
         warnings.warn(f"resuming from an earlier snapshot: {message}", CorruptFileWarning, stacklevel=3)
     metrics_path = out / "metrics.jsonl"
     if metrics_path.exists():  # drop records past the snapshot we resumed from (and a torn last one)
-        kept = [r for r in read_jsonl(metrics_path, "out_dir") if r.get("step", math.inf) <= start]
+        kept = [r for r in upgrade_metrics(read_jsonl(metrics_path, "out_dir")) if r.get("step", math.inf) <= start]
         write_text(metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
 
     best = {"eval_loss": math.inf, "step": -1}
@@ -551,6 +574,8 @@ def _start(config: TrainConfig, model: Model, trainer, out: Path, fp: dict, prog
         value = float(evaluation["loss"])
         if math.isfinite(value) and value < best["eval_loss"]:
             best.update(eval_loss=value, step=int(step))
+            if "neg_elbo" in evaluation:  # beside the objective it was selected by, never instead of it
+                best["eval_neg_elbo"] = float(evaluation["neg_elbo"])
             with atomic_path(out / BEST_WEIGHTS) as tmp:
                 torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, tmp)
             write_json(out / BEST_FILE, {"best": dict(best)})  # after the weights: never names missing ones

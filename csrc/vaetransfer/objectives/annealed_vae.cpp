@@ -22,7 +22,7 @@ class AnnealedVAE : public VAEObjective {
                                                          {"end", p.number("c_max")},
                                                          {"steps", p.integer("iteration_threshold")}})}};
   }
-  at::Tensor regularizer(const nn::VAEOutputs&, const Weights& w, VAETerms& t) const override {
+  at::Tensor latent_penalty(const nn::VAEOutputs&, const Weights& w, VAETerms& t) const override {
     return w.at("gamma") * at::abs(t.kl - w.at("capacity"));
   }
 };

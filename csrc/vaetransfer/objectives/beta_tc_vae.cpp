@@ -24,7 +24,7 @@ class BetaTCVAE : public VAEObjective {
   std::vector<WeightSpec> weights() const override {
     return {{"beta", schedules::constant_schedule(params().number("beta"))}};
   }
-  at::Tensor regularizer(const nn::VAEOutputs& out, const Weights& w, VAETerms& t) const override {
+  at::Tensor latent_penalty(const nn::VAEOutputs& out, const Weights& w, VAETerms& t) const override {
     t.tc = estimators::minibatch_total_correlation(out.z, out.mean, out.logvar, dataset_size(), sampling_).tc;
     return t.kl + (w.at("beta") - 1.0) * t.tc;
   }

@@ -11,7 +11,7 @@ class BetaVAE : public VAEObjective {
   std::vector<WeightSpec> weights() const override {
     return {{"beta", schedules::constant_schedule(params().number("beta"))}};
   }
-  at::Tensor regularizer(const nn::VAEOutputs&, const Weights& w, VAETerms& t) const override {
+  at::Tensor latent_penalty(const nn::VAEOutputs&, const Weights& w, VAETerms& t) const override {
     return w.at("beta") * t.kl;
   }
 };

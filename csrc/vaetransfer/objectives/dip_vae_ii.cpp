@@ -18,7 +18,7 @@ class DIPVAEII : public VAEObjective {
     const double od = p.number("lambda_od"), d = p.given("lambda_d") ? p.number("lambda_d") : od;
     return {{"lambda_od", schedules::constant_schedule(od)}, {"lambda_d", schedules::constant_schedule(d)}};
   }
-  at::Tensor regularizer(const nn::VAEOutputs& out, const Weights& w, VAETerms& t) const override {
+  at::Tensor latent_penalty(const nn::VAEOutputs& out, const Weights& w, VAETerms& t) const override {
     const auto& mu = out.mean;  // [m, L]
     auto centred = mu - mu.mean(0, true);
     auto cov = at::matmul(centred.t(), centred) / static_cast<double>(mu.size(0));  // Cov_x[μ(x)], biased

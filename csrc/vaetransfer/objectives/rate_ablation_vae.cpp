@@ -27,7 +27,7 @@ class RateAblationVAE : public VAEObjective {
     return {{"beta", schedules::constant_schedule(params().number("beta"))}};
   }
   std::vector<std::string> extra_columns() const override { return {"mutual_information", "marginal_kl"}; }
-  at::Tensor regularizer(const nn::VAEOutputs& out, const Weights& w, VAETerms& t) const override {
+  at::Tensor latent_penalty(const nn::VAEOutputs& out, const Weights& w, VAETerms& t) const override {
     if (!at::isfinite(out.mean).all().item<bool>() || !at::isfinite(out.logvar).all().item<bool>()) {
       // A pass that overflowed: NaN terms, so the trainer stops it as diverged (not as bad input).
       const auto nan = at::full({}, std::numeric_limits<double>::quiet_NaN(), out.mean.options());

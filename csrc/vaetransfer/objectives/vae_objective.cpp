@@ -37,7 +37,7 @@ VAEObjective::VAEObjective(const Params& p)
 }
 
 std::vector<std::string> VAEObjective::columns(const nn::Model& model) const {
-  std::vector<std::string> out = {"reconstruction", "kl", "regularizer"};
+  std::vector<std::string> out = {"reconstruction", "kl", "latent_penalty", "neg_elbo"};
   if (computes_tc() || report_tc_) out.push_back("tc");
   for (auto& c : extra_columns()) out.push_back(c);
   const auto& vae = dynamic_cast<const nn::VAE&>(model);
@@ -50,8 +50,10 @@ VAETerms VAEObjective::terms(const at::Tensor& x, const nn::VAEOutputs& out, con
   t.reconstruction = -log_likelihood_per_example(x, out.logits).mean();
   t.kl_per_dim = gaussian_kl(out.mean, out.logvar).mean(0);
   t.kl = t.kl_per_dim.sum();
-  t.regularizer = regularizer(out, weights, t);
-  t.loss = t.reconstruction + t.regularizer;
+  t.latent_penalty = latent_penalty(out, weights, t);
+  t.loss = t.reconstruction + t.latent_penalty;
+  // In float64 (reported only): the same value a reader derives from the two logged columns.
+  t.neg_elbo = t.reconstruction.detach().to(at::kDouble) + t.kl.detach().to(at::kDouble);
   if (report_tc_ && !t.tc.defined()) {
     // Monitoring only: the minibatch-weighted TC of the estimators, outside the graph.
     at::NoGradGuard no_grad;
@@ -69,7 +71,8 @@ TaskOutput VAEObjective::step(nn::Model& model, const Batch& batch, const StepCo
   auto out = vae.forward(batch.x, eps, ctx.capture_layers ? &o.layers : nullptr);
   auto t = terms(batch.x, out, ctx.weights);
   o.loss = t.loss;
-  o.scalars = {{"reconstruction", t.reconstruction}, {"kl", t.kl}, {"regularizer", t.regularizer}};
+  o.scalars = {{"reconstruction", t.reconstruction}, {"kl", t.kl}, {"latent_penalty", t.latent_penalty},
+               {"neg_elbo", t.neg_elbo}};
   if (t.tc.defined()) o.scalars.emplace_back("tc", t.tc);
   for (auto& e : t.extra) o.scalars.push_back(e);
   o.scalars.emplace_back("kl_", t.kl_per_dim);
