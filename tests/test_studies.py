@@ -122,9 +122,9 @@ def test_set_reaches_the_config_and_an_incompatible_rerun_is_refused(smoke, tmp_
     monkeypatch.setattr(pipeline, "run", lambda study, config, out_dir, **kw: seen.update(config=config, **kw) or {})
     fresh = tmp_path / "fresh"
     assert cli.main(["run", "quickstart", "--preset", "smoke", "--set", "steps=7", "--set", "betas=[1, 4]",
-                     "--set", "procrustes=false", "--out", str(fresh), "--workers", "3"]) == 0
+                     "--set", "procrustes=false", "--out", str(fresh), "--workers", "3", "--track", "tensorboard"]) == 0
     assert (seen["config"].steps, seen["config"].betas, seen["config"].procrustes) == (7, (1.0, 4.0), False)
-    assert seen["execution"] == studies.Execution(workers=3)
+    assert seen["execution"] == studies.Execution(workers=3, tracking=("tensorboard",))
     # Another study's directory is refused (by the pipeline, before anything runs).
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "study.json").write_text(json.dumps({"study": "other", "config": {}}))
@@ -248,6 +248,8 @@ def _first_runs(c, earlier):
 
 
 def _first(c, row, job):
+    from vaetransfer import tracking
+    (job.run_dir / "trackers.txt").write_text(",".join(tracking.active()))  # what a training here reports to
     return {"y": c.value * (row["seed"] + 1), "pid": os.getpid(), "nested": {"deep": [1, 2]}}
 
 
@@ -330,6 +332,11 @@ def test_pipeline_resumes_under_other_execution_and_undecided_findings(fake_stud
                               execution=studies.Execution(workers=2, threads=1))
     assert [p.stat().st_mtime_ns for p in measured] == stamps  # nothing re-measured
     assert again["analysis"] == first["analysis"] and again["execution"]["workers"] == 2
+    assert {p.read_text() for p in out.rglob("trackers.txt")} == {""}
+    tracked = studies.run_study(fake_study, tmp_path / "tracked", progress=False,
+                                execution=studies.Execution(tracking=("tensorboard",)))
+    assert list(tracked["execution"]["tracking"]) == ["tensorboard"]  # every run's trainings report there
+    assert [p.read_text() for p in (tmp_path / "tracked").rglob("trackers.txt")] == ["tensorboard"] * 2
     smoke = studies.run_study(fake_study, tmp_path / "smoke", preset="smoke", progress=False)
     (f,) = smoke["findings"]
     assert f["reproduced"] is None and f["reason"] == "one seed cannot decide" and f["evidence"] == {"ys": [2.0]}

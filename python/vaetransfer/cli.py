@@ -14,7 +14,8 @@ def _execution(args):
     from .studies import Execution
 
     return Execution(executor=args.executor, workers=args.workers, threads=args.threads, address=args.address,
-                     cpus_per_run=args.cpus_per_run, device=args.device)
+                     cpus_per_run=args.cpus_per_run, device=args.device,
+                     tracking=tuple(t for t in (args.track or "").split(",") if t))
 
 
 def _add_execution(p: argparse.ArgumentParser) -> None:
@@ -26,6 +27,9 @@ def _add_execution(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cpus-per-run", type=float, default=1.0, help="ray: CPUs reserved per run (default 1)")
     g.add_argument("--device", default="cpu", help="where runs train and analyses compute: cpu (default), cuda, "
                                                    "cuda:1 (checked before any work)")
+    g.add_argument("--track", default="", metavar="TRACKERS",
+                   help="comma-separated trackers every run's training reports to: tensorboard (event files in "
+                        "each run's folder: tensorboard --logdir OUT), wandb (offline), mlflow")
 
 
 def _run(args) -> int:
@@ -121,6 +125,16 @@ def registries() -> dict[str, list[str]]:
             "studies": studies.available()}
 
 
+def _tensorboard(args) -> int:
+    from .tracking.tensorboard_writer import export_tensorboard
+
+    written = export_tensorboard(args.dirs, overwrite=args.overwrite)
+    for d in written:
+        print(d / "tensorboard")
+    print(f"{len(written)} run(s) written; view with: tensorboard --logdir {args.dirs[0]}", file=sys.stderr)
+    return 0
+
+
 def _info(args) -> int:
     from . import build_info
 
@@ -197,6 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("sweep", help="run a sweep of many runs (local processes or Ray); status; results",
                        add_help=False)
     p.set_defaults(func=_sweep, forwards=True)
+
+    p = sub.add_parser("tensorboard", help="write TensorBoard event files for runs made without tracking",
+                       description="Writes RUN/tensorboard/ event files from each run's history.csv, metrics.jsonl "
+                                   "and config.json (every DIR a run directory or a folder searched for them, e.g. "
+                                   "a study's output); runs that have event files are skipped unless --overwrite. "
+                                   "New runs write them as they train with --track tensorboard.")
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or folders holding them")
+    p.add_argument("--overwrite", action="store_true", help="rewrite runs that have event files already")
+    p.set_defaults(func=_tensorboard)
 
     p = sub.add_parser("info", help="print how the compiled core was built (--registry: what is registered)")
     p.add_argument("--registry", action="store_true", help="print the registered models, objectives, regularisers, "

@@ -44,6 +44,7 @@ from .io import (CorruptFileWarning, DirectoryLock, atomic_path, load_torch, rea
 from .nn import Model, ModelConfig, build_model
 from .objectives import TaskConfig, make_objective
 from .regularizers import RegularizerConfig, make_regularizer
+from . import tracking
 from .run_format import upgrade_history, upgrade_metrics
 from .schedules import ScheduleConfig, make_schedule
 
@@ -426,7 +427,8 @@ def _dataset(data, model_shape: tuple[int, ...], argument: str) -> Dataset:
 
 def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=None,
           progress: bool | Callable[[int], None] = True,
-          metrics_hook: Callable[[Model, dict], dict] | None = None) -> Run:
+          metrics_hook: Callable[[Model, dict], dict] | None = None,
+          callbacks: Sequence[tracking.Callback] = ()) -> Run:
     """Trains (or resumes, or returns the finished) run in ``out_dir``.
 
     ``data`` / ``eval_data``: anything :func:`vaetransfer.data.as_dataset` accepts — a
@@ -439,11 +441,15 @@ def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=No
     are not part of ``eval_loss``) go to metrics.jsonl. ``metrics_hook(model, report)
     -> dict`` runs every ``config.metrics_every`` steps. ``progress=False`` silences the tqdm bar;
     a callable instead receives the step reached (e.g. a sweep worker's progress file).
+    ``callbacks``: :class:`vaetransfer.tracking.Callback` objects told of every step, evaluation,
+    start and end (e.g. ``tracking.TensorBoardCallback()``); the trackers of an enclosing
+    :func:`vaetransfer.tracking.using` block are added. They never change what is trained.
     Raises ``TrainingDivergedError`` (a FloatingPointError) when the loss becomes NaN/inf.
     """
     previous = torch.get_num_threads()
     try:
-        return _train(config, data, out_dir, eval_data=eval_data, progress=progress, metrics_hook=metrics_hook)
+        return _train(config, data, out_dir, eval_data=eval_data, progress=progress, metrics_hook=metrics_hook,
+                      callbacks=callbacks)
     finally:  # config.threads applies to this run only
         if torch.get_num_threads() != previous:
             torch.set_num_threads(previous)
@@ -451,7 +457,12 @@ def train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=No
 
 def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=None,
           progress: bool | Callable[[int], None] = True,
-          metrics_hook: Callable[[Model, dict], dict] | None = None) -> Run:
+          metrics_hook: Callable[[Model, dict], dict] | None = None,
+          callbacks: Sequence[tracking.Callback] = ()) -> Run:
+    if isinstance(callbacks, tracking.Callback) or not isinstance(callbacks, (list, tuple)) \
+            or not all(isinstance(c, tracking.Callback) for c in callbacks):
+        raise type_error("callbacks", f"expected a list of vaetransfer.tracking.Callback, got {callbacks!r}")
+    callbacks = list(callbacks) + tracking.make_callbacks(tracking.active())
     if not isinstance(config, TrainConfig):
         raise type_error("config", f"expected a TrainConfig, got {type(config).__name__}")
     if not isinstance(config.objective, TaskConfig):
@@ -499,8 +510,11 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
     labels = train_set.labels if needs_labels else None
     eval_x = eval_set.images if eval_set is not None else None
     eval_y = eval_set.labels if eval_set is not None and needs_labels else None
+    spec = config.to_spec(str(out), scale, eval_scale)
+    if callbacks:  # every step's report reaches the callbacks (the tqdm bar still updates every 10)
+        spec.progress_every = 1
     trainer = _C.train.Trainer(model._impl, task, regs, schedules, config.optimizer.to_spec(), train_set.images,
-                               labels, eval_x, eval_y, config.to_spec(str(out), scale, eval_scale))
+                               labels, eval_x, eval_y, spec)
     with DirectoryLock(out, what="training a run"), stop_on_signals():
         if (out / "config.json").exists():
             saved = read_json(out / "config.json", "out_dir", expect=dict)
@@ -531,7 +545,9 @@ def _train(config: TrainConfig, data, out_dir: str | os.PathLike, *, eval_data=N
         elif _C.train.list_snapshots(str(out)):
             raise value_error("out_dir", f"{out} holds snapshots but no config.json: they are not known to belong "
                                          "to this run; use another out_dir (or restore the run's config.json)")
-        return _start(config, model, trainer, out, fp, progress, metrics_hook)
+        context = tracking.TrainingContext(run_dir=out, config=config, start_step=0, model=model,
+                                           eval_data=eval_set, eval_scale=float(eval_scale if eval_scale is not None else scale))
+        return _start(config, model, trainer, out, fp, progress, metrics_hook, callbacks, context)
 
 
 def _upgrade_files(out: Path) -> None:
@@ -551,7 +567,8 @@ def _upgrade_files(out: Path) -> None:
     write_text(path, "".join(",".join(row) + "\n" for row in [new_header, *new_body]))
 
 
-def _start(config: TrainConfig, model: Model, trainer, out: Path, fp: dict, progress, metrics_hook) -> Run:
+def _start(config: TrainConfig, model: Model, trainer, out: Path, fp: dict, progress, metrics_hook,
+           callbacks: list = (), context: tracking.TrainingContext | None = None) -> Run:
     """Resumes the run in ``out`` (held under its lock) and trains it."""
     config.save(out / "config.json")
     write_json(out / "data.json", fp)
@@ -587,7 +604,20 @@ def _start(config: TrainConfig, model: Model, trainer, out: Path, fp: dict, prog
         bar = tqdm(total=config.steps, initial=start, desc=f"{config.objective.canonical_name()} {out.name}",
                    unit="step")
 
+    told = [start]  # the last step the callbacks were told of
+
+    def tell_step(report: dict) -> None:
+        if callbacks and report["step"] > told[0]:
+            told[0] = report["step"]
+            for cb in callbacks:
+                cb.on_step(report["step"], {k: float(v) for k, v in report.items() if k != "step"})
+
+    every = 10  # the bar's and a progress callable's period, whatever the callbacks need
+
     def on_progress(report: dict) -> None:
+        tell_step(report)
+        if callbacks and report["step"] % every != 0 and report["step"] != config.steps:
+            return
         if on_step is not None:
             on_step(report["step"])
         if bar is not None:
@@ -596,6 +626,7 @@ def _start(config: TrainConfig, model: Model, trainer, out: Path, fp: dict, prog
             bar.set_postfix(shown, refresh=False)
 
     def on_metrics(report: dict, evaluation: dict | None) -> None:
+        tell_step(report)  # the step's row before its evaluation
         line = {"step": report["step"]}
         if evaluation is not None:
             line.update({f"eval_{k}": float(v) for k, v in evaluation.items()})
@@ -609,14 +640,27 @@ def _start(config: TrainConfig, model: Model, trainer, out: Path, fp: dict, prog
                 model.train()
         with open(metrics_path, "a") as f:
             f.write(json.dumps(line) + "\n")
+        for cb in callbacks:
+            cb.on_evaluate(line["step"], {k: v for k, v in line.items() if k != "step"})
 
     wants_metrics = metrics_hook is not None or config.eval_every > 0
+    begun, error = [], None
     try:  # Ctrl-C (or SIGTERM) stops between steps with a snapshot of the step reached, then re-raises
-        trainer.run(on_progress if (bar is not None or on_step is not None) else None,
+        for cb in callbacks:
+            cb.on_train_begin(replace(context, start_step=start))
+            begun.append(cb)
+        trainer.run(on_progress if (bar is not None or on_step is not None or callbacks) else None,
                     on_metrics if wants_metrics else None, 0)
+    except BaseException as exc:
+        error = exc
+        raise
     finally:
         if bar is not None:
             bar.close()
+        if begun:
+            run = Run(out)
+            for cb in begun:
+                cb.on_train_end(run, error)
     return Run(out)
 
 
@@ -726,7 +770,10 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", required=True)
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--track", default="", metavar="TRACKERS",
+                   help="comma-separated trackers: tensorboard (event files in OUT/tensorboard), wandb (offline), mlflow")
     a = p.parse_args(argv)
+    trackers = tracking.check_names(tuple(t for t in a.track.split(",") if t), "track")
 
     for spec in a.imports:
         import_user_code(spec)
@@ -779,7 +826,8 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         steps=a.steps, batch_size=batch, seed=a.seed, snapshot_every=a.snapshot_every, threads=a.threads,
         device=a.device, dataset=name + (f"[{a.n}]" if a.n else ""), eval_every=a.eval_every,
         init_from=a.init_from, freeze=_groups_arg(a.freeze), reinit=_groups_arg(a.reinit))
-    run = train(config, data, a.out, eval_data=eval_data, progress=not a.quiet)
+    run = train(config, data, a.out, eval_data=eval_data, progress=not a.quiet,
+                callbacks=tracking.make_callbacks(trackers))
     h = run.history
     if not a.quiet and h:
         print(f"{run}: loss {h['loss'][0]:.2f} → {h['loss'][-1]:.2f}")

@@ -33,6 +33,7 @@ from .._checks import check_device, type_error, value_error
 from ..config import config_from_dict, config_to_dict, diff_keys
 from ..interrupts import stop_on_signals
 from ..io import DirectoryLock, output_dir, read_json, set_aside, write_json, write_text
+from ..tracking import check_names as check_trackers
 from ..train import preflight
 from .kit.decision import OUTCOMES
 from .kit.declarations import (INDEX_FILE, MEASURED_FILE, NAME_PATTERN, RESULTS_FILE, RESULTS_SCHEMA, STUDY_FILE,
@@ -60,7 +61,9 @@ class Execution:
     torch threads per run (None: torch's default); ``device``: where runs train and analyses
     compute (``"cpu"``, ``"cuda"``, ``"cuda:1"``); a device this machine cannot use is a named error
     here, before any work. Each run gets it in its :class:`Job` (``job.device``), the analysis in
-    :attr:`Context.device`; on Ray a CUDA run reserves one GPU."""
+    :attr:`Context.device`; on Ray a CUDA run reserves one GPU. ``tracking``: tracker names
+    (``"tensorboard"``, ``"wandb"``, ``"mlflow"``; :mod:`vaetransfer.tracking`) every run's training
+    reports to (TensorBoard: event files in each run's folder)."""
 
     executor: str = "local"
     workers: int = 1
@@ -68,8 +71,10 @@ class Execution:
     address: str | None = None
     cpus_per_run: float = 1.0
     device: str = "cpu"
+    tracking: tuple[str, ...] = ()
 
     def __post_init__(self):
+        object.__setattr__(self, "tracking", check_trackers(self.tracking, "tracking"))
         object.__setattr__(self, "device", str(check_device(self.device, "device")))  # frozen: normalise once
         if self.executor not in EXECUTORS:
             raise value_error("executor", f"expected one of {list(EXECUTORS)}, got {self.executor!r}")
@@ -150,7 +155,7 @@ def run_sweep(sweep_dir: str | os.PathLike, study: Study, stage: Stage, config, 
     for repair in (True, False):  # a second pass re-runs the runs whose measurements were set aside
         s.run(execution.executor, workers=execution.workers, threads=execution.threads, retries=1,
               num_cpus=execution.cpus_per_run, address=execution.address, progress=progress, retry_failed=True,
-              device=execution.device)
+              device=execution.device, tracking=execution.tracking)
         results = _stage_results(Path(sweep_dir), stage.name, repair=repair)
         if results is not None:
             break

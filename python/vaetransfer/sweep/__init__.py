@@ -38,7 +38,7 @@ import os
 import signal
 import sqlite3
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .._C import ArgumentError
 from .._checks import bare_message, value_error
@@ -47,6 +47,7 @@ from . import jobs
 from .analysis import group, plot
 from .declaration import Declaration, RunSpec, config_id
 from ..interrupts import stop_on_signals
+from ..tracking import active as tracking_active, check_names as check_trackers
 from .executors import EXECUTORS, make_executor
 from .jobs import JOBS, DataSpec
 from .store import STATUSES, CorruptStore, Store
@@ -189,7 +190,8 @@ class Sweep:
     # ------------------------------------------------------------------------------ running
     def run(self, executor: str = "local", *, workers: int = 1, threads: int | None = 1, retries: int = 1,
             num_cpus: float = 1, address: str | None = None, cpus: int | None = None, retry_failed: bool = False,
-            progress: bool = True, poll: float = 0.5, device: str | None = None) -> dict[str, int]:
+            progress: bool = True, poll: float = 0.5, device: str | None = None,
+            tracking: Sequence[str] | str | None = None) -> dict[str, int]:
         """Runs every pending run; returns the status counts.
 
         ``executor="local"``: ``workers`` processes with ``threads`` torch threads each.
@@ -201,6 +203,9 @@ class Sweep:
         KeyboardInterrupt (:class:`vaetransfer.interrupts.Interrupted` for SIGTERM). ``device``: an
         execution setting handed to each run's job (function jobs pass it to their function as
         ``device=``; on Ray a CUDA device reserves one GPU per run); not part of any run's identity.
+        ``tracking``: tracker names (``"tensorboard"``, ``"wandb"``, ``"mlflow"``:
+        :mod:`vaetransfer.tracking`) every run's training reports to; None: those of an enclosing
+        ``tracking.using`` block. An execution setting too.
         """
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise value_error("retries", f"expected a number of retries >= 0, got {retries!r}")
@@ -208,6 +213,7 @@ class Sweep:
             raise value_error("threads", f"expected torch threads per run >= 1 (or None), got {threads!r}")
         if executor not in EXECUTORS:
             raise value_error("executor", f"expected one of {sorted(EXECUTORS)}, got {executor!r}")
+        trackers = tracking_active() if tracking is None else check_trackers(tracking)
         with DirectoryLock(self.out_dir, what="running the sweep"), stop_on_signals():
             store = self._store()
             try:
@@ -218,7 +224,7 @@ class Sweep:
                 pending = [r for r in store.rows(ids) if r["status"] == "pending"]
                 if not pending:
                     return store.counts()
-                options: dict[str, Any] = {"threads": threads, "device": device}
+                options: dict[str, Any] = {"threads": threads, "device": device, "tracking": trackers}
                 if executor == "local":
                     options["workers"] = workers
                 else:

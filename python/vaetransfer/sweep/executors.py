@@ -64,9 +64,9 @@ def _worker_main(fd: int, parent_pid: int) -> None:
             return
         if task is None:
             return
-        job, run_id, config, run_dir, threads, device = task
+        job, run_id, config, run_dir, threads, device, tracking = task
         try:
-            outcome = (run_id, jobs.execute(job, run_id, config, run_dir, threads, device), None)
+            outcome = (run_id, jobs.execute(job, run_id, config, run_dir, threads, device, tracking), None)
         except Exception:  # noqa: BLE001 — every failure is reported to the driver as text
             outcome = (run_id, None, traceback.format_exc(limit=20))
         except KeyboardInterrupt as exc:  # SIGTERM (Interrupted) stopped training or a study job's own
@@ -84,10 +84,11 @@ class LocalExecutor:
 
     name = "local"
 
-    def __init__(self, workers: int = 1, threads: int | None = 1, device: str | None = None):
+    def __init__(self, workers: int = 1, threads: int | None = 1, device: str | None = None,
+                 tracking: tuple[str, ...] = ()):
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise value_error("workers", f"expected a number of processes >= 1, got {workers!r}")
-        self.workers, self.threads, self.device = workers, threads, device
+        self.workers, self.threads, self.device, self.tracking = workers, threads, device, tuple(tracking)
         self._procs: dict[int, subprocess.Popen] = {}
         self._conns: dict[int, Connection] = {}
         self._busy: dict[int, str] = {}  # worker slot → run id
@@ -109,7 +110,7 @@ class LocalExecutor:
         slot = next(i for i in range(self.workers) if i not in self._busy)
         if slot not in self._procs or self._procs[slot].poll() is not None:
             self._start(slot)
-        self._conns[slot].send((job, run_id, config, run_dir, self.threads, self.device))
+        self._conns[slot].send((job, run_id, config, run_dir, self.threads, self.device, self.tracking))
         self._busy[slot] = run_id
 
     def wait(self, timeout: float) -> list[Outcome]:
@@ -184,8 +185,8 @@ def _python_handlers(restore: dict | None = None) -> dict:
     return restore
 
 
-def _ray_execute(job, run_id, config, run_dir, threads, device):
-    return jobs.execute(job, run_id, config, run_dir, threads, device)
+def _ray_execute(job, run_id, config, run_dir, threads, device, tracking=()):
+    return jobs.execute(job, run_id, config, run_dir, threads, device, tracking)
 
 
 #: Seconds a Ray address's TCP port has to accept a connection before ``ray.init`` is tried (which
@@ -225,7 +226,8 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, num_cpus: float = 1, threads: int | None = 1, address: str | None = None,
-                 cpus: int | None = None, max_concurrent: int | None = None, device: str | None = None):
+                 cpus: int | None = None, max_concurrent: int | None = None, device: str | None = None,
+                 tracking: tuple[str, ...] = ()):
         if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or num_cpus <= 0:
             raise type_error("num_cpus", f"expected CPUs per run > 0, got {num_cpus!r}")
         if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1):
@@ -258,7 +260,7 @@ class RayExecutor:
         total = ray.cluster_resources().get("CPU", 1)
         self.max_concurrent = max_concurrent or max(1, int(total // num_cpus))
         self._remote = ray.remote(num_cpus=num_cpus, max_retries=0)(_ray_execute)
-        self.device = device
+        self.device, self.tracking = device, tuple(tracking)
         if device and device.startswith("cuda"):  # every task gets the device as an argument; a CUDA one reserves a GPU
             self._remote = self._remote.options(num_gpus=1)
         self._refs: dict[Any, str] = {}
@@ -268,7 +270,8 @@ class RayExecutor:
         return self.max_concurrent - len(self._refs)
 
     def submit(self, job: str, run_id: str, config: dict, run_dir: str) -> None:
-        self._refs[self._remote.remote(job, run_id, config, run_dir, self.threads, self.device)] = run_id
+        self._refs[self._remote.remote(job, run_id, config, run_dir, self.threads, self.device,
+                                       self.tracking)] = run_id
 
     def wait(self, timeout: float) -> list[Outcome]:
         if not self._refs:

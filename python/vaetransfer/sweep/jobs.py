@@ -43,6 +43,7 @@ from ..io import DirectoryLock, read_json, set_aside, write_json
 from ..objectives import make_objective
 from ..regularizers import make_regularizer
 from ..schedules import make_schedule
+from ..tracking import using as using_trackers
 from ..train import TrainConfig, TrainingDivergedError, preflight, train
 
 __all__ = ["JOBS", "get_job", "DataSpec", "execute", "RESULT_FILE", "PROGRESS_FILE", "read_progress", "read_result"]
@@ -257,11 +258,12 @@ def _reporter(run_dir: Path, every: float = 0.5) -> Callable[[int, int], None]:
 
 
 def execute(job: str, run_id: str, config: dict, run_dir: str | os.PathLike, threads: int | None = None,
-            device: str | None = None) -> dict:
+            device: str | None = None, tracking: tuple[str, ...] = ()) -> dict:
     """Runs one run in this process and returns its result ``{"status": "done"|"diverged",
     "metrics", "error", "seconds", "host"}`` (also saved as ``run_dir/result.json``). ``device``
     (an execution setting, e.g. a study's) reaches job kinds whose ``execute`` takes a ``device``
-    argument (function jobs pass it on to their function); it is not part of the run."""
+    argument (function jobs pass it on to their function); it is not part of the run. ``tracking``:
+    tracker names (:mod:`vaetransfer.tracking`) every training of the job reports to."""
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -280,7 +282,8 @@ def execute(job: str, run_id: str, config: dict, run_dir: str | os.PathLike, thr
         try:
             kind = get_job(job)
             extra = {"device": device} if device is not None and _takes_device(kind.execute) else {}
-            metrics, status, error = kind.execute(config, run_dir, report, **extra), "done", None
+            with using_trackers(tracking):
+                metrics, status, error = kind.execute(config, run_dir, report, **extra), "done", None
         except TrainingDivergedError as exc:  # deterministic: a retry would diverge again
             metrics, status, error = {}, "diverged", str(exc)
         result = {"status": status, "metrics": metrics, "error": error, "host": socket.gethostname(),
