@@ -8,7 +8,8 @@ import pytest
 from conftest import finished_work
 from nbclient import NotebookClient
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+FOLDER = Path(__file__).parent.parent / "notebooks"
+NOTEBOOKS = sorted(FOLDER.glob("*.ipynb"))
 
 
 def _study_of(nb) -> str | None:
@@ -81,3 +82,52 @@ def test_the_rendered_summary_says_what_the_results_say(study_smoke):
         if f.get("kind", "finding") == "finding":
             row = next(line for line in text.splitlines() if line.startswith(f"| `{f['name']}`"))
             assert (f.get("verdict") or "") in row
+
+
+def test_jupyter_lab_serves_the_notebooks(tmp_path):
+    """The README's environment opens the notebooks in JupyterLab: the server starts on a free port,
+    lists notebooks/ and opens each notebook through its contents API, then shuts down."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    pytest.importorskip("jupyterlab", reason="JupyterLab is in requirements.txt (the README's environment)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = "vaetransfer-test"
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_DATA_DIR=str(tmp_path / "data"),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
+    server = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+                               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={FOLDER}"]
+                              + (["--allow-root"] if os.geteuid() == 0 else []),
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        def get(path):
+            req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"token {token}"})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, r.read()
+
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                status, body = get("/api/contents")
+                break
+            except OSError:
+                assert server.poll() is None, server.stderr.read().decode()[-2000:]
+                assert time.monotonic() < deadline, "JupyterLab did not start within 90 s"
+                time.sleep(0.5)
+        listed = sorted(e["name"] for e in json.loads(body)["content"] if e["type"] == "notebook")
+        assert status == 200 and listed == sorted(p.name for p in NOTEBOOKS)
+        for name in listed:
+            status, body = get(f"/api/contents/{name}")
+            assert status == 200 and json.loads(body)["content"]["cells"], name
+        status, page = get("/lab")
+        assert status == 200 and b"JupyterLab" in page
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
