@@ -28,7 +28,11 @@ from .schedules import ScheduleConfig
 from .train import OptimizerConfig, PhaseConfig, Run, TrainConfig, TrainingDivergedError, load_run, train
 from . import rr  # noqa: E402  (after train: greedy_pretraining uses it)
 
-__version__ = "0.1.0"
+try:  # the installed distribution's: 0.1.0+torch2.13.0.cpu names the torch the core was compiled against
+    from importlib.metadata import PackageNotFoundError as _NotFound, version as _version
+    __version__ = _version("vaetransfer")
+except _NotFound:  # run from a source tree that was never installed
+    __version__ = "unknown"
 __all__ = ["ArgumentError", "ArgumentTypeError", "build_info", "activations", "data", "estimators", "nn", "objectives",
            "regularizers", "rr", "schedules", "similarity", "text", "Model", "VAE", "Classifier", "ModelConfig", "build_model",
            "modules", "module_model",
