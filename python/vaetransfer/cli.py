@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                                    "resumes, another config needs another --out.")
     p.add_argument("study", nargs="?", help="the study (vaetransfer run --list)")
     p.add_argument("--list", action="store_true", help="list the studies and their presets")
-    p.add_argument("--preset", default="small", help="smoke (seconds), small (default; this machine, under an hour), medium (this machine, about two hours) or paper")
+    p.add_argument("--preset", default="small", help="smoke (a check that it runs: under two minutes on 2 cores), small (default; this machine, under an hour), medium (this machine, about two hours) or paper")
     p.add_argument("--config", metavar="FILE.json", help="a JSON object of config values over the preset")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config value (dotted keys for nested configs; JSON values, e.g. betas=[1,4])")
