@@ -40,7 +40,7 @@ py="$venv/bin/python"
 # torch first (with its CUDA runtime wheels), then the build tools and what the smoke tests need,
 # pinned as in requirements.txt.
 "$py" -m pip install --quiet "${pip_from[@]}" "$spec"
-grep -E '^(numpy|tqdm|matplotlib|scikit-build-core|ninja|pytest|scikit-learn|scipy|joblib|threadpoolctl)==' \
+grep -E '^(numpy|tqdm|matplotlib|scikit-build-core|ninja|cmake|cmeel-eigen|cmeel|pytest|scikit-learn|scipy|joblib|threadpoolctl)==' \
   requirements.txt > "$root/requirements.txt"
 "$py" -m pip install --quiet ${TORCH_WHEELS:+--find-links "$TORCH_WHEELS"} -r "$root/requirements.txt"
 
