@@ -14,6 +14,7 @@ import vaetransfer as vt
 from vaetransfer import sweep, tracking
 from vaetransfer.cli import main as cli_main
 from vaetransfer.studies import Execution
+from vaetransfer.tensorboard_export import export_tensorboard
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator",
                                         reason="the tensorboard package (requirements.txt) reads the event files")
@@ -152,8 +153,8 @@ def test_runs_made_before_get_event_files_from_their_files(tmp_path, capsys):
     acc = _events(run.out_dir / "tensorboard")
     assert [e.value for e in acc.Scalars("train/neg_elbo")] == [_f32(v) for v in run.history["neg_elbo"]]
     assert [e.step for e in acc.Scalars("eval/loss")] == [4, 8]
-    assert tracking.export_tensorboard([tmp_path / "study"]) == []  # written already: skipped
-    assert tracking.export_tensorboard([tmp_path / "study"], overwrite=True) == [run.out_dir]
+    assert export_tensorboard([tmp_path / "study"]) == []  # written already: skipped
+    assert export_tensorboard([tmp_path / "study"], overwrite=True) == [run.out_dir]
     assert cli_main(["tensorboard", str(tmp_path / "nothing-here")]) == 2
 
 

@@ -126,7 +126,7 @@ def registries() -> dict[str, list[str]]:
 
 
 def _tensorboard(args) -> int:
-    from .tracking.tensorboard_writer import export_tensorboard
+    from .tensorboard_export import export_tensorboard
 
     written = export_tensorboard(args.dirs, overwrite=args.overwrite)
     for d in written:

@@ -92,7 +92,7 @@ class Execution:
             raise value_error("cpus_per_run", f"expected a number of CPUs > 0, got {self.cpus_per_run!r}")
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "tracking": list(self.tracking)}  # as results.json holds it
 
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import Callback, TrainingContext
+from .base import Callback, TrainingContext
 from .tensorboard_writer import flat_config
 
 __all__ = ["MLflowCallback"]

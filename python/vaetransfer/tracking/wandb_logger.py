@@ -10,7 +10,7 @@ import hashlib
 from pathlib import Path
 
 from .._checks import value_error
-from . import Callback, TrainingContext
+from .base import Callback, TrainingContext
 
 __all__ = ["WandbCallback"]
 
