@@ -1,11 +1,12 @@
 """The callback interface of vaetransfer.tracking (see the package's docstring)."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Callback", "TrainingContext"]
+__all__ = ["Callback", "TrainingContext", "flat_config"]
 
 
 @dataclass(frozen=True)
@@ -44,3 +45,17 @@ class Callback:
 
     def on_train_end(self, run, error: BaseException | None) -> None:
         pass
+
+
+def flat_config(config: dict, prefix: str = "") -> dict:
+    """The config's fields as dotted names with int/float/str/bool values (lists and others as text)."""
+    out = {}
+    for k, v in config.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flat_config(v, name + "."))
+        elif isinstance(v, (bool, int, float, str)):
+            out[name] = v
+        else:
+            out[name] = json.dumps(v)
+    return out

@@ -10,8 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .base import Callback, TrainingContext
-from .tensorboard_writer import flat_config
+from .base import Callback, TrainingContext, flat_config
 
 __all__ = ["MLflowCallback"]
 

@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 
 from .._checks import check_int
-from .base import Callback, TrainingContext
+from .base import Callback, TrainingContext, flat_config
 
-__all__ = ["TensorBoardCallback", "LOG_DIR", "flat_config"]
+__all__ = ["TensorBoardCallback", "LOG_DIR"]
 
 LOG_DIR = "tensorboard"  #: the folder of a run directory that holds its event files
 
@@ -38,20 +38,6 @@ def _summary_writer():
         raise ImportError("TensorBoard tracking needs the tensorboard package: pip install 'tensorboard==2.21.0' "
                           "(or the vaetransfer[tracking] extra)") from exc
     return SummaryWriter
-
-
-def flat_config(config: dict, prefix: str = "") -> dict:
-    """The config's fields as dotted names with int/float/str/bool values (lists and others as text)."""
-    out = {}
-    for k, v in config.items():
-        name = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flat_config(v, name + "."))
-        elif isinstance(v, (bool, int, float, str)):
-            out[name] = v
-        else:
-            out[name] = json.dumps(v)
-    return out
 
 
 class TensorBoardCallback(Callback):
